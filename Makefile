@@ -1,0 +1,46 @@
+# calico-py. `make test` and (later) `make run` set up a fresh Debian 12 machine by themselves.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup test unit integration lint format bench fuzz crds clean
+
+setup:
+	@scripts/setup-system.sh
+	@scripts/setup-venv.sh
+
+test: setup
+	$(VENV)/bin/ruff check calico tests benchmarks
+	$(VENV)/bin/ruff format --check calico tests benchmarks
+	$(PY) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
+
+unit: setup
+	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: setup
+	$(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check calico tests benchmarks
+	$(VENV)/bin/ruff format --check calico tests benchmarks
+
+format: setup
+	$(VENV)/bin/ruff check --fix calico tests benchmarks
+	$(VENV)/bin/ruff format calico tests benchmarks
+
+# Performance suite: each script prints one JSON line per result. Never part of `make test`.
+bench: setup
+	@set -e; for b in benchmarks/bench_*.py; do echo "# $$b" >&2; $(PY) $$b; done
+
+# Fuzz the user-controlled inputs for FUZZ_SECONDS each (not run in CI).
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	@set -e; for f in tests/fuzz/fuzz_*.py; do echo "# $$f" >&2; $(PY) $$f --seconds $(FUZZ_SECONDS); done
+
+# Regenerate the crd.projectcalico.org/v1 CustomResourceDefinitions from the models.
+crds: setup
+	$(PY) -m calico.api.crdgen --out manifests/crds
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

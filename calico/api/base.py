@@ -1,0 +1,158 @@
+"""Shared base classes and the kind registry for projectcalico.org/v3 resources.
+
+Python attribute names are snake_case; the wire names are upstream's camelCase, produced by
+the alias generator or given explicitly with ``Field(alias=...)`` where upstream's spelling is
+not plain camelCase (``peerIP``, ``ipipMTU``...). Unknown fields are rejected (``extra=forbid``),
+which is what makes "field ... is not recognized" errors possible.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "projectcalico.org"
+API_VERSION = "projectcalico.org/v3"
+
+
+class CalicoModel(BaseModel):
+    """Base of every v3 structure: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        validate_assignment=False,
+        ser_json_timedelta="iso8601",
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The upstream JSON/YAML shape: aliases, no unset optional fields."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ObjectMeta(CalicoModel):
+    """Kubernetes-style metadata; only the fields calicoctl reads or writes."""
+
+    name: str = ""
+    namespace: str | None = None
+    generate_name: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    resource_version: str | None = None
+    uid: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    generation: int | None = None
+    finalizers: list[str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
+    managed_fields: list[dict[str, Any]] | None = None
+
+
+class Resource(CalicoModel):
+    """A top-level v3 resource. Subclasses set the class variables and a typed ``spec``."""
+
+    KIND: ClassVar[str] = ""
+    PLURAL: ClassVar[str] = ""  # lower-case plural used in etcd keys and CRD names
+    NAMESPACED: ClassVar[bool] = False
+    # calicoctl kind aliases, lower-case, e.g. ("ippool", "ippools", "ipp", "ipps", "pool", "pools")
+    ALIASES: ClassVar[tuple[str, ...]] = ()
+
+    api_version: str = Field(default=API_VERSION)
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        """Why ``name`` is unacceptable for this kind, or None. Default: a DNS-1123 subdomain.
+
+        Override for kinds with stricter names (tiers, policies). An empty name is not checked
+        here: the loader requires one, code building objects in memory may fill it later.
+        """
+        from calico.api.validators import dns1123_subdomain
+
+        try:
+            dns1123_subdomain(name)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    @model_validator(mode="after")
+    def _check_resource_metadata(self) -> Self:
+        """Rules upstream applies to every kind: kind/apiVersion, scope, name, labels."""
+        from calico.api import validators as v
+
+        if not self.kind:
+            self.kind = self.KIND
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        if self.KIND and self.kind != self.KIND:
+            issues.append((("kind",), f"kind must be {self.KIND}"))
+        if self.api_version != API_VERSION:
+            issues.append((("apiVersion",), f"apiVersion must be {API_VERSION}"))
+        meta = self.metadata
+        if meta.name and (problem := self.name_problem(meta.name)):
+            issues.append((("metadata", "name"), problem))
+        if meta.namespace is not None:
+            if not self.NAMESPACED:
+                issues.append(
+                    (
+                        ("metadata", "namespace"),
+                        f"namespace should not be specified for a non-namespaced resource "
+                        f"({self.KIND} is cluster-scoped)",
+                    )
+                )
+            else:
+                try:
+                    v.dns1123_label(meta.namespace, "namespace")
+                except ValueError as exc:
+                    issues.append((("metadata", "namespace"), str(exc)))
+        for key, value in (meta.labels or {}).items():
+            for check, what in ((v.label_key, key), (v.label_value, value)):
+                try:
+                    check(what)
+                except ValueError as exc:
+                    issues.append((("metadata", "labels", key), str(exc)))
+        total = 0
+        for key, value in (meta.annotations or {}).items():
+            total += len(key) + len(value)
+            try:
+                v.annotation_key(key)
+            except ValueError as exc:
+                issues.append((("metadata", "annotations", key), str(exc)))
+        if total > 256 * 1024:
+            issues.append(
+                (("metadata", "annotations"), "total size of annotations exceeds 256 KiB")
+            )
+        v.raise_issues(issues)
+        return self
+
+
+_REGISTRY: dict[str, type[Resource]] = {}
+
+
+def register(cls: type[Resource]) -> type[Resource]:
+    """Class decorator: make a resource kind loadable by name."""
+    if not cls.KIND or not cls.PLURAL:
+        raise TypeError(f"{cls.__name__} must set KIND and PLURAL")
+    if cls.KIND in _REGISTRY and _REGISTRY[cls.KIND] is not cls:
+        raise TypeError(f"kind {cls.KIND} registered twice")
+    _REGISTRY[cls.KIND] = cls
+    return cls
+
+
+def kinds() -> dict[str, type[Resource]]:
+    """All registered kinds, by upstream Kind name."""
+    return dict(_REGISTRY)
+
+
+def resource_class(kind: str) -> type[Resource] | None:
+    """Look up a kind by its exact name, or by a calicoctl alias (case-insensitive)."""
+    if kind in _REGISTRY:
+        return _REGISTRY[kind]
+    low = kind.lower()
+    for cls in _REGISTRY.values():
+        if low == cls.KIND.lower() or low in cls.ALIASES:
+            return cls
+    return None

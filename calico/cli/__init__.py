@@ -1,0 +1,1 @@
+"""The combined ``calico`` command and its argv[0] / CNI_COMMAND dispatch."""

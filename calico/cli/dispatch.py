@@ -1,0 +1,41 @@
+"""Decide what one process is, from its argv[0] and ``CNI_COMMAND``, before parsing flags.
+
+Pure and table-tested: the same installed entry point serves as ``calico``, ``calicoctl`` and the
+CNI plugins, because kubelet/container runtimes and operators invoke it under those names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Mode(Enum):
+    CLI = "cli"  # the click command tree
+    CNI_PLUGIN = "cni-plugin"  # the calico network plugin (CNI protocol on env + stdin)
+    CNI_IPAM = "cni-ipam"  # the calico-ipam IPAM plugin
+
+
+# argv[1] values that always mean "the CLI", even when CNI_COMMAND leaks into the environment.
+CLI_VERBS = frozenset({"component", "ctl", "health", "version", "help"})
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    mode: Mode
+    argv: tuple[str, ...]  # argv to hand to the chosen mode (argv[0] included)
+
+
+def dispatch(argv: list[str] | tuple[str, ...], cni_command: str | None) -> Dispatch:
+    """Map (argv, $CNI_COMMAND) to a mode and the argv that mode should parse."""
+    args = tuple(argv)
+    prog = os.path.basename(args[0]) if args else "calico"
+    if prog == "calico-ipam":
+        return Dispatch(Mode.CNI_IPAM, args)
+    if prog == "calicoctl":
+        return Dispatch(Mode.CLI, (args[0], "ctl", *args[1:]))
+    first = args[1] if len(args) > 1 else ""
+    if cni_command and first not in CLI_VERBS:
+        return Dispatch(Mode.CNI_PLUGIN, args)
+    return Dispatch(Mode.CLI, args)

@@ -1,0 +1,172 @@
+"""Health aggregation with upstream's semantics.
+
+Invariants (each has a unit test):
+- A reporter votes only on the qualities it registered for; a quality it does not vote on never
+  affects the aggregate ("-" in the table).
+- A new reporter starts live and *not* ready: readiness must be earned by a first report.
+- A reporter whose timeout is > 0 and has passed since its last report fails every quality it
+  votes on ("timed out"); exactly-at-the-timeout still counts as fresh.
+- Zero reporters is live and ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from calico.durations import format_duration
+from calico.health.table import render_table
+
+log = logging.getLogger(__name__)
+
+
+class UnknownReporterError(KeyError):
+    """``report()`` for a name that was never registered: a programming error."""
+
+
+@dataclass
+class _Reporter:
+    name: str
+    votes_live: bool
+    votes_ready: bool
+    timeout: float
+    live: bool = True
+    ready: bool = False
+    detail: str = ""
+    last_report: float = 0.0
+
+    def has_timed_out(self, now: float, timeout: float) -> bool:
+        return timeout > 0 and (now - self.last_report) > timeout
+
+
+@dataclass(frozen=True)
+class HealthSummary:
+    live: bool
+    ready: bool
+    detail: str
+
+
+class HealthAggregator:
+    """Collects reports from a process's loops and answers "is this process live / ready?".
+
+    Thread-safe: loops report from their own threads while the HTTP server reads summaries.
+    The clock is injectable so tests can step time instead of sleeping.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reporters: dict[str, _Reporter] = {}
+        self._overrides: dict[str, float] = {}
+        self._last_summary: HealthSummary | None = None
+        self._ever_ready = False
+        self._server: object | None = None  # HealthServer, created lazily by serve()
+
+    # -- reporters -----------------------------------------------------------------------------
+
+    def register_reporter(self, name: str, live: bool, ready: bool, timeout: float = 0.0) -> None:
+        """Declare a reporter and the qualities it votes on; re-registering resets its state."""
+        with self._lock:
+            self._reporters[name] = _Reporter(
+                name=name,
+                votes_live=live,
+                votes_ready=ready,
+                timeout=float(timeout),
+                last_report=self._clock(),
+            )
+
+    def report(self, name: str, *, live: bool, ready: bool, detail: str = "") -> None:
+        """Replace ``name``'s latest report and refresh its timestamp (also when unchanged)."""
+        with self._lock:
+            rep = self._reporters.get(name)
+            if rep is None:
+                raise UnknownReporterError(f"health reporter {name!r} was never registered")
+            changed = (rep.live, rep.ready, rep.detail) != (live, ready, detail)
+            rep.live, rep.ready, rep.detail = live, ready, detail
+            rep.last_report = self._clock()
+        if changed:
+            log.info(
+                "Health of component changed: name=%s live=%s ready=%s detail=%r",
+                name,
+                live,
+                ready,
+                detail,
+            )
+
+    def set_global_timeout_overrides(self, overrides: Mapping[str, float]) -> None:
+        """Replace per-reporter timeouts by name (upstream's HealthTimeoutOverrides)."""
+        with self._lock:
+            self._overrides = {k: float(v) for k, v in overrides.items()}
+
+    # -- aggregation ---------------------------------------------------------------------------
+
+    def summary(self) -> HealthSummary:
+        """Compute the aggregate now; logs when the overall status changes."""
+        now = self._clock()
+        live = ready = True
+        rows: list[tuple[str, str, str, str, str]] = []
+        not_ready: list[str] = []
+        with self._lock:
+            for name in sorted(self._reporters):
+                rep = self._reporters[name]
+                timeout = self._overrides.get(name, rep.timeout)
+                timed_out = rep.has_timed_out(now, timeout)
+                live_cell = ready_cell = "-"
+                if rep.votes_live:
+                    if timed_out:
+                        live, live_cell = False, "timed out"
+                    elif rep.live:
+                        live_cell = "reporting live"
+                    else:
+                        live, live_cell = False, "reporting non-live"
+                if rep.votes_ready:
+                    if timed_out:
+                        ready, ready_cell = False, "timed out"
+                    elif rep.ready:
+                        ready_cell = "reporting ready"
+                    else:
+                        ready, ready_cell = False, "reporting non-ready"
+                    if ready_cell != "reporting ready":
+                        not_ready.append(name)
+                timeout_cell = format_duration(timeout) if timeout else "-"
+                if name in self._overrides:
+                    timeout_cell += " (override)"
+                rows.append((name, timeout_cell, live_cell, ready_cell, rep.detail))
+            result = HealthSummary(live=live, ready=ready, detail=render_table(rows))
+            changed = self._last_summary is None or (
+                (self._last_summary.live, self._last_summary.ready) != (live, ready)
+            )
+            self._last_summary = result
+            ever_ready = self._ever_ready
+            if ready:
+                self._ever_ready = True
+        for name in not_ready:
+            # Not being ready during start-up is normal; after that it is worth a warning.
+            log.log(
+                logging.WARNING if ever_ready else logging.INFO, "Reporter is not ready: %s", name
+            )
+        if changed:
+            log.info(
+                "Overall health status changed: live=%s ready=%s\n%s", live, ready, result.detail
+            )
+        return result
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    def serve(self, enabled: bool, host: str = "localhost", port: int = 9099) -> None:
+        """Start, keep or stop the health HTTP server (see HealthServer.serve)."""
+        from calico.health.server import HealthServer
+
+        with self._lock:
+            if self._server is None:
+                self._server = HealthServer(self)
+            server = self._server
+        assert isinstance(server, HealthServer)
+        server.serve(enabled, host, port)
+
+    @property
+    def server(self) -> object | None:
+        return self._server

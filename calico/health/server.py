@@ -1,0 +1,163 @@
+"""The /liveness and /readiness HTTP endpoints.
+
+``serve(enabled, host, port)`` follows upstream: while wanted, a server that fails to bind (port in
+use) is retried every second; a call while running is a no-op even if host/port differ (callers
+move it by disabling then enabling); disabling stops and forgets it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from calico.health.aggregator import HealthAggregator
+
+log = logging.getLogger(__name__)
+
+STATUS_GOOD = 200
+STATUS_GOOD_NO_CONTENT = 204
+STATUS_BAD = 503
+RETRY_INTERVAL = 1.0
+
+
+def _make_handler(aggregator: HealthAggregator) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "calico-health"
+        sys_version = ""
+
+        def _respond(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path not in ("/liveness", "/readiness"):
+                self._send(404, "404 page not found\n")
+                return
+            summary = aggregator.summary()
+            good = summary.live if path == "/liveness" else summary.ready
+            if good:
+                status = STATUS_GOOD if summary.detail else STATUS_GOOD_NO_CONTENT
+            else:
+                status = STATUS_BAD
+            self._send(status, summary.detail)
+
+        def _send(self, status: int, body: str) -> None:
+            data = body.encode() if status != STATUS_GOOD_NO_CONTENT else b""
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        # Upstream does not check the method.
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _respond
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("health request: " + format, *args)
+
+    return Handler
+
+
+def _family_for(host: str) -> tuple[socket.AddressFamily, str]:
+    if host == "":
+        return (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    fam, _, _, _, addr = infos[0]
+    return fam, str(addr[0])
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6:
+            # An empty host means every interface, IPv4 included, as Go's listener does.
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+class HealthServer:
+    """Owns the HTTP server thread for one aggregator."""
+
+    def __init__(self, aggregator: HealthAggregator) -> None:
+        self._aggregator = aggregator
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._httpd: _Server | None = None
+        self._bound = threading.Event()
+
+    def serve(self, enabled: bool, host: str, port: int) -> None:
+        with self._lock:
+            if enabled:
+                if self._thread is not None:
+                    log.info("Health enabled. Server is already running.")
+                    return
+                self._wanted.set()
+                self._bound.clear()
+                self._thread = threading.Thread(
+                    target=self._run, args=(host, port), name="health-server", daemon=True
+                )
+                self._thread.start()
+                return
+            if self._thread is None:
+                return
+            log.info("Health disabled. Stopping server.")
+            self._wanted.clear()
+            thread, self._thread = self._thread, None
+            httpd = self._httpd
+        if httpd is not None:
+            httpd.shutdown()
+        thread.join(timeout=5)
+
+    def _run(self, host: str, port: int) -> None:
+        handler = _make_handler(self._aggregator)
+        while self._wanted.is_set():
+            try:
+                family, bind_host = _family_for(host)
+                server_cls = type("_HealthHTTPServer", (_Server,), {"address_family": family})
+                httpd = server_cls((bind_host, port), handler)
+            except OSError as exc:
+                log.error("Health endpoint failed, trying to restart it... error=%s", exc)
+                if not self._sleep_while_wanted(RETRY_INTERVAL):
+                    return
+                continue
+            with self._lock:
+                if not self._wanted.is_set():
+                    httpd.server_close()
+                    return
+                self._httpd = httpd
+            self._bound.set()
+            log.info("Health endpoint listening host=%s port=%s", host, httpd.server_address[1])
+            try:
+                httpd.serve_forever(poll_interval=0.2)
+            finally:
+                httpd.server_close()
+                with self._lock:
+                    self._httpd = None
+                self._bound.clear()
+
+    def _sleep_while_wanted(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; False as soon as the server is no longer wanted."""
+        pause = threading.Event()
+        step = 0.05
+        waited = 0.0
+        while waited < seconds:
+            if not self._wanted.is_set():
+                return False
+            pause.wait(step)
+            waited += step
+        return self._wanted.is_set()
+
+    def wait_bound(self, timeout: float = 5.0) -> bool:
+        """Block until the listener is bound (tests and start-up ordering)."""
+        return self._bound.wait(timeout)
+
+    @property
+    def port(self) -> int | None:
+        """The bound port (useful with port 0), or None while not listening."""
+        httpd = self._httpd
+        return int(httpd.server_address[1]) if httpd is not None else None

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the Debian packages calico-py's tests and daemons use. Idempotent and quiet:
+# apt runs only when something is missing. Needs root (CI and the dev machines run as root).
+set -euo pipefail
+
+PACKAGES=(
+    python3-venv      # virtualenv for the project
+    iproute2          # ip netns / veth for test workloads
+    procps            # ps, pkill used by tests' clean-up
+    nftables          # nft CLI (debugging) and libnftables
+    python3-nftables  # the libnftables JSON binding, linked into the venv
+    runit             # runsv/sv/svlogd: the node's supervisor
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "setup-system: need root to install: ${missing[*]}" >&2
+    exit 1
+fi
+
+echo "setup-system: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,32 @@
+"""Shared fixtures for every tier."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def calico_bin() -> str:
+    """Path of the installed ``calico`` console script (the real entry point users run)."""
+    path = VENV_BIN / "calico"
+    if not path.exists():
+        found = shutil.which("calico")
+        assert found, "the calico console script is not installed; run `make setup`"
+        return found
+    return str(path)
+
+
+@pytest.fixture
+def clean_env() -> dict[str, str]:
+    """The current environment minus variables that change what the CLI does."""
+    env = dict(os.environ)
+    env.pop("CNI_COMMAND", None)
+    return env

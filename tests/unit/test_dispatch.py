@@ -1,0 +1,51 @@
+"""The argv[0] / CNI_COMMAND dispatch table, one test row per upstream rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from calico.cli.dispatch import Dispatch, Mode, dispatch
+
+CASES = [
+    # (argv, CNI_COMMAND, expected mode, expected argv)
+    (["/opt/cni/bin/calico-ipam"], "ADD", Mode.CNI_IPAM, ["/opt/cni/bin/calico-ipam"]),
+    (["calico-ipam"], None, Mode.CNI_IPAM, ["calico-ipam"]),
+    (["calico-ipam", "version"], "", Mode.CNI_IPAM, ["calico-ipam", "version"]),
+    (
+        ["/usr/bin/calicoctl", "get", "nodes"],
+        None,
+        Mode.CLI,
+        ["/usr/bin/calicoctl", "ctl", "get", "nodes"],
+    ),
+    (["calicoctl"], None, Mode.CLI, ["calicoctl", "ctl"]),
+    (["calicoctl", "version"], "ADD", Mode.CLI, ["calicoctl", "ctl", "version"]),
+    (["/opt/cni/bin/calico"], "ADD", Mode.CNI_PLUGIN, ["/opt/cni/bin/calico"]),
+    (["calico"], "DEL", Mode.CNI_PLUGIN, ["calico"]),
+    (["calico", "whatever"], "CHECK", Mode.CNI_PLUGIN, ["calico", "whatever"]),
+    (["calico", "component", "felix"], "ADD", Mode.CLI, ["calico", "component", "felix"]),
+    (["calico", "ctl", "get", "nodes"], "ADD", Mode.CLI, ["calico", "ctl", "get", "nodes"]),
+    (["calico", "health", "--port", "1"], "ADD", Mode.CLI, ["calico", "health", "--port", "1"]),
+    (["calico", "version"], "VERSION", Mode.CLI, ["calico", "version"]),
+    (["calico", "help"], "ADD", Mode.CLI, ["calico", "help"]),
+    (["calico", "health"], None, Mode.CLI, ["calico", "health"]),
+    (["calico", "health"], "", Mode.CLI, ["calico", "health"]),
+    (["calico"], None, Mode.CLI, ["calico"]),
+    (
+        ["/usr/local/bin/calico-node", "component", "felix"],
+        None,
+        Mode.CLI,
+        ["/usr/local/bin/calico-node", "component", "felix"],
+    ),
+    ([], None, Mode.CLI, []),
+]
+
+
+@pytest.mark.parametrize(("argv", "cni", "mode", "out"), CASES)
+def test_dispatch_table(argv: list[str], cni: str | None, mode: Mode, out: list[str]) -> None:
+    assert dispatch(argv, cni) == Dispatch(mode, tuple(out))
+
+
+def test_dispatch_does_not_mutate_argv() -> None:
+    argv = ["calicoctl", "get"]
+    dispatch(argv, None)
+    assert argv == ["calicoctl", "get"]
