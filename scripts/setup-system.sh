@@ -10,6 +10,8 @@ PACKAGES=(
     nftables          # nft CLI (debugging) and libnftables
     python3-nftables  # the libnftables JSON binding, linked into the venv
     runit             # runsv/sv/svlogd: the node's supervisor
+    etcd-server       # real etcd v3 for the etcdv3 backend's tests
+    etcd-client       # etcdctl, for debugging and tests
 )
 
 missing=()

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import signal
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
-REPO = str(Path(__file__).resolve().parents[2])
-if REPO not in sys.path:  # the package is not installed in every checkout
-    sys.path.insert(0, REPO)
-
-from calico.cmdwrapper import RESTART_RETURN_CODE, wrap_self  # noqa: E402
-from calico.cmdwrapper.wrapper import exit_code_for, forwardable_signals  # noqa: E402
+from calico.cmdwrapper import RESTART_RETURN_CODE, wrap_self
+from calico.cmdwrapper.wrapper import exit_code_for, forwardable_signals
 
 
 def test_restart_code_is_129() -> None:
