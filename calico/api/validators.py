@@ -30,7 +30,8 @@ def dns1123_subdomain(value: str, what: str = "name") -> str:
     if not value or len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
         raise ValueError(
             f"{what} {value!r} must be a DNS-1123 subdomain: at most 253 lower-case "
-            "alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character"
+            "alphanumeric characters, '-' or '.', starting and ending with an alphanumeric "
+            "character"
         )
     return value
 
