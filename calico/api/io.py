@@ -1,0 +1,334 @@
+"""Reading and writing v3 resources as YAML/JSON, the way calicoctl does.
+
+Input: one document, a ``---`` separated YAML stream, a JSON object or array, a YAML sequence
+of resources, or a ``List`` / ``<Kind>List`` document with ``items``. Every failure is one of
+the documented ``APIError`` subclasses and names the source, the 1-based document (and item)
+index, the kind/name and the field path, so nothing else ever escapes ``load_documents``.
+
+Output: the upstream wire shape; one resource prints as an object, several as a sequence
+(calicoctl's ``get -o yaml|json``), or as a ``<Kind>List`` when asked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+import yaml
+from pydantic import ValidationError
+
+from calico.api.base import API_VERSION, Resource, kinds, resource_class
+from calico.api.errors import (
+    DocumentFormatError,
+    FieldIssue,
+    ResourceValidationError,
+    UnknownKindError,
+)
+
+Format = Literal["yaml", "json"]
+UNKNOWN_FIELD = "field in document is not recognized or is in the wrong location"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TYPE_MESSAGES = {
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+    "missing": "field is required",
+}
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings and rejects duplicate keys (as Go's YAML)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                duplicate = False  # unhashable; the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+# --- Errors
+
+
+def format_loc(loc: Iterable[str | int]) -> str:
+    """``('spec', 'ingress', 0, 'protocol')`` -> ``spec.ingress[0].protocol``."""
+    out = ""
+    for part in loc:
+        if part == "[key]":
+            continue
+        if isinstance(part, int) or not _IDENT.match(str(part)):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def issues_from_pydantic(exc: ValidationError) -> list[FieldIssue]:
+    """Pydantic errors as FieldIssues with wire (camelCase) paths and calicoctl wording."""
+    issues: list[FieldIssue] = []
+    for err in exc.errors(include_url=False):
+        path = format_loc(err["loc"])
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            message = f"{UNKNOWN_FIELD}: {path}"
+        elif kind == "value_error":
+            message = err["msg"].removeprefix("Value error, ")
+        elif kind == "literal_error":
+            expected = (err.get("ctx") or {}).get("expected", "")
+            message = f"invalid value {_short(err.get('input'))}: expected {expected}"
+        elif kind in _TYPE_MESSAGES:
+            message = _TYPE_MESSAGES[kind]
+        else:
+            message = err["msg"]
+        issue = FieldIssue(path, message)
+        if issue not in issues:
+            issues.append(issue)
+    return issues
+
+
+def _where(source: str, document: int | None, item: int | None) -> str:
+    parts = [source] if source else []
+    if document is not None:
+        parts.append(f"document {document}")
+    if item is not None:
+        parts.append(f"item {item}")
+    return ", ".join(parts)
+
+
+# --- Parsing
+
+
+def _parse(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based document index, parsed document); empty documents are skipped."""
+    stripped = text.lstrip()
+    if stripped[:1] in ("{", "["):
+        try:
+            yield 1, json.loads(text)
+            return
+        except (ValueError, RecursionError):
+            pass  # maybe YAML flow style; let the YAML parser have its say
+    index = 0
+    try:
+        for index, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1):
+            if doc is not None:
+                yield index, doc
+    except yaml.YAMLError as exc:
+        raise DocumentFormatError(
+            f"{_where(source, index + 1, None)}: invalid YAML: {exc}"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        msg = f"{_where(source, index + 1, None)}: document cannot be parsed: {exc}"
+        raise DocumentFormatError(msg) from None
+
+
+def _is_list_doc(doc: dict[Any, Any]) -> bool:
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or "items" not in doc:
+        return False
+    return kind == "List" or (kind.endswith("List") and kind[:-4] in kinds())
+
+
+def _expand(doc: Any, source: str, index: int) -> Iterator[tuple[Any, int | None]]:
+    """A document's resources with their 1-based item index (None for a plain document)."""
+    if isinstance(doc, list):
+        for i, item in enumerate(doc, start=1):
+            yield item, i
+        return
+    if not isinstance(doc, dict) or not _is_list_doc(doc):
+        yield doc, None
+        return
+    kind = doc["kind"]
+    api_version = doc.get("apiVersion")
+    allowed = (API_VERSION, "v1", None) if kind == "List" else (API_VERSION, None)
+    if api_version not in allowed:
+        raise UnknownKindError(
+            f"{_where(source, index, None)}: apiVersion {_short(api_version)} is not supported "
+            f"for {kind}; expected {API_VERSION}"
+        )
+    items = doc["items"]
+    if items is None:
+        return
+    if not isinstance(items, list):
+        raise DocumentFormatError(f"{_where(source, index, None)}: {kind} items must be a list")
+    for i, item in enumerate(items, start=1):
+        if kind != "List" and isinstance(item, dict):
+            item = {"apiVersion": API_VERSION, "kind": kind[:-4], **item}
+        yield item, i
+
+
+def parse_resource(
+    data: Any, source: str = "", document: int | None = None, item: int | None = None
+) -> Resource:
+    """Validate one decoded document (a mapping) into its Resource subclass."""
+    where = _where(source, document, item)
+    prefix = f"{where}: " if where else ""
+    if not isinstance(data, dict):
+        raise DocumentFormatError(
+            f"{prefix}expected a resource (a mapping with apiVersion, kind, metadata and spec), "
+            f"got {type(data).__name__}"
+        )
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise DocumentFormatError(f"{prefix}kind is required and must be a string")
+    if api_version is None:
+        raise DocumentFormatError(f"{prefix}apiVersion is required (expected {API_VERSION})")
+    if api_version != API_VERSION:
+        raise UnknownKindError(
+            f"{prefix}{kind}: apiVersion {_short(api_version)} is not supported; "
+            f"expected {API_VERSION}"
+        )
+    cls = kinds().get(kind)
+    if cls is None:
+        guess = resource_class(kind)
+        hint = f" (did you mean {guess.KIND}?)" if guess else ""
+        raise UnknownKindError(f"{prefix}resource kind {_short(kind)} is not supported{hint}")
+    meta = data.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    issues: list[FieldIssue] = []
+    if (isinstance(meta, dict) or meta is None) and not name:
+        issues.append(FieldIssue("metadata.name", "name is required"))
+    try:
+        resource = cls.model_validate(data)
+    except ValidationError as exc:
+        issues.extend(issues_from_pydantic(exc))
+    except RecursionError:
+        issues.append(FieldIssue("", "document is nested too deeply"))
+    if issues:
+        raise ResourceValidationError(
+            issues,
+            kind=kind,
+            name=name if isinstance(name, str) else "",
+            source=source,
+            document=document,
+            item=item,
+        )
+    return resource
+
+
+def load_documents(text: str | bytes, source: str = "<stdin>") -> list[Resource]:
+    """Every resource in ``text`` (YAML stream, JSON, sequences and Lists), in order.
+
+    Namespaces are left as written (None when absent); see ``with_default_namespace``.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DocumentFormatError(f"{source}: not valid UTF-8 text: {exc}") from None
+    out: list[Resource] = []
+    for index, doc in _parse(text, source):
+        for data, item in _expand(doc, source, index):
+            out.append(parse_resource(data, source, index, item))
+    return out
+
+
+def load_file(path: str | os.PathLike[str]) -> list[Resource]:
+    """``load_documents`` on a file; the file name is used as the error source."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise DocumentFormatError(f"{source}: cannot read file: {exc.strerror or exc}") from None
+    return load_documents(raw, source)
+
+
+def with_default_namespace(
+    resources: Iterable[Resource], namespace: str = "default"
+) -> list[Resource]:
+    """Copies with ``namespace`` filled in on namespaced kinds that have none (calicoctl -n)."""
+    out: list[Resource] = []
+    for res in resources:
+        if res.NAMESPACED and res.metadata.namespace is None:
+            meta = res.metadata.model_copy(update={"namespace": namespace})
+            res = res.model_copy(update={"metadata": meta})
+        out.append(res)
+    return out
+
+
+# --- Dumping
+
+
+def _tidy(value: Any) -> Any:
+    """Integral floats print as ints (``order: 100``), as Go's encoder does."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _tidy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tidy(v) for v in value]
+    return value
+
+
+def resource_to_wire(resource: Resource) -> dict[str, Any]:
+    """The upstream JSON shape of one resource: kind, apiVersion, metadata, spec, status."""
+    body = _tidy(resource.to_wire())
+    head = {k: body.pop(k) for k in ("kind", "apiVersion", "metadata") if k in body}
+    return {**head, **body}
+
+
+def dump_resources(
+    resources: Iterable[Resource],
+    fmt: Format = "yaml",
+    *,
+    as_list: bool = False,
+    list_metadata: dict[str, Any] | None = None,
+) -> str:
+    """Serialise like ``calicoctl get -o yaml|json``.
+
+    One resource prints as an object and several as a sequence; ``as_list`` wraps them in a
+    ``<Kind>List`` (``List`` if kinds are mixed), as ``get`` does for a whole kind.
+    """
+    items = [resource_to_wire(r) for r in resources]
+    obj: Any
+    if as_list:
+        kinds_seen = {i["kind"] for i in items}
+        list_kind = f"{kinds_seen.pop()}List" if len(kinds_seen) == 1 else "List"
+        obj = {
+            "kind": list_kind,
+            "apiVersion": API_VERSION,
+            "metadata": dict(list_metadata or {}),
+            "items": items,
+        }
+    else:
+        obj = items[0] if len(items) == 1 else items
+    if fmt == "json":
+        return json.dumps(obj, indent=2) + "\n"
+    if fmt == "yaml":
+        return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, allow_unicode=True)
+    raise ValueError(f"unrecognized output format {fmt!r}")

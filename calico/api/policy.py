@@ -1,0 +1,521 @@
+"""Calico policy kinds: Tier, (Global)NetworkPolicy and the three staged policy kinds.
+
+Defaulting happens here, at validation time, so that what is loaded, stored and dumped is the
+same thing: ``tier`` becomes ``default``, ``types`` is derived from the rules, ``stagedAction``
+becomes ``Set``. Names in a non-default tier may carry the ``<tier>.`` prefix or not.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from calico.api import validators as v
+from calico.api.base import CalicoModel, Resource, register
+from calico.api.rules import EntityRule, Loc, Rule
+
+DEFAULT_TIER = "default"
+WELL_KNOWN_TIER_ORDERS = {
+    "default": 1_000_000.0,
+    "kube-admin": 1_000.0,
+    "kube-baseline": 10_000_000.0,
+}
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
+_NP_NAME = re.compile(rf"^({_LABEL}(\.{_LABEL})?|(knp|ossg)\.default\.{_SUBDOMAIN})$")
+_GNP_NAME = re.compile(rf"^({_LABEL}\.)?{_LABEL}$")
+
+PolicyType = Literal["Ingress", "Egress"]
+StagedAction = Literal["Set", "Delete", "Learn", "Ignore"]
+PerformanceHint = Literal["AssumeNeededOnEveryNode"]
+
+
+def default_policy_types(ingress: list[Any] | None, egress: list[Any] | None) -> list[str]:
+    """Upstream's rule: Ingress unless there are only egress rules; both if both."""
+    if egress:
+        return ["Ingress", "Egress"] if ingress else ["Egress"]
+    return ["Ingress"]
+
+
+def policy_base_name(name: str, tier: str | None) -> str:
+    """The policy name without a ``<tier>.`` prefix (upstream accepts it either way)."""
+    if tier and tier != DEFAULT_TIER and name.startswith(f"{tier}."):
+        return name[len(tier) + 1 :]
+    return name
+
+
+def _name_problem(name: str, pattern: re.Pattern[str], what: str) -> str | None:
+    if len(name) > 253:
+        return f"name is too long by {len(name) - 253} characters (maximum 253)"
+    if not pattern.match(name):
+        return (
+            f"name {name!r} is invalid: {what} names must be a DNS-1123 label (lower-case "
+            "alphanumeric characters or '-'), optionally prefixed with '<tier>.'"
+        )
+    return None
+
+
+class _PolicySpecBase(CalicoModel):
+    """Fields shared by every Calico (not Kubernetes-shaped) policy spec."""
+
+    tier: str | None = None
+    order: float | None = None
+    ingress: list[Rule] | None = Field(default=None, max_length=1024)
+    egress: list[Rule] | None = Field(default=None, max_length=1024)
+    selector: str | None = Field(default=None, max_length=1024)
+    types: list[PolicyType] | None = Field(default=None, max_length=2)
+    service_account_selector: str | None = Field(default=None, max_length=1024)
+    performance_hints: list[PerformanceHint] | None = None
+
+    GLOBAL: ClassVar[bool] = False
+
+    @field_validator("tier")
+    @classmethod
+    def _tier_name(cls, value: str | None) -> str | None:
+        if value:
+            v.dns1123_label(value, "tier name")
+        return value
+
+    @field_validator("order")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("order must be a finite number")
+        return value
+
+    @field_validator("selector", "service_account_selector")
+    @classmethod
+    def _selectors(cls, value: str | None) -> str | None:
+        return v.validate_selector(value) if value else value
+
+    @field_validator("performance_hints")
+    @classmethod
+    def _unique_hints(cls, value: list[str] | None) -> list[str] | None:
+        if value and len(set(value)) != len(value):
+            raise ValueError("performanceHints must not contain duplicates")
+        return value
+
+    def _apply_defaults(self) -> None:
+        if not self.tier:
+            self.tier = DEFAULT_TIER
+        if not self.types:
+            self.types = default_policy_types(self.ingress, self.egress)  # type: ignore[assignment]
+
+    def _issues(self) -> list[tuple[Loc, str]]:
+        issues: list[tuple[Loc, str]] = []
+        for field in ("selector", "serviceAccountSelector", "namespaceSelector"):
+            text = getattr(self, _PY_NAMES[field], None)
+            if text and "global(" in text:
+                msg = "global() can only be used in an EntityRule namespaceSelector"
+                issues.append(((field,), msg))
+        for t in sorted(set(self.types or [])):
+            if (self.types or []).count(t) > 1:
+                issues.append((("types",), f"'{t}' type specified more than once"))
+        for i, rule in enumerate(self.egress or []):
+            if rule.source is not None and rule.source.services is not None:
+                msg = "services are not allowed in the source of an egress rule"
+                issues.append((("egress", i, "source", "services"), msg))
+            if rule.http is not None:
+                issues.append((("egress", i, "http"), "http match is not allowed in egress rules"))
+            issues.extend(self._service_namespace(("egress", i, "destination"), rule.destination))
+        for i, rule in enumerate(self.ingress or []):
+            if rule.destination is not None and rule.destination.services is not None:
+                msg = "services are not allowed in the destination of an ingress rule"
+                issues.append((("ingress", i, "destination", "services"), msg))
+            issues.extend(self._service_namespace(("ingress", i, "source"), rule.source))
+        return issues
+
+    def _service_namespace(self, loc: Loc, ent: EntityRule | None) -> list[tuple[Loc, str]]:
+        """Service names are namespaced; a global policy has no namespace to default to."""
+        if self.GLOBAL and ent is not None and ent.services and not ent.services.namespace:
+            msg = "a service in a global policy must specify a namespace"
+            return [((*loc, "services", "namespace"), msg)]
+        return []
+
+
+_PY_NAMES = {
+    "selector": "selector",
+    "serviceAccountSelector": "service_account_selector",
+    "namespaceSelector": "namespace_selector",
+}
+
+
+class NetworkPolicySpec(_PolicySpecBase):
+    @model_validator(mode="after")
+    def _default_and_check(self) -> Self:
+        self._apply_defaults()
+        v.raise_issues(self._issues())
+        return self
+
+
+class GlobalNetworkPolicySpec(_PolicySpecBase):
+    do_not_track: bool | None = None
+    pre_dnat: bool | None = Field(default=None, alias="preDNAT")
+    apply_on_forward: bool | None = None
+    namespace_selector: str | None = Field(default=None, max_length=1024)
+
+    GLOBAL: ClassVar[bool] = True
+
+    @field_validator("namespace_selector")
+    @classmethod
+    def _ns_selector(cls, value: str | None) -> str | None:
+        return v.validate_selector(value) if value else value
+
+    def _global_issues(self) -> list[tuple[Loc, str]]:
+        """Untracked and pre-DNAT policy only make sense in the raw/mangle hooks."""
+        issues: list[tuple[Loc, str]] = []
+        if self.do_not_track and self.pre_dnat:
+            issues.append((("preDNAT",), "preDNAT and doNotTrack cannot both be true"))
+        if self.pre_dnat and self.egress:
+            issues.append((("egress",), "preDNAT policy cannot have any egress rules"))
+        if self.pre_dnat and "Egress" in (self.types or []):
+            issues.append((("types",), "preDNAT policy cannot have 'Egress' type"))
+        if (self.do_not_track or self.pre_dnat) and not self.apply_on_forward:
+            msg = "applyOnForward must be true if either preDNAT or doNotTrack is true"
+            issues.append((("applyOnForward",), msg))
+        return issues
+
+    @model_validator(mode="after")
+    def _default_and_check(self) -> Self:
+        self._apply_defaults()
+        v.raise_issues(self._global_issues() + self._issues())
+        return self
+
+
+def _staged_delete_issues(spec: CalicoModel, keep: tuple[str, ...]) -> list[tuple[Loc, str]]:
+    """With stagedAction Delete only the identifying fields may be set."""
+    issues: list[tuple[Loc, str]] = []
+    for name, info in type(spec).model_fields.items():
+        if name in keep:
+            continue
+        value = getattr(spec, name)
+        if value not in (None, [], {}, "", False):
+            wire = info.alias or name
+            issues.append(((wire,), "must not be set when stagedAction is Delete"))
+    return issues
+
+
+class StagedNetworkPolicySpec(NetworkPolicySpec):
+    staged_action: StagedAction | None = None
+
+    @model_validator(mode="after")
+    def _default_and_check(self) -> Self:
+        if self.staged_action is None:
+            self.staged_action = "Set"
+        if self.staged_action == "Delete":
+            self.tier = self.tier or DEFAULT_TIER
+            v.raise_issues(_staged_delete_issues(self, ("staged_action", "tier")))
+            return self
+        self._apply_defaults()
+        v.raise_issues(self._issues())
+        return self
+
+
+class StagedGlobalNetworkPolicySpec(GlobalNetworkPolicySpec):
+    staged_action: StagedAction | None = None
+
+    @model_validator(mode="after")
+    def _default_and_check(self) -> Self:
+        if self.staged_action is None:
+            self.staged_action = "Set"
+        if self.staged_action == "Delete":
+            self.tier = self.tier or DEFAULT_TIER
+            v.raise_issues(_staged_delete_issues(self, ("staged_action", "tier")))
+            return self
+        self._apply_defaults()
+        v.raise_issues(self._global_issues() + self._issues())
+        return self
+
+
+# --- Kubernetes NetworkPolicy shape (networking.k8s.io/v1), for StagedKubernetesNetworkPolicy.
+
+
+class LabelSelectorRequirement(CalicoModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return v.label_key(value)
+
+    @model_validator(mode="after")
+    def _values(self) -> Self:
+        if self.operator in ("In", "NotIn") and not self.values:
+            v.raise_issues(
+                [(("values",), f"values must be non-empty for operator {self.operator}")]
+            )
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            v.raise_issues([(("values",), f"values must be empty for operator {self.operator}")])
+        for i, value in enumerate(self.values or []):
+            try:
+                v.label_value(value)
+            except ValueError as exc:
+                v.raise_issues([(("values", i), str(exc))])
+        return self
+
+
+class LabelSelector(CalicoModel):
+    """A Kubernetes label selector; empty matches everything."""
+
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+    @field_validator("match_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key, val in (value or {}).items():
+            v.label_key(key)
+            v.label_value(val)
+        return value
+
+
+class IPBlock(CalicoModel):
+    cidr: str
+    except_: list[str] | None = Field(default=None, alias="except")
+
+    @model_validator(mode="after")
+    def _nets(self) -> Self:
+        import ipaddress
+
+        try:
+            v.cidr(self.cidr)
+            outer = ipaddress.ip_network(self.cidr, strict=False)
+        except ValueError as exc:
+            v.raise_issues([(("cidr",), str(exc))])
+            return self
+        issues: list[tuple[Loc, str]] = []
+        for i, item in enumerate(self.except_ or []):
+            try:
+                v.cidr(item)
+                inner = ipaddress.ip_network(item, strict=False)
+            except ValueError as exc:
+                issues.append((("except", i), str(exc)))
+                continue
+            if inner.version != outer.version or not inner.subnet_of(outer):  # type: ignore[arg-type]
+                issues.append((("except", i), f"{item!r} must be within cidr {self.cidr!r}"))
+        v.raise_issues(issues)
+        return self
+
+
+class NetworkPolicyPeer(CalicoModel):
+    pod_selector: LabelSelector | None = None
+    namespace_selector: LabelSelector | None = None
+    ip_block: IPBlock | None = None
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> Self:
+        if self.ip_block is not None and (self.pod_selector or self.namespace_selector):
+            raise ValueError("ipBlock cannot be combined with podSelector or namespaceSelector")
+        if self.ip_block is None and self.pod_selector is None and self.namespace_selector is None:
+            raise ValueError("one of podSelector, namespaceSelector or ipBlock must be set")
+        return self
+
+
+def _k8s_port(value: object) -> int | str:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"port {value!r} must be a number or a port name")
+    if isinstance(value, int):
+        if not 1 <= value <= 65535:
+            raise ValueError(f"port {value} is out of range 1-65535")
+        return value
+    return v.port_name(value)
+
+
+class NetworkPolicyPort(CalicoModel):
+    protocol: Literal["TCP", "UDP", "SCTP"] | None = None
+    port: int | str | None = None
+    end_port: int | None = None
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port(cls, value: object) -> object:
+        return None if value is None else _k8s_port(value)
+
+    @model_validator(mode="after")
+    def _range(self) -> Self:
+        if self.end_port is None:
+            return self
+        if not isinstance(self.port, int):
+            v.raise_issues([(("endPort",), "endPort requires a numeric port")])
+        elif not self.port <= self.end_port <= 65535:
+            v.raise_issues([(("endPort",), "endPort must be >= port and <= 65535")])
+        return self
+
+
+class NetworkPolicyIngressRule(CalicoModel):
+    ports: list[NetworkPolicyPort] | None = None
+    from_: list[NetworkPolicyPeer] | None = Field(default=None, alias="from")
+
+
+class NetworkPolicyEgressRule(CalicoModel):
+    ports: list[NetworkPolicyPort] | None = None
+    to: list[NetworkPolicyPeer] | None = None
+
+
+class StagedKubernetesNetworkPolicySpec(CalicoModel):
+    """A Kubernetes NetworkPolicy spec plus ``stagedAction``."""
+
+    staged_action: StagedAction | None = None
+    pod_selector: LabelSelector | None = None
+    ingress: list[NetworkPolicyIngressRule] | None = None
+    egress: list[NetworkPolicyEgressRule] | None = None
+    policy_types: list[PolicyType] | None = Field(default=None, max_length=2)
+
+    @model_validator(mode="after")
+    def _default_and_check(self) -> Self:
+        if self.staged_action is None:
+            self.staged_action = "Set"
+        issues: list[tuple[Loc, str]] = []
+        if self.staged_action == "Delete":
+            issues = _staged_delete_issues(self, ("staged_action",))
+        for t in sorted(set(self.policy_types or [])):
+            if (self.policy_types or []).count(t) > 1:
+                issues.append((("policyTypes",), f"'{t}' type specified more than once"))
+        v.raise_issues(issues)
+        return self
+
+
+# --- Resources.
+
+
+class TierSpec(CalicoModel):
+    order: float | None = None
+    default_action: Literal["Deny", "Pass"] | None = None
+
+    @field_validator("order")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("order must be a finite number")
+        return value
+
+    @property
+    def effective_default_action(self) -> str:
+        """What happens at the end of the tier when unset: Deny (upstream's documented default)."""
+        return self.default_action or "Deny"
+
+
+@register
+class Tier(Resource):
+    """An ordered group of policies; ``defaultAction`` applies when no policy in it decides."""
+
+    KIND: ClassVar[str] = "Tier"
+    PLURAL: ClassVar[str] = "tiers"
+    ALIASES: ClassVar[tuple[str, ...]] = ("tier", "tiers")
+
+    spec: TierSpec = Field(default_factory=lambda: TierSpec())
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        # Tier names appear inside policy names and KDD labels: one DNS label, no dots.
+        try:
+            v.dns1123_label(name, "tier name")
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    @model_validator(mode="after")
+    def _well_known_order(self) -> Self:
+        want = WELL_KNOWN_TIER_ORDERS.get(self.metadata.name)
+        if want is not None and self.spec.order != want:
+            v.raise_issues(
+                [(("spec", "order"), f"{self.metadata.name} tier order must be {want:.0f}")]
+            )
+        return self
+
+
+@register
+class NetworkPolicy(Resource):
+    KIND: ClassVar[str] = "NetworkPolicy"
+    PLURAL: ClassVar[str] = "networkpolicies"
+    NAMESPACED: ClassVar[bool] = True
+    ALIASES: ClassVar[tuple[str, ...]] = (
+        "networkpolicy",
+        "networkpolicies",
+        "policy",
+        "np",
+        "policies",
+        "pol",
+        "pols",
+    )
+
+    spec: NetworkPolicySpec = Field(default_factory=lambda: NetworkPolicySpec())
+    status: dict[str, Any] | None = None
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return _name_problem(name, _NP_NAME, "policy")
+
+
+@register
+class GlobalNetworkPolicy(Resource):
+    KIND: ClassVar[str] = "GlobalNetworkPolicy"
+    PLURAL: ClassVar[str] = "globalnetworkpolicies"
+    ALIASES: ClassVar[tuple[str, ...]] = (
+        "globalnetworkpolicy",
+        "globalnetworkpolicies",
+        "gnp",
+        "gnps",
+    )
+
+    spec: GlobalNetworkPolicySpec = Field(default_factory=lambda: GlobalNetworkPolicySpec())
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return _name_problem(name, _GNP_NAME, "global policy")
+
+
+@register
+class StagedNetworkPolicy(Resource):
+    KIND: ClassVar[str] = "StagedNetworkPolicy"
+    PLURAL: ClassVar[str] = "stagednetworkpolicies"
+    NAMESPACED: ClassVar[bool] = True
+    ALIASES: ClassVar[tuple[str, ...]] = ("stagednetworkpolicy", "stagednetworkpolicies", "snp")
+
+    spec: StagedNetworkPolicySpec = Field(default_factory=lambda: StagedNetworkPolicySpec())
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return _name_problem(name, _NP_NAME, "policy")
+
+
+@register
+class StagedGlobalNetworkPolicy(Resource):
+    KIND: ClassVar[str] = "StagedGlobalNetworkPolicy"
+    PLURAL: ClassVar[str] = "stagedglobalnetworkpolicies"
+    ALIASES: ClassVar[tuple[str, ...]] = (
+        "stagedglobalnetworkpolicy",
+        "stagedglobalnetworkpolicies",
+        "sgnp",
+    )
+
+    spec: StagedGlobalNetworkPolicySpec = Field(
+        default_factory=lambda: StagedGlobalNetworkPolicySpec()
+    )
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return _name_problem(name, _GNP_NAME, "global policy")
+
+
+@register
+class StagedKubernetesNetworkPolicy(Resource):
+    KIND: ClassVar[str] = "StagedKubernetesNetworkPolicy"
+    PLURAL: ClassVar[str] = "stagedkubernetesnetworkpolicies"
+    NAMESPACED: ClassVar[bool] = True
+    ALIASES: ClassVar[tuple[str, ...]] = (
+        "stagedkubernetesnetworkpolicy",
+        "stagedkubernetesnetworkpolicies",
+        "sknp",
+    )
+
+    spec: StagedKubernetesNetworkPolicySpec = Field(
+        default_factory=lambda: StagedKubernetesNetworkPolicySpec()
+    )
+    status: dict[str, Any] | None = None
