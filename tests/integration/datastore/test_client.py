@@ -1,0 +1,196 @@
+"""The typed client on every backend: metadata, CAS, cross-resource rules, initialisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from calico.api import load_documents
+from calico.api.base import Resource
+from calico.datastore import (
+    Backend,
+    EventType,
+    InvalidValueError,
+    ResourceAlreadyExistsError,
+    ResourceDoesNotExistError,
+    UpdateConflictError,
+)
+from calico.datastore.client import Client, kind_prefix, resource_path
+
+
+def one(text: str) -> Resource:
+    (res,) = load_documents(text)
+    return res
+
+
+POOL = """
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {name: %s}
+spec: {cidr: %s}
+"""
+
+NP = """
+apiVersion: projectcalico.org/v3
+kind: NetworkPolicy
+metadata: {name: allow-web, namespace: prod}
+spec:
+  selector: app == "web"
+  ingress:
+  - action: Allow
+    protocol: TCP
+    destination: {ports: [80]}
+"""
+
+
+@pytest.fixture
+def client(backend: Backend) -> Client:
+    return Client(backend)
+
+
+def test_paths() -> None:
+    assert resource_path("IPPool", "p1") == "/calico/resources/v3/projectcalico.org/ippools/p1"
+    assert (
+        resource_path("NetworkPolicy", "a", "ns1")
+        == "/calico/resources/v3/projectcalico.org/networkpolicies/ns1/a"
+    )
+    assert kind_prefix("NetworkPolicy") == "/calico/resources/v3/projectcalico.org/networkpolicies/"
+    with pytest.raises(InvalidValueError, match="namespace is required"):
+        resource_path("NetworkPolicy", "a")
+
+
+def test_create_sets_server_metadata(client: Client) -> None:
+    created = client.create(one(POOL % ("p1", "10.1.0.0/16")))
+    meta = created.metadata
+    assert meta.uid and meta.creation_timestamp and meta.resource_version
+    got = client.get("IPPool", "p1")
+    assert got == created
+    assert got.spec.block_size == 26  # type: ignore[attr-defined]
+
+
+def test_create_twice_and_missing(client: Client) -> None:
+    client.create(one(POOL % ("p1", "10.1.0.0/16")))
+    with pytest.raises(ResourceAlreadyExistsError, match=r"IPPool\(p1\)"):
+        client.create(one(POOL % ("p1", "10.1.0.0/16")))
+    with pytest.raises(ResourceDoesNotExistError, match=r"resource does not exist: IPPool\(p9\)"):
+        client.get("IPPool", "p9")
+    with pytest.raises(ResourceDoesNotExistError):
+        client.delete("ippools", "p9")
+
+
+def test_create_rejects_resource_version(client: Client) -> None:
+    res = one(POOL % ("p1", "10.1.0.0/16"))
+    res.metadata.resource_version = "12"
+    with pytest.raises(InvalidValueError, match="must not be set on create"):
+        client.create(res)
+
+
+def test_update_cas_and_server_owned_fields(client: Client) -> None:
+    created = client.create(one(NP))
+    changed = created.model_copy(deep=True)
+    changed.spec.order = 10  # type: ignore[attr-defined]
+    updated = client.update(changed)
+    assert int(updated.metadata.resource_version or 0) > int(created.metadata.resource_version or 0)
+    assert updated.metadata.uid == created.metadata.uid
+    assert updated.metadata.creation_timestamp == created.metadata.creation_timestamp
+    with pytest.raises(
+        UpdateConflictError, match=r"update conflict: NetworkPolicy\(prod/allow-web"
+    ):
+        client.update(changed)  # stale resourceVersion
+    blind = one(NP)
+    blind.metadata.namespace = "prod"
+    assert client.update(blind).spec.order is None  # type: ignore[attr-defined]
+
+
+def test_apply_creates_then_updates(client: Client) -> None:
+    first = client.apply(one(POOL % ("p1", "10.1.0.0/16")))
+    second = client.apply(one(POOL % ("p1", "10.1.0.0/16")))
+    assert second.metadata.uid == first.metadata.uid
+    assert len(client.list("IPPool").items) == 1
+
+
+def test_delete_with_revision_and_uid(client: Client) -> None:
+    created = client.create(one(POOL % ("p1", "10.1.0.0/16")))
+    with pytest.raises(UpdateConflictError):
+        stale = str(int(created.metadata.resource_version or 0) + 100)
+        client.delete("IPPool", "p1", resource_version=stale)
+    with pytest.raises(UpdateConflictError, match="uid"):
+        client.delete("IPPool", "p1", uid="not-the-uid")
+    gone = client.delete("IPPool", "p1", uid=created.metadata.uid)
+    assert gone.metadata.name == "p1"
+    assert client.list("IPPool").items == []
+
+
+def test_list_namespaces_and_prefix(client: Client) -> None:
+    for ns, name in [("prod", "a1"), ("prod", "b1"), ("dev", "a2")]:
+        res = one(NP)
+        res.metadata.namespace, res.metadata.name = ns, name
+        client.create(res)
+    assert [r.metadata.name for r in client.list("NetworkPolicy").items] == ["a2", "a1", "b1"]
+    assert [r.metadata.name for r in client.list("networkpolicy", "prod").items] == ["a1", "b1"]
+    assert [r.metadata.name for r in client.list("NetworkPolicy", "prod", "b").items] == ["b1"]
+    assert [r.metadata.name for r in client.list("NetworkPolicy", None, "a").items] == ["a2", "a1"]
+
+
+def test_namespace_required_for_namespaced_kind(client: Client) -> None:
+    res = one(NP.replace("namespace: prod", "labels: {}"))
+    with pytest.raises(InvalidValueError, match="namespace is required"):
+        client.create(res)
+
+
+def test_pool_overlap_rejected(client: Client) -> None:
+    client.create(one(POOL % ("p1", "10.1.0.0/16")))
+    with pytest.raises(InvalidValueError, match=r"IPPool\(p2\) CIDR 10.1.2.0/24 overlaps"):
+        client.create(one(POOL % ("p2", "10.1.2.0/24")))
+    client.create(one(POOL % ("p3", "10.2.0.0/16")))
+    client.create(one(POOL % ("p6", "fd00::/64")))
+    client.apply(one(POOL % ("p1", "10.1.0.0/16")))  # itself is not an overlap
+
+
+def test_policy_tier_must_exist_and_tier_with_policies_kept(client: Client) -> None:
+    tiered = NP.replace("name: allow-web", "name: security.allow-web").replace(
+        "spec:\n", "spec:\n  tier: security\n"
+    )
+    with pytest.raises(InvalidValueError, match='tier "security", which does not exist'):
+        client.create(one(tiered))
+    client.create(
+        one(
+            "apiVersion: projectcalico.org/v3\nkind: Tier\nmetadata: {name: security}\n"
+            "spec: {order: 100}\n"
+        )
+    )
+    client.create(one(tiered))
+    with pytest.raises(InvalidValueError, match="still contains"):
+        client.delete("Tier", "security")
+    client.delete("NetworkPolicy", "security.allow-web", "prod")
+    client.delete("Tier", "security")
+
+
+def test_ensure_initialized_idempotent(client: Client) -> None:
+    first = client.ensure_initialized("v3.31.0")
+    spec = first.spec  # type: ignore[attr-defined]
+    assert spec.datastore_ready is True
+    assert spec.calico_version == "v3.31.0"
+    assert len(spec.cluster_guid) == 32
+    again = client.ensure_initialized("v3.31.0")
+    assert again.spec.cluster_guid == spec.cluster_guid  # type: ignore[attr-defined]
+    assert client.get("Tier", "default").spec.order == 1_000_000  # type: ignore[attr-defined]
+
+
+def test_ensure_initialized_keeps_locked_datastore(client: Client) -> None:
+    cinfo = client.ensure_initialized("v3.31.0")
+    cinfo.spec.datastore_ready = False  # type: ignore[attr-defined]
+    client.update(cinfo)
+    assert client.ensure_initialized("v3.31.0").spec.datastore_ready is False  # type: ignore[attr-defined]
+
+
+def test_watch_typed_events(client: Client) -> None:
+    listed = client.list("IPPool")
+    events = client.watch("IPPool", revision=listed.revision)
+    client.create(one(POOL % ("p1", "10.1.0.0/16")))
+    client.delete("IPPool", "p1")
+    first = next(events)
+    second = next(events)
+    assert first.type is EventType.ADDED and first.resource is not None
+    assert first.resource.metadata.name == "p1"
+    assert second.type is EventType.DELETED
+    events.close()
