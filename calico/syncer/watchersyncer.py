@@ -1,0 +1,287 @@
+"""A syncer that lists then watches each resource type of a Backend.
+
+One watcher thread per resource type feeds a single queue; one dispatcher thread owns all
+consumer-visible state, so callbacks are always called from one thread, in order.
+
+Invariants (tested in tests/integration/syncer):
+- The first status is WaitForDatastore. A cache never sends keys while waiting: it reports
+  ResyncInProgress first.
+- Per v1 key: NEW the first time it is seen, UPDATED when its revision changes (same revision is
+  swallowed), DELETED only for keys that were sent.
+- Aggregate status: IN_SYNC when every cache is in sync; WAIT_FOR_DATASTORE when every cache is
+  waiting; RESYNC_IN_PROGRESS otherwise. Pending updates are flushed before every status change.
+- After a watch error (compaction, connection loss) the cache relists and emits synthetic deletes
+  for keys that vanished meanwhile; list failures are retried with back-off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from calico.datastore import Backend, DatastoreError, EventType, KVPair
+from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType
+
+log = logging.getLogger(__name__)
+
+MIN_RESYNC_INTERVAL = 0.5
+LIST_RETRY_INTERVAL = 1.0
+MAX_RETRY_INTERVAL = 10.0
+WATCH_POLL = 0.2
+MAX_UPDATES_PER_CALL = 1000
+
+# Converts one datastore KV (key path, decoded JSON value or None on delete) into the v1 model
+# keys/values it stands for. Returning {} means "nothing for consumers". The cache diffs what a
+# source key produced last time, so processors never need to know about deletes.
+Processor = Callable[[str, Any], Mapping[str, Any]]
+
+
+def passthrough(key: str, value: Any) -> Mapping[str, Any]:
+    return {} if value is None else {key: value}
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One watched slice of the datastore: a key prefix and how to turn its KVs into updates."""
+
+    name: str
+    prefix: str
+    processor: Processor = passthrough
+
+
+@dataclass
+class _Msg:
+    cache: int
+    status: SyncStatus | None = None
+    updates: list[Update] = field(default_factory=list)
+
+
+class _WatcherCache:
+    """Lists and watches one ResourceType; keeps what it has sent so it can diff relists."""
+
+    def __init__(
+        self,
+        index: int,
+        rtype: ResourceType,
+        backend: Backend,
+        out: queue.Queue[_Msg],
+        stopping: threading.Event,
+    ) -> None:
+        self.index = index
+        self.rtype = rtype
+        self.backend = backend
+        self.out = out
+        self.stopping = stopping
+        # source key -> (revision, {v1 key: value})
+        self.sources: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.thread = threading.Thread(target=self._run, name=f"syncer-{rtype.name}", daemon=True)
+        self._watch: Any = None
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        watch = self._watch
+        if watch is not None:
+            watch.stop()
+
+    # -- conversion ----------------------------------------------------------------------------
+
+    def _convert(self, key: str, raw: str | None) -> dict[str, Any]:
+        if raw is None:
+            return {}
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            log.warning("Ignoring unparseable value key=%s", key)
+            return {}
+        try:
+            return dict(self.rtype.processor(key, value))
+        except Exception as exc:  # a bad resource must not stop the syncer
+            log.warning("Failed to process key=%s: %s", key, exc)
+            return {}
+
+    def _apply(self, key: str, revision: int, raw: str | None) -> list[Update]:
+        """Record a source KV (raw None = deleted) and return the v1 updates it causes."""
+        old_rev, old = self.sources.get(key, (None, {}))
+        if raw is not None and old_rev == revision:
+            return []  # same revision: already sent
+        new = self._convert(key, raw)
+        rev = str(revision)
+        updates = [
+            Update(k, v, rev, UpdateType.UPDATED if k in old else UpdateType.NEW)
+            for k, v in new.items()
+        ]
+        updates.extend(Update(k, None, rev, UpdateType.DELETED) for k in old if k not in new)
+        if raw is None:
+            self.sources.pop(key, None)
+        else:
+            self.sources[key] = (revision, new)
+        return updates
+
+    # -- loop ----------------------------------------------------------------------------------
+
+    def _send(self, status: SyncStatus | None = None, updates: list[Update] | None = None) -> None:
+        self.out.put(_Msg(self.index, status, updates or []))
+
+    def _run(self) -> None:
+        retry = LIST_RETRY_INTERVAL
+        last_list = 0.0
+        while not self.stopping.is_set():
+            pause = MIN_RESYNC_INTERVAL - (time.monotonic() - last_list)
+            if pause > 0 and self.stopping.wait(pause):
+                return
+            last_list = time.monotonic()
+            try:
+                listed = self.backend.list(self.rtype.prefix)
+            except DatastoreError as exc:
+                log.warning("Failed to list %s, retrying in %.1fs: %s", self.rtype.name, retry, exc)
+                if self.stopping.wait(retry):
+                    return
+                retry = min(retry * 2, MAX_RETRY_INTERVAL)
+                continue
+            retry = LIST_RETRY_INTERVAL
+            self._send(status=SyncStatus.RESYNC_IN_PROGRESS)
+            self._send(updates=self._resync(listed.kvs))
+            self._send(status=SyncStatus.IN_SYNC)
+            self._watch_from(listed.revision)
+            if not self.stopping.is_set():
+                self._send(status=SyncStatus.RESYNC_IN_PROGRESS)
+
+    def _resync(self, kvs: list[KVPair]) -> list[Update]:
+        updates: list[Update] = []
+        seen = set()
+        for kv in kvs:
+            seen.add(kv.key)
+            updates.extend(self._apply(kv.key, kv.revision, kv.value))
+        for key in [k for k in self.sources if k not in seen]:
+            rev = self.sources[key][0]
+            updates.extend(self._apply(key, rev, None))
+        return updates
+
+    def _watch_from(self, revision: int) -> None:
+        try:
+            self._watch = self.backend.watch(self.rtype.prefix, revision)
+        except DatastoreError as exc:
+            log.warning("Failed to watch %s: %s", self.rtype.name, exc)
+            return
+        watch = self._watch
+        try:
+            while not self.stopping.is_set():
+                event = watch.next(timeout=WATCH_POLL)
+                if event is None:
+                    continue
+                if event.type is EventType.ERROR:
+                    log.info("Watch of %s ended, resyncing: %s", self.rtype.name, event.error)
+                    return
+                if event.type is EventType.BOOKMARK:
+                    continue
+                raw = None if event.type is EventType.DELETED else event.value
+                updates = self._apply(event.key, event.revision, raw)
+                if updates:
+                    self._send(updates=updates)
+        finally:
+            watch.stop()
+            self._watch = None
+
+
+class WatcherSyncer:
+    """Runs one watcher cache per resource type and merges them for one set of callbacks."""
+
+    def __init__(
+        self, backend: Backend, resource_types: list[ResourceType], callbacks: SyncerCallbacks
+    ) -> None:
+        self._callbacks = callbacks
+        self._queue: queue.Queue[_Msg] = queue.Queue()
+        self._stopping = threading.Event()
+        self._caches = [
+            _WatcherCache(i, rt, backend, self._queue, self._stopping)
+            for i, rt in enumerate(resource_types)
+        ]
+        self._statuses = [SyncStatus.WAIT_FOR_DATASTORE] * len(self._caches)
+        self._status: SyncStatus | None = None
+        self._sent: dict[str, str] = {}  # v1 key -> revision, for stop()'s deletes
+        self._dispatcher = threading.Thread(target=self._dispatch, name="syncer", daemon=True)
+
+    def start(self) -> None:
+        self._set_status(SyncStatus.WAIT_FOR_DATASTORE, [])
+        for cache in self._caches:
+            cache.start()
+        self._dispatcher.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop all threads, then tell the consumer every sent key is gone (as upstream)."""
+        self._stopping.set()
+        for cache in self._caches:
+            cache.stop()
+        for cache in self._caches:
+            cache.thread.join(timeout)
+        self._queue.put(_Msg(-1))
+        self._dispatcher.join(timeout)
+        if self._sent:
+            self._deliver(
+                [Update(k, None, rev, UpdateType.DELETED) for k, rev in sorted(self._sent.items())]
+            )
+            self._sent.clear()
+
+    @property
+    def status(self) -> SyncStatus | None:
+        return self._status
+
+    # -- dispatcher ----------------------------------------------------------------------------
+
+    def _aggregate(self) -> SyncStatus:
+        if all(s is SyncStatus.IN_SYNC for s in self._statuses):
+            return SyncStatus.IN_SYNC
+        if all(s is SyncStatus.WAIT_FOR_DATASTORE for s in self._statuses):
+            return SyncStatus.WAIT_FOR_DATASTORE
+        return SyncStatus.RESYNC_IN_PROGRESS
+
+    def _set_status(self, status: SyncStatus, pending: list[Update]) -> None:
+        if status is self._status:
+            return
+        self._deliver(pending)
+        pending.clear()
+        self._status = status
+        self._callbacks.on_status_updated(status)
+
+    def _deliver(self, updates: list[Update]) -> None:
+        for i in range(0, len(updates), MAX_UPDATES_PER_CALL):
+            batch = updates[i : i + MAX_UPDATES_PER_CALL]
+            for u in batch:
+                if u.update_type is UpdateType.DELETED:
+                    self._sent.pop(u.key, None)
+                else:
+                    self._sent[u.key] = u.revision
+            self._callbacks.on_updates(batch)
+
+    def _dispatch(self) -> None:
+        pending: list[Update] = []
+        while True:
+            msg = self._queue.get()
+            if msg.cache < 0:
+                self._deliver(pending)
+                return
+            while True:  # consolidate whatever is already queued into one delivery
+                pending.extend(msg.updates)
+                if msg.status is not None:
+                    self._statuses[msg.cache] = msg.status
+                    new = self._aggregate()
+                    if new is not self._status:
+                        self._set_status(new, pending)
+                try:
+                    msg = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if msg.cache < 0:
+                    self._deliver(pending)
+                    return
+            if pending:
+                self._deliver(pending)
+                pending = []
