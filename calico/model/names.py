@@ -1,0 +1,80 @@
+"""WorkloadEndpoint v3 names <-> (node, orchestrator, workload, endpoint).
+
+A v3 WorkloadEndpoint is named ``<node>-<orch>-<workload>-<endpoint>`` with every ``-`` inside a
+part doubled, so single dashes are separators. Parsing reads left to right and takes ``--`` as
+a literal dash, which makes the encoding reversible exactly when no part is empty and no part
+after the first starts with ``-`` (otherwise ``a---b`` would be ambiguous). Kubernetes names
+never start with ``-``; ``wep_name`` refuses parts that would not round-trip.
+"""
+
+from __future__ import annotations
+
+from calico.model.keys import WorkloadEndpointKey
+
+WEP_NAME_PARTS = 4
+
+
+class WepNameError(ValueError):
+    """A WorkloadEndpoint name (or part) that cannot be split or built unambiguously."""
+
+
+def _escape_part(part: str, index: int) -> str:
+    if not part:
+        raise WepNameError(f"workload endpoint name part {index} must not be empty")
+    if index and part.startswith("-"):
+        raise WepNameError(f"workload endpoint name part {part!r} must not start with '-'")
+    return part.replace("-", "--")
+
+
+def wep_name(node: str, orchestrator: str, workload: str, endpoint: str) -> str:
+    """Build the v3 WorkloadEndpoint name; ``workload`` is the pod name (no namespace)."""
+    parts = (node, orchestrator, workload, endpoint)
+    return "-".join(_escape_part(p, i) for i, p in enumerate(parts))
+
+
+def split_dashed(name: str) -> list[str]:
+    """Split on single dashes, turning each ``--`` into a literal dash (left to right)."""
+    parts: list[str] = []
+    current: list[str] = []
+    i, n = 0, len(name)
+    while i < n:
+        ch = name[i]
+        if ch != "-":
+            current.append(ch)
+            i += 1
+        elif i + 1 < n and name[i + 1] == "-":
+            current.append("-")
+            i += 2
+        else:
+            parts.append("".join(current))
+            current = []
+            i += 1
+    parts.append("".join(current))
+    return parts
+
+
+def parse_wep_name(name: str) -> tuple[str, str, str, str]:
+    """Split a v3 WorkloadEndpoint name into (node, orchestrator, workload, endpoint)."""
+    parts = split_dashed(name)
+    if len(parts) != WEP_NAME_PARTS or not all(parts):
+        raise WepNameError(
+            f"workload endpoint name {name!r} does not split into "
+            "<node>-<orchestrator>-<workload>-<endpoint>"
+        )
+    return parts[0], parts[1], parts[2], parts[3]
+
+
+def wep_key_from_v3(namespace: str, name: str) -> WorkloadEndpointKey:
+    """The v1 key of a v3 WorkloadEndpoint: the workload ID gains the namespace."""
+    if not namespace or "/" in namespace:
+        raise WepNameError(f"namespace {namespace!r} is empty or contains '/'")
+    node, orch, workload, endpoint = parse_wep_name(name)
+    return WorkloadEndpointKey(node, orch, f"{namespace}/{workload}", endpoint)
+
+
+def wep_v3_from_key(key: WorkloadEndpointKey) -> tuple[str, str]:
+    """Reverse of ``wep_key_from_v3``: (namespace, v3 name) for a namespaced workload ID."""
+    namespace, sep, workload = key.workload_id.partition("/")
+    if not sep or not namespace or not workload:
+        raise WepNameError(f"workload ID {key.workload_id!r} is not <namespace>/<workload>")
+    return namespace, wep_name(key.hostname, key.orchestrator_id, workload, key.endpoint_id)
