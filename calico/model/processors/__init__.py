@@ -1,0 +1,91 @@
+"""Update processors: v3 resources as stored -> the v1 model keys/values consumers use.
+
+A processor is ``(datastore path, decoded JSON) -> {v1 key path: JSON-able value}``; it never
+sees deletes (the syncer diffs what each source key produced) and raises ``ValueError`` for a
+resource it cannot convert. ``PROCESSORS`` maps each v3 kind to its processor; kinds without
+an entry are passed through unchanged (``resource_passthrough``). See design/model.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from calico.model.processors.common import resource_key
+from calico.model.processors.config import cluster_information, felix_configuration, node
+from calico.model.processors.endpoints import (
+    global_network_set,
+    host_endpoint,
+    network_set,
+    profile,
+    workload_endpoint,
+)
+from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
+from calico.model.processors.passthrough import Processor, for_node, resource_passthrough
+from calico.model.processors.policy import (
+    global_network_policy,
+    network_policy,
+    staged_global_network_policy,
+    staged_kubernetes_network_policy,
+    staged_network_policy,
+    tier,
+)
+from calico.model.processors.rules import rule_v1, rules_v1
+from calico.model.processors.selectors import entity_selector, prefix_selector
+
+#: The Felix syncer's processor for each v3 kind (others pass through).
+PROCESSORS: Mapping[str, Processor] = {
+    "ClusterInformation": cluster_information,
+    "FelixConfiguration": felix_configuration,
+    "GlobalNetworkPolicy": global_network_policy,
+    "GlobalNetworkSet": global_network_set,
+    "HostEndpoint": host_endpoint,
+    "IPAMBlock": ipam_block,
+    "IPPool": ip_pool,
+    "NetworkPolicy": network_policy,
+    "NetworkSet": network_set,
+    "Node": node,
+    "Profile": profile,
+    "StagedGlobalNetworkPolicy": staged_global_network_policy,
+    "StagedKubernetesNetworkPolicy": staged_kubernetes_network_policy,
+    "StagedNetworkPolicy": staged_network_policy,
+    "Tier": tier,
+    "WorkloadEndpoint": workload_endpoint,
+    "BlockAffinity": block_affinity,
+}
+
+
+def process(path: str, value: Any) -> Mapping[str, Any]:
+    """Convert any v3 resource with the processor for its kind (the path names the kind)."""
+    kind = resource_key(path).kind
+    return PROCESSORS.get(kind, resource_passthrough)(path, value)
+
+
+__all__ = [
+    "PROCESSORS",
+    "Processor",
+    "block_affinity",
+    "cluster_information",
+    "entity_selector",
+    "felix_configuration",
+    "for_node",
+    "global_network_policy",
+    "global_network_set",
+    "host_endpoint",
+    "ip_pool",
+    "ipam_block",
+    "network_policy",
+    "network_set",
+    "node",
+    "prefix_selector",
+    "process",
+    "profile",
+    "resource_passthrough",
+    "rule_v1",
+    "rules_v1",
+    "staged_global_network_policy",
+    "staged_kubernetes_network_policy",
+    "staged_network_policy",
+    "tier",
+    "workload_endpoint",
+]

@@ -1,0 +1,151 @@
+"""How a FelixConfiguration field becomes one Felix config parameter: its v1 name and its
+string value.
+
+Names: upstream uses the Go struct field name, or its ``confignamev1`` tag where the Felix
+parameter is spelled differently (``ipipEnabled`` -> ``IpInIpEnabled``, the ``...Secs``
+durations). We derive the Go name from the JSON name (first letter up, ``bpf``/``vxlan``/
+``xdp``/``nat`` prefixes as acronyms) and list the exceptions. Felix matches parameter names
+case-insensitively, so a Go-name guess that differs only in case is still read correctly.
+
+Values: strings as upstream's config processor renders them - durations as (fractional)
+seconds (milliseconds for the one ``...Millis`` parameter), lists comma-joined, booleans
+``true``/``false``, failsafe ports ``tcp:22,udp:68`` (``none`` for an empty list).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+from calico.api import validators
+from calico.api.felixconfig import FelixConfigurationSpec
+from calico.durations import parse_duration
+
+NAME_EXCEPTIONS = {
+    "awsSrcDstCheck": "AWSSrcDstCheck",
+    "bpfConntrackMode": "BPFConntrackCleanupMode",
+    "bpfMapSizePerCpuConntrack": "BPFMapSizePerCPUConntrack",
+    "endpointReportingDelay": "EndpointReportingDelaySecs",
+    "externalNodesList": "ExternalNodesCIDRList",
+    "ipForwarding": "IPForwarding",
+    "ipipEnabled": "IpInIpEnabled",
+    "ipipMTU": "IpInIpMtu",
+    "iptablesLockProbeInterval": "IptablesLockProbeIntervalMillis",
+    "iptablesLockTimeout": "IptablesLockTimeoutSecs",
+    "iptablesPostWriteCheckInterval": "IptablesPostWriteCheckIntervalSecs",
+    "mtuIfacePattern": "MTUIfacePattern",
+    "netlinkTimeout": "NetlinkTimeoutSecs",
+    "nftablesMode": "NFTablesMode",
+    "reportingInterval": "ReportingIntervalSecs",
+    "reportingTTL": "ReportingTTLSecs",
+    "usageReportingInitialDelay": "UsageReportingInitialDelaySecs",
+    "usageReportingInterval": "UsageReportingIntervalSecs",
+    "wireguardKeepAlive": "WireguardPersistentKeepAlive",
+}
+_ACRONYM_PREFIXES = (("bpf", "BPF"), ("vxlan", "VXLAN"), ("xdp", "XDP"), ("nat", "NAT"))
+MILLISECOND_FIELDS = frozenset({"iptablesLockProbeInterval"})
+#: Fields that select which nodes a config applies to; not Felix parameters.
+NOT_PARAMETERS = frozenset({"nodeSelector"})
+#: Go field names of BPFConntrackTimeouts, by JSON name.
+_CT_TIMEOUT_NAMES = {
+    "creationGracePeriod": "CreationGracePeriod",
+    "tcpSynSent": "TCPSynSent",
+    "tcpEstablished": "TCPEstablished",
+    "tcpFinsSeen": "TCPFinsSeen",
+    "tcpResetSeen": "TCPResetSeen",
+    "udpTimeout": "UDPTimeout",
+    "genericTimeout": "GenericTimeout",
+    "icmpTimeout": "ICMPTimeout",
+}
+
+
+def param_name(json_name: str) -> str:
+    """The Felix parameter a FelixConfiguration JSON field sets."""
+    if json_name in NAME_EXCEPTIONS:
+        return NAME_EXCEPTIONS[json_name]
+    for low, up in _ACRONYM_PREFIXES:
+        rest = json_name[len(low) :]
+        if json_name.startswith(low) and rest[:1].isupper():
+            return up + rest
+    return json_name[:1].upper() + json_name[1:]
+
+
+def _is_duration(annotation: Any) -> bool:
+    """Whether a field's type is the API's Duration (a str validated as a Go duration)."""
+    for arg in (annotation, *typing.get_args(annotation)):
+        for meta in getattr(arg, "__metadata__", ()):
+            if getattr(meta, "func", None) is validators.duration:
+                return True
+    return False
+
+
+#: (python attribute, JSON name) of every spec field, and the JSON names that are durations.
+SPEC_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (attr, info.alias or attr) for attr, info in FelixConfigurationSpec.model_fields.items()
+)
+DURATION_FIELDS = frozenset(
+    info.alias or attr
+    for attr, info in FelixConfigurationSpec.model_fields.items()
+    if _is_duration(info.annotation)
+)
+
+
+def go_float(value: float) -> str:
+    """A float64 the way Go's ``%v`` prints it (``90``, ``0.05``)."""
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return repr(value)
+
+
+def _proto_ports(items: list[Any]) -> str:
+    if not items:
+        return "none"
+    parts = []
+    for pp in items:
+        proto = pp.protocol.lower()
+        if not pp.net:
+            parts.append(f"{proto}:{pp.port}")
+        elif ipaddress.ip_network(pp.net, strict=False).version == 6:
+            parts.append(f"{proto}:[{pp.net}]:{pp.port}")
+        else:
+            parts.append(f"{proto}:{pp.net}:{pp.port}")
+    return ",".join(parts)
+
+
+def _special(json_name: str, value: Any) -> str | None:
+    """Fields whose value needs a dedicated rendering (None: use the generic one)."""
+    if json_name in ("failsafeInboundHostPorts", "failsafeOutboundHostPorts"):
+        return _proto_ports(value)
+    if json_name == "routeTableRange":
+        return f"{value.min}-{value.max}"
+    if json_name == "routeTableRanges":
+        return ",".join(f"{r.min}-{r.max}" for r in value)
+    if json_name == "healthTimeoutOverrides":
+        return ",".join(f"{o.name}={o.timeout}" for o in value)
+    if json_name == "bpfConntrackTimeouts":
+        wire = value.to_wire()
+        return ",".join(f"{_CT_TIMEOUT_NAMES[k]}={v}" for k, v in wire.items())
+    if json_name == "bpfLogFilters":
+        return "".join(f"{k}={v}," for k, v in sorted(value.items()))
+    return None
+
+
+def render(json_name: str, value: Any) -> str | None:
+    """The v1 string for one set field; None when it renders empty (= not configured)."""
+    special = _special(json_name, value)
+    if special is not None:
+        return special
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if json_name in DURATION_FIELDS and isinstance(value, str):
+        seconds = parse_duration(value)
+        return go_float(seconds * 1000 if json_name in MILLISECOND_FIELDS else seconds)
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, BaseModel):
+        raise ValueError(f"{json_name}: no v1 rendering for {type(value).__name__}")
+    text = str(value)
+    return text or None

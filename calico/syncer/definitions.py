@@ -1,0 +1,115 @@
+"""The four syncer types Typha serves (felix, bgp, tunnel-ip-allocation, node-status): which
+v3 kinds each watches and through which update processor.
+
+The lists follow upstream's syncersv1 packages. Kubernetes-only sources (KDD network policy
+kinds, EndpointSlices, Services) and host-local pod-CIDR IPAM are not modelled: this
+implementation's datastores hold v3 resources only.
+"""
+
+from __future__ import annotations
+
+from calico.datastore import Backend
+from calico.model import processors as p
+from calico.model.resources import resource_prefix
+from calico.syncer.api import SyncerCallbacks
+from calico.syncer.watchersyncer import ResourceType, WatcherSyncer
+
+FELIX = "felix"
+BGP = "bgp"
+TUNNEL_IP_ALLOCATION = "tunnel-ip-allocation"
+NODE_STATUS = "node-status"
+SYNCER_TYPES = (FELIX, BGP, TUNNEL_IP_ALLOCATION, NODE_STATUS)
+
+
+def _rt(kind: str, processor: p.Processor = p.resource_passthrough) -> ResourceType:
+    return ResourceType(kind, resource_prefix(kind), processor)
+
+
+def felix_resource_types() -> list[ResourceType]:
+    """Everything Felix's calculation graph consumes (Typha always runs as "leader")."""
+    return [
+        _rt("ClusterInformation", p.cluster_information),
+        _rt("FelixConfiguration", p.felix_configuration),
+        _rt("GlobalNetworkPolicy", p.global_network_policy),
+        _rt("StagedGlobalNetworkPolicy", p.staged_global_network_policy),
+        _rt("GlobalNetworkSet", p.global_network_set),
+        _rt("IPPool", p.ip_pool),
+        _rt("Node", p.node),
+        _rt("Profile", p.profile),
+        _rt("WorkloadEndpoint", p.workload_endpoint),
+        _rt("NetworkPolicy", p.network_policy),
+        _rt("StagedNetworkPolicy", p.staged_network_policy),
+        _rt("StagedKubernetesNetworkPolicy", p.staged_kubernetes_network_policy),
+        _rt("NetworkSet", p.network_set),
+        _rt("Tier", p.tier),
+        _rt("HostEndpoint", p.host_endpoint),
+        _rt("BGPConfiguration"),
+        _rt("BGPPeer"),
+        _rt("LiveMigration"),
+        _rt("IPAMBlock", p.ipam_block),
+    ]
+
+
+def bgp_resource_types(node: str | None = None) -> list[ResourceType]:
+    """confd's view: pools, BGP config/peers/filters, all Nodes, and block affinities
+    (only ``node``'s when given; Typha serves every host's)."""
+    affinity = p.block_affinity if node is None else p.for_node(node, p.block_affinity)
+    return [
+        _rt("IPPool", p.ip_pool),
+        _rt("BGPConfiguration"),
+        _rt("Node"),
+        _rt("BGPPeer"),
+        _rt("BGPFilter"),
+        _rt("BlockAffinity", affinity),
+    ]
+
+
+def tunnel_ip_allocation_resource_types(node: str | None = None) -> list[ResourceType]:
+    """The tunnel-address allocator: pools and Nodes (only ``node`` when given)."""
+    return [
+        _rt("IPPool", p.ip_pool),
+        _rt("Node", p.resource_passthrough if node is None else p.for_node(node)),
+    ]
+
+
+def node_status_resource_types() -> list[ResourceType]:
+    return [_rt("CalicoNodeStatus")]
+
+
+def felix_syncer(backend: Backend, callbacks: SyncerCallbacks) -> WatcherSyncer:
+    return WatcherSyncer(backend, felix_resource_types(), callbacks)
+
+
+def bgp_syncer(
+    backend: Backend, callbacks: SyncerCallbacks, node: str | None = None
+) -> WatcherSyncer:
+    return WatcherSyncer(backend, bgp_resource_types(node), callbacks)
+
+
+def tunnel_ip_allocation_syncer(
+    backend: Backend, callbacks: SyncerCallbacks, node: str | None = None
+) -> WatcherSyncer:
+    return WatcherSyncer(backend, tunnel_ip_allocation_resource_types(node), callbacks)
+
+
+def node_status_syncer(backend: Backend, callbacks: SyncerCallbacks) -> WatcherSyncer:
+    return WatcherSyncer(backend, node_status_resource_types(), callbacks)
+
+
+def resource_types_for(syncer_type: str, node: str | None = None) -> list[ResourceType]:
+    """The resource list of a syncer type by its wire name (what Typha's server needs)."""
+    if syncer_type == FELIX:
+        return felix_resource_types()
+    if syncer_type == BGP:
+        return bgp_resource_types(node)
+    if syncer_type == TUNNEL_IP_ALLOCATION:
+        return tunnel_ip_allocation_resource_types(node)
+    if syncer_type == NODE_STATUS:
+        return node_status_resource_types()
+    raise ValueError(f"unknown syncer type {syncer_type!r}")
+
+
+def new_syncer(
+    syncer_type: str, backend: Backend, callbacks: SyncerCallbacks, node: str | None = None
+) -> WatcherSyncer:
+    return WatcherSyncer(backend, resource_types_for(syncer_type, node), callbacks)
