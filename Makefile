@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit integration lint format bench fuzz crds clean
+.PHONY: setup test unit integration lint format bench fuzz crds proto clean
 
 setup:
 	@scripts/setup-system.sh
@@ -41,6 +41,12 @@ fuzz: setup
 # Regenerate the crd.projectcalico.org/v1 CustomResourceDefinitions from the models.
 crds: setup
 	$(PY) -m calico.api.crdgen --out manifests/crds
+
+# Regenerate the checked-in protobuf/gRPC modules from our .proto sources.
+proto: setup
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. --pyi_out=. \
+		calico/proto/etcd/kv.proto calico/proto/etcd/rpc.proto
+	rm -f calico/proto/etcd/kv_pb2_grpc.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

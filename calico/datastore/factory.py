@@ -1,0 +1,31 @@
+"""Open the Backend a DatastoreConfig names."""
+
+from __future__ import annotations
+
+from calico.datastore.backend import Backend
+from calico.datastore.config import DatastoreConfig
+from calico.datastore.errors import DatastoreConfigError
+
+
+def open_backend(config: DatastoreConfig) -> Backend:
+    """``local`` -> LocalBackend(path), ``etcdv3`` -> EtcdBackend(endpoints, TLS files).
+
+    Backends are imported lazily so a process only loads (and needs) the one it uses.
+    """
+    config.validate()
+    if config.datastore_type == "local":
+        from calico.datastore.local import LocalBackend
+
+        return LocalBackend(config.local_path)
+    if config.datastore_type == "etcdv3":
+        from calico.datastore.etcd import EtcdBackend
+
+        return EtcdBackend(
+            list(config.etcd_endpoints),
+            key_file=config.etcd_key_file,
+            cert_file=config.etcd_cert_file,
+            ca_file=config.etcd_ca_cert_file,
+        )
+    if config.datastore_type == "kubernetes":
+        raise DatastoreConfigError('datastore type "kubernetes" is not supported yet')
+    raise DatastoreConfigError(f"unknown datastore type {config.datastore_type!r}")

@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC modules (sources: the .proto files next to them)."""

@@ -1,0 +1,88 @@
+"""Fixtures for the datastore conformance suite: each test gets a fresh, isolated keyspace.
+
+``backend`` is parametrised over every Backend implementation. The etcd parametrisation comes
+from ``etcd_fixture.py`` (a session-scoped ``etcd_server`` and ``make_etcd_backend``); while that
+module is absent the etcdv3 cases are skipped with the reason. Per-backend facts the tests need
+(a picklable spec other processes open, the shortest reliable TTL) live on ``BackendCase``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from procs import open_backend
+
+from calico.datastore import Backend
+
+_ETCD_IMPORT_ERROR: BaseException | None = None
+try:
+    # Importing registers its ``etcd_server`` fixture in this conftest's namespace.
+    from etcd_fixture import etcd_server  # noqa: F401
+except ModuleNotFoundError as exc:
+    if exc.name != "etcd_fixture":
+        _ETCD_IMPORT_ERROR = exc
+    _ETCD_MISSING = exc.name == "etcd_fixture"
+except Exception as exc:  # a broken fixture module fails only the etcd cases
+    _ETCD_IMPORT_ERROR = exc
+    _ETCD_MISSING = False
+else:
+    _ETCD_MISSING = False
+
+
+@dataclass
+class BackendCase:
+    kind: str
+    spec: dict[str, Any]  # JSON-able: procs.open_backend(spec) opens the same keyspace
+    ttl: float  # shortest TTL the backend honours (etcd leases: whole seconds, a minimum)
+    expiry_wait: float  # how long after creation a TTL key may take to vanish
+    backends: list[Backend] = field(default_factory=list)
+
+    def open(self) -> Backend:
+        """Another client of the same keyspace (closed at teardown)."""
+        backend = open_backend(self.spec)
+        self.backends.append(backend)
+        return backend
+
+
+_CASE = pytest.StashKey[BackendCase]()
+
+
+def _local_case(tmp_path: Path) -> BackendCase:
+    return BackendCase("local", {"kind": "local", "path": str(tmp_path / "calico.db")}, 1.0, 3.0)
+
+
+def _etcd_case(request: pytest.FixtureRequest) -> BackendCase:
+    if _ETCD_MISSING:
+        pytest.skip("etcdv3: tests/integration/datastore/etcd_fixture.py is not there yet")
+    if _ETCD_IMPORT_ERROR is not None:
+        raise RuntimeError("etcd_fixture.py failed to import") from _ETCD_IMPORT_ERROR
+    server = request.getfixturevalue("etcd_server")
+    spec = {
+        "kind": "etcdv3",
+        "endpoints": server.endpoints,
+        "prefix": f"/calico-test-{uuid.uuid4().hex[:12]}",
+    }
+    return BackendCase("etcdv3", spec, 1.0, 4.0)  # leases: ~1-1.5 s on the test server
+
+
+@pytest.fixture(params=["local", "etcdv3"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A fresh Backend with an empty keyspace of its own."""
+    case = _local_case(tmp_path) if request.param == "local" else _etcd_case(request)
+    request.node.stash[_CASE] = case
+    try:
+        yield case.open()
+    finally:
+        for opened in case.backends:
+            opened.close()
+
+
+@pytest.fixture
+def backend_case(backend: Backend, request: pytest.FixtureRequest) -> BackendCase:
+    """Facts about the ``backend`` under test (its spec for other processes, TTL limits)."""
+    return request.node.stash[_CASE]

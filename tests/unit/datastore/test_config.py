@@ -1,0 +1,251 @@
+"""DatastoreConfig: environment and CalicoAPIConfig file parsing, precedence, errors, factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from calico.datastore import DatastoreConfigError
+from calico.datastore.config import (
+    DEFAULT_LOCAL_PATH,
+    DatastoreConfig,
+    from_env,
+    from_file,
+    load,
+)
+from calico.datastore.etcd import EtcdBackend
+from calico.datastore.factory import open_backend
+
+ETCD_FILE = """\
+apiVersion: projectcalico.org/v3
+kind: CalicoAPIConfig
+metadata: {}
+spec:
+  datastoreType: etcdv3
+  etcdEndpoints: "http://10.0.0.1:2379, http://10.0.0.2:2379"
+  etcdKeyFile: /etc/calico/key.pem
+  etcdCertFile: /etc/calico/cert.pem
+  etcdCACertFile: /etc/calico/ca.pem
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "calicoctl.cfg") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# -- environment -----------------------------------------------------------------------------
+
+
+def test_env_defaults_to_local() -> None:
+    config = from_env({})
+    assert config.datastore_type == "local"
+    assert config.local_path == DEFAULT_LOCAL_PATH
+    assert config.etcd_endpoints == ()
+
+
+def test_env_local_path() -> None:
+    config = from_env({"CALICO_DATASTORE_PATH": "/tmp/x.db"})
+    assert (config.datastore_type, config.local_path) == ("local", "/tmp/x.db")
+
+
+def test_env_etcd() -> None:
+    config = from_env(
+        {
+            "DATASTORE_TYPE": "etcdv3",
+            "ETCD_ENDPOINTS": "http://a:2379,https://b:2379,",
+            "ETCD_KEY_FILE": "/k",
+            "ETCD_CERT_FILE": "/c",
+            "ETCD_CA_CERT_FILE": "/ca",
+        }
+    )
+    assert config.datastore_type == "etcdv3"
+    assert config.etcd_endpoints == ("http://a:2379", "https://b:2379")
+    assert (config.etcd_key_file, config.etcd_cert_file, config.etcd_ca_cert_file) == (
+        "/k",
+        "/c",
+        "/ca",
+    )
+
+
+def test_env_calico_prefix_wins() -> None:
+    config = from_env(
+        {
+            "DATASTORE_TYPE": "kubernetes",
+            "CALICO_DATASTORE_TYPE": "etcdv3",
+            "CALICO_ETCD_ENDPOINTS": "http://x:2379",
+            "KUBECONFIG": "/kc",
+        }
+    )
+    assert (config.datastore_type, config.etcd_endpoints) == ("etcdv3", ("http://x:2379",))
+    assert config.kubeconfig == "/kc"
+
+
+def test_env_unknown_type_names_variable() -> None:
+    with pytest.raises(DatastoreConfigError, match=r"'etcdv2'.*DATASTORE_TYPE"):
+        from_env({"DATASTORE_TYPE": "etcdv2"})
+
+
+def test_env_etcd_without_endpoints() -> None:
+    with pytest.raises(DatastoreConfigError, match="ETCD_ENDPOINTS"):
+        from_env({"DATASTORE_TYPE": "etcdv3"})
+
+
+def test_env_key_without_cert() -> None:
+    with pytest.raises(DatastoreConfigError, match="key file and the certificate"):
+        from_env({"DATASTORE_TYPE": "etcdv3", "ETCD_ENDPOINTS": "http://a", "ETCD_KEY_FILE": "/k"})
+
+
+def test_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATASTORE_TYPE", "kubernetes")
+    monkeypatch.delenv("CALICO_DATASTORE_TYPE", raising=False)
+    assert from_env().datastore_type == "kubernetes"
+
+
+# -- file ------------------------------------------------------------------------------------
+
+
+def test_file_etcd(tmp_path: Path) -> None:
+    path = write(tmp_path, ETCD_FILE)
+    config = from_file(path)
+    assert config.datastore_type == "etcdv3"
+    assert config.etcd_endpoints == ("http://10.0.0.1:2379", "http://10.0.0.2:2379")
+    assert config.etcd_ca_cert_file == "/etc/calico/ca.pem"
+    assert config.source == str(path)
+
+
+def test_file_json_and_local_extension(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '{"apiVersion": "projectcalico.org/v3", "kind": "CalicoAPIConfig",'
+        ' "spec": {"localDatastorePath": "/data/c.db"}}',
+    )
+    config = from_file(path)
+    assert (config.datastore_type, config.local_path) == ("local", "/data/c.db")
+
+
+def test_file_endpoint_list_and_k8s_extras(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nspec:\n"
+        "  datastoreType: kubernetes\n  kubeconfig: /root/.kube/config\n"
+        "  k8sAPIEndpoint: https://1.2.3.4:6443\n  etcdEndpoints: [http://a:1, http://b:2]\n",
+    )
+    config = from_file(path)
+    assert config.kubeconfig == "/root/.kube/config"
+    assert config.extra == {"k8sAPIEndpoint": "https://1.2.3.4:6443"}
+    assert config.etcd_endpoints == ("http://a:1", "http://b:2")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("spec: [\n", "not valid YAML"),
+        ("- a\n- b\n", "expected a CalicoAPIConfig document"),
+        ("apiVersion: projectcalico.org/v3\nkind: IPPool\nspec: {}\n", "kind must be"),
+        ("apiVersion: v1\nkind: CalicoAPIConfig\nspec: {}\n", "apiVersion must be"),
+        ("apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nspec: 3\n", "spec must be"),
+        (
+            "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nspec: {etcdEndpont: x}\n",
+            "unknown field spec.etcdEndpont",
+        ),
+        (
+            "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nspec: {etcdUsername: u}\n",
+            "spec.etcdUsername is not supported",
+        ),
+        (
+            "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nspec: {etcdKeyFile: 3}\n",
+            "spec.etcdKeyFile must be a string",
+        ),
+        (
+            "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\n"
+            "spec: {datastoreType: etcdv2}\n",
+            "unknown datastore type 'etcdv2'",
+        ),
+        (
+            "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\n"
+            "spec: {datastoreType: etcdv3}\n",
+            "needs etcd endpoints",
+        ),
+        ("apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nextra: 1\n", "top-level"),
+    ],
+)
+def test_file_errors_name_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(DatastoreConfigError) as info:
+        from_file(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DatastoreConfigError, match="cannot read datastore config file"):
+        from_file(tmp_path / "nope.cfg")
+
+
+# -- precedence ------------------------------------------------------------------------------
+
+ENV = {"DATASTORE_TYPE": "etcdv3", "ETCD_ENDPOINTS": "http://env:2379"}
+
+
+def test_load_explicit_file_wins(tmp_path: Path) -> None:
+    explicit = write(tmp_path, ETCD_FILE, "explicit.cfg")
+    default = write(
+        tmp_path,
+        "apiVersion: projectcalico.org/v3\nkind: CalicoAPIConfig\nspec: {}\n",
+        "default.cfg",
+    )
+    config = load(str(explicit), ENV, default_file=default)
+    assert config.etcd_endpoints[0] == "http://10.0.0.1:2379"
+
+
+def test_load_default_file_over_env(tmp_path: Path) -> None:
+    default = write(tmp_path, ETCD_FILE)
+    assert load(None, ENV, default_file=default).source == str(default)
+
+
+def test_load_env_when_no_file(tmp_path: Path) -> None:
+    config = load(None, ENV, default_file=tmp_path / "absent.cfg")
+    assert config.etcd_endpoints == ("http://env:2379",)
+
+
+def test_load_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DatastoreConfigError, match=r"absent\.cfg"):
+        load(str(tmp_path / "absent.cfg"), ENV, default_file=tmp_path / "none")
+
+
+# -- factory ---------------------------------------------------------------------------------
+
+
+def test_factory_kubernetes_not_supported() -> None:
+    with pytest.raises(DatastoreConfigError, match='datastore type "kubernetes" is not supported'):
+        open_backend(DatastoreConfig(datastore_type="kubernetes"))
+
+
+def test_factory_unknown_type() -> None:
+    with pytest.raises(DatastoreConfigError, match="unknown datastore type"):
+        open_backend(DatastoreConfig(datastore_type="consul"))
+
+
+def test_factory_etcd_is_lazy_and_does_not_connect() -> None:
+    backend = open_backend(DatastoreConfig(datastore_type="etcdv3", etcd_endpoints="http://a:1"))
+    try:
+        assert isinstance(backend, EtcdBackend)
+        assert backend.endpoints == ["http://a:1"]
+    finally:
+        backend.close()
+
+
+def test_factory_local(tmp_path: Path) -> None:
+    backend = open_backend(DatastoreConfig(local_path=str(tmp_path / "c.db")))
+    try:
+        assert backend.apply("/k", "1").value == "1"
+    finally:
+        backend.close()
+
+
+def test_bad_endpoint_url() -> None:
+    with pytest.raises(DatastoreConfigError, match="invalid etcd endpoint"):
+        EtcdBackend("ftp://x:1")
