@@ -7,16 +7,22 @@ from calico.datastore.config import DatastoreConfig
 from calico.datastore.errors import DatastoreConfigError
 
 
-def open_backend(config: DatastoreConfig) -> Backend:
+def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
     """``local`` -> LocalBackend(path), ``etcdv3`` -> EtcdBackend(endpoints, TLS files).
 
-    Backends are imported lazily so a process only loads (and needs) the one it uses.
+    Backends are imported lazily so a process only loads (and needs) the one it uses. A local
+    datastore is initialised on open (ClusterInformation ``default``, the ``default`` tier), so
+    every component works on a brand-new file out of the box; on an initialised file that is one
+    read. etcd is initialised by node startup, as upstream.
     """
     config.validate()
     if config.datastore_type == "local":
         from calico.datastore.local import LocalBackend
 
-        return LocalBackend(config.local_path)
+        backend = LocalBackend(config.local_path)
+        if initialize:
+            _ensure_initialized(backend)
+        return backend
     if config.datastore_type == "etcdv3":
         from calico.datastore.etcd import EtcdBackend
 
@@ -29,3 +35,14 @@ def open_backend(config: DatastoreConfig) -> Backend:
     if config.datastore_type == "kubernetes":
         raise DatastoreConfigError('datastore type "kubernetes" is not supported yet')
     raise DatastoreConfigError(f"unknown datastore type {config.datastore_type!r}")
+
+
+def _ensure_initialized(backend: Backend) -> None:
+    import calico
+    from calico.datastore.client import Client
+
+    try:
+        Client(backend).ensure_initialized(calico.__version__)
+    except BaseException:
+        backend.close()
+        raise

@@ -194,3 +194,24 @@ def test_watch_typed_events(client: Client) -> None:
     assert first.resource.metadata.name == "p1"
     assert second.type is EventType.DELETED
     events.close()
+
+
+def test_new_local_datastore_is_initialised_on_open(tmp_path) -> None:
+    import calico
+    from calico.datastore.config import DatastoreConfig
+    from calico.datastore.factory import open_backend
+
+    path = tmp_path / "fresh.db"
+    backend = open_backend(DatastoreConfig(datastore_type="local", local_path=str(path)))
+    try:
+        cinfo = Client(backend).get("ClusterInformation", "default")
+        assert cinfo.spec.datastore_ready is True  # type: ignore[attr-defined]
+        assert cinfo.spec.calico_version == calico.__version__  # type: ignore[attr-defined]
+        guid = cinfo.spec.cluster_guid  # type: ignore[attr-defined]
+    finally:
+        backend.close()
+    again = open_backend(DatastoreConfig(datastore_type="local", local_path=str(path)))
+    try:
+        assert Client(again).get("ClusterInformation", "default").spec.cluster_guid == guid  # type: ignore[attr-defined]
+    finally:
+        again.close()

@@ -207,3 +207,41 @@ def test_aggregate_status_waits_for_every_cache(
         assert recorder.statuses().count(S) == 1
     finally:
         syncer.stop()
+
+
+def test_updates_during_resync_converge(any_backend: Backend, recorder: Recorder) -> None:
+    """Writes racing with the initial list: the consumer ends with exactly the store's state."""
+    import contextlib
+    import threading
+
+    from calico.datastore import ResourceDoesNotExistError
+
+    for i in range(200):
+        put(any_backend, f"/a/{i:03d}", {"v": 0})
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set() and n < 400:
+            i = n % 250
+            if n % 7 == 0:
+                with contextlib.suppress(ResourceDoesNotExistError):
+                    any_backend.delete(f"/a/{i:03d}")
+            else:
+                put(any_backend, f"/a/{i:03d}", {"v": n})
+            n += 1
+
+    t = threading.Thread(target=writer)
+    syncer = WatcherSyncer(any_backend, [ResourceType("a", "/a/")], recorder)
+    t.start()
+    syncer.start()
+    try:
+        t.join(30)
+        stop.set()
+        expected = {kv.key: json.loads(kv.value) for kv in any_backend.list("/a/").kvs}
+        recorder.wait_for(lambda r: r.state == expected, timeout=20)
+        assert SyncStatus.IN_SYNC in recorder.statuses()
+        assert recorder.errors == []
+    finally:
+        stop.set()
+        syncer.stop()
