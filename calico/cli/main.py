@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from calico.calicoctl import ctl
 from calico.cli.buildinfo import build_info
 from calico.cli.components import ComponentGroup
 from calico.cli.dispatch import Mode, dispatch
@@ -57,6 +58,7 @@ def version_command() -> None:
 
 
 cli.add_command(health_command)
+cli.add_command(ctl)
 
 
 def _debug_requested(argv: list[str]) -> bool:
@@ -77,8 +79,13 @@ def _debug_requested(argv: list[str]) -> bool:
 def run_cli(argv: list[str]) -> int:
     """Run the click tree on ``argv`` (argv[0] is the program name); return the exit code."""
     prog = os.path.basename(argv[0]) if argv else "calico"
+    # Invoked as calicoctl: run the ctl tree under its own name so help reads "calicoctl ...".
+    command: click.Command = cli
+    args = argv[1:]
+    if prog == "calicoctl" and args[:1] == ["ctl"]:
+        command, args = ctl, args[1:]
     try:
-        cli.main(args=argv[1:], prog_name=prog, standalone_mode=False)
+        command.main(args=args, prog_name=prog, standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.Abort:

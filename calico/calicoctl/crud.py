@@ -1,0 +1,305 @@
+"""``create``, ``apply``, ``replace``, ``validate`` and ``delete``.
+
+Write verbs validate every document (syntax, schema, namespace flags) before the first datastore
+call, then act on the resources in order and stop at the first failure, so the
+``Partial success: <verb> the first N out of M ...`` report names exactly the documents that were
+written: documents 1..N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import click
+
+from calico.api import APIError, Resource
+from calico.calicoctl import actions
+from calico.calicoctl.errors import CtlError, go_errors, handle_errors, report
+from calico.calicoctl.inputs import (
+    NamespaceFlags,
+    load_inputs,
+    resolve_namespace,
+    single_kind,
+    with_namespace,
+)
+from calico.calicoctl.resources import identity, resolve_kind
+from calico.calicoctl.session import config_option, global_options, open_client
+from calico.datastore.client import Client
+from calico.datastore.errors import (
+    DatastoreError,
+    ResourceAlreadyExistsError,
+    ResourceDoesNotExistError,
+)
+
+PAST = {
+    "create": "created",
+    "apply": "applied",
+    "replace": "replaced",
+    "validate": "validated",
+    "delete": "deleted",
+}
+Action = Callable[[Client, Resource], Resource]
+
+
+@dataclass
+class Outcome:
+    """What happened to the input resources, for the upstream-shaped report."""
+
+    total: int
+    kind: str
+    handled: int = 0
+    errors: list[Exception] = field(default_factory=list)
+
+
+def file_options(verb: str, required: bool = True) -> Callable[[Callable[..., None]], object]:
+    def decorate(fn: Callable[..., None]) -> object:
+        for deco in reversed(
+            [
+                click.option(
+                    "-f",
+                    "--filename",
+                    required=required,
+                    metavar="FILE",
+                    help=f"File, directory or '-' (stdin) holding the resources to {verb}.",
+                ),
+                click.option(
+                    "-R",
+                    "--recursive",
+                    is_flag=True,
+                    help="Process the directory given with -f recursively.",
+                ),
+                click.option(
+                    "--skip-empty", is_flag=True, help="Do not fail on files with no resources."
+                ),
+                click.option(
+                    "-n",
+                    "--namespace",
+                    default=None,
+                    help="Namespace for namespaced resources that do not name one "
+                    "(default: 'default').",
+                ),
+                config_option,
+                global_options,
+            ]
+        ):
+            fn = deco(fn)  # type: ignore[operator]
+        return fn
+
+    return decorate
+
+
+def _write_message_failure(verb: str, out: Outcome, brackets: bool) -> str:
+    err = go_errors(out.errors) if brackets else str(out.errors[0])
+    if out.total == 1:
+        return f"failed to {verb} '{out.kind}' resource: {err}"
+    if out.kind:
+        return f"failed to {verb} any '{out.kind}' resources: {err}"
+    return f"failed to {verb} any resources: {err}"
+
+
+def report_write(verb: str, out: Outcome) -> None:
+    """Upstream's create/apply/replace/validate report; raises Exit(1) on any failure."""
+    past = PAST[verb]
+    brackets = verb != "replace"
+    what = f"'{out.kind}' resource(s)" if out.kind else "resource(s)"
+    if not out.errors:
+        click.echo(f"Successfully {past} {out.handled} {what}")
+        return
+    if out.handled == 0:
+        report(_write_message_failure(verb, out, brackets))
+    kind = f" '{out.kind}'" if out.kind else ""
+    click.echo(
+        f"Partial success: {past} the first {out.handled} out of {out.total}{kind} resources:"
+    )
+    err = go_errors(out.errors) if brackets else str(out.errors[0])
+    report(f"hit error: {err}")
+
+
+def prepare(resources: list[Resource], namespace: str | None) -> list[Resource]:
+    """Fill in namespaces (``-n`` or ``default``); any flag conflict is raised before writing."""
+    flags = NamespaceFlags(namespace)
+    return [
+        with_namespace(r, resolve_namespace(type(r), r.metadata.namespace, flags))
+        for r in resources
+    ]
+
+
+def run_write(
+    verb: str,
+    action: Action,
+    filename: str,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+    skip_exists: bool = False,
+) -> None:
+    resources = load_inputs(filename, recursive, skip_empty)
+    if not resources:
+        click.echo("No resources specified")
+        return
+    out = Outcome(len(resources), single_kind(resources))
+    try:
+        prepared = prepare(resources, namespace)
+    except CtlError as exc:
+        out.errors.append(exc)
+        report_write(verb, out)
+        return
+    with open_client(config_file, initialize=True) as client:
+        for res in prepared:
+            try:
+                action(client, res)
+            except ResourceAlreadyExistsError as exc:
+                if not skip_exists:
+                    out.errors.append(exc)
+                    break
+            except (DatastoreError, APIError) as exc:
+                out.errors.append(exc)
+                break
+            out.handled += 1
+    report_write(verb, out)
+
+
+@click.command("create")
+@file_options("create")
+@click.option("--skip-exists", is_flag=True, help="Skip over resources that already exist.")
+@handle_errors
+def create_command(
+    filename: str,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+    skip_exists: bool,
+) -> None:
+    """Create resources from a file, directory or stdin; existing ones are an error."""
+    run_write(
+        "create",
+        actions.create,
+        filename,
+        recursive,
+        skip_empty,
+        namespace,
+        config_file,
+        skip_exists,
+    )
+
+
+@click.command("apply")
+@file_options("apply")
+@handle_errors
+def apply_command(
+    filename: str,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+) -> None:
+    """Create resources, or update them when they exist (labels and spec from the file)."""
+    run_write("apply", actions.apply, filename, recursive, skip_empty, namespace, config_file)
+
+
+@click.command("replace")
+@file_options("replace")
+@handle_errors
+def replace_command(
+    filename: str,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+) -> None:
+    """Replace existing resources; a resourceVersion in the file must be the current one."""
+    run_write("replace", actions.update, filename, recursive, skip_empty, namespace, config_file)
+
+
+@click.command("validate")
+@file_options("validate")
+@handle_errors
+def validate_command(
+    filename: str,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+) -> None:
+    """Check resources' syntax and schema without contacting the datastore."""
+    resources = load_inputs(filename, recursive, skip_empty)
+    if not resources:
+        click.echo("No resources specified")
+        return
+    out = Outcome(len(resources), single_kind(resources))
+    try:
+        prepare(resources, namespace)
+    except CtlError as exc:
+        out.errors.append(exc)
+    else:
+        out.handled = out.total
+    report_write("validate", out)
+
+
+def _targets_from_args(kind: str, names: tuple[str, ...]) -> list[Resource]:
+    cls = resolve_kind(kind)
+    if not names:
+        raise CtlError("No resources specified")
+    if any(not n for n in names):
+        raise CtlError("resource name may not be empty")
+    return [identity(cls, n) for n in names]
+
+
+@click.command("delete")
+@click.argument("kind", required=False)
+@click.argument("names", nargs=-1)
+@file_options("delete", required=False)
+@click.option(
+    "-s", "--skip-not-exists", is_flag=True, help="Skip over resources that do not exist."
+)
+@handle_errors
+def delete_command(
+    kind: str | None,
+    names: tuple[str, ...],
+    filename: str | None,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+    skip_not_exists: bool,
+) -> None:
+    """Delete resources named by KIND and NAME(s), or listed in a file, directory or stdin."""
+    if filename and kind:
+        raise CtlError("cannot use both --filename and KIND [NAME...] arguments")
+    if filename:
+        resources = load_inputs(filename, recursive, skip_empty)
+        if not resources:
+            click.echo("No resources specified")
+            return
+        kind_name = single_kind(resources)
+    elif kind:
+        resources = _targets_from_args(kind, names)
+        kind_name = resources[0].KIND
+    else:
+        raise CtlError("No resources specified")
+    flags = NamespaceFlags(namespace)
+    handled = 0
+    errors: list[Exception] = []
+    with open_client(config_file) as client:
+        for res in resources:
+            try:
+                ns = resolve_namespace(type(res), res.metadata.namespace, flags)
+                actions.delete(client, with_namespace(res, ns))
+            except ResourceDoesNotExistError as exc:
+                if not skip_not_exists:
+                    errors.append(exc)
+                    continue
+            except (CtlError, DatastoreError) as exc:
+                errors.append(exc)
+                continue
+            handled += 1
+    if handled:
+        what = f"'{kind_name}' resource(s)" if kind_name else "resource(s)"
+        click.echo(f"Successfully deleted {handled} {what}")
+    if errors:
+        what = f"'{kind_name}' resource" if kind_name else "resource"
+        prefix = f"Failed to delete {what}"
+        report("".join(f"{prefix}: {e}\n" for e in errors))

@@ -1,0 +1,149 @@
+"""``get``: show resources as a table, YAML, JSON or chosen columns.
+
+``get KIND`` lists the kind (one table; ``<Kind>List`` in YAML/JSON), ``get KIND NAME...`` fetches
+each name (one table each; an object, or a sequence of objects), ``get -f FILE`` fetches every
+resource the file names. Resources that cannot be fetched are reported on stderr after the
+output of those that could, and the exit code is then 1.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from calico.api import Resource
+from calico.calicoctl.crud import file_options
+from calico.calicoctl.errors import CtlError, handle_errors, report
+from calico.calicoctl.inputs import NamespaceFlags, load_inputs, resolve_namespace
+from calico.calicoctl.printer import KindList, Result, echo, parse_output, render
+from calico.calicoctl.resources import TableContext, identity, resolve_kind
+from calico.calicoctl.session import open_client
+from calico.datastore.client import Client
+from calico.datastore.errors import (
+    ConnectionFailedError,
+    DatastoreError,
+    ResourceDoesNotExistError,
+)
+
+DEFAULT_AS_NUMBER = "64512"
+
+
+def global_as_number(client: Client) -> str:
+    """The cluster-wide AS number nodes inherit (upstream's ``config "asnumber"``)."""
+    try:
+        cfg = client.get("BGPConfiguration", "default")
+    except ResourceDoesNotExistError:
+        return DEFAULT_AS_NUMBER
+    except DatastoreError:
+        return "unknown"
+    asn = cfg.spec.as_number  # type: ignore[attr-defined]
+    return str(asn) if asn else DEFAULT_AS_NUMBER
+
+
+def _tier_order(res: Resource) -> tuple[int, float]:
+    order = res.spec.order  # type: ignore[attr-defined]
+    return (1, 0.0) if order is None else (0, float(order))
+
+
+def fetch(client: Client, target: Resource, flags: NamespaceFlags) -> Result:
+    """One target: a named resource (get) or a whole kind (list, name empty)."""
+    cls = type(target)
+    ns = resolve_namespace(cls, target.metadata.namespace, flags)
+    name = target.metadata.name
+    if name:
+        if cls.NAMESPACED and ns is None:
+            raise CtlError("cannot use --all-namespace flag for getting a single resource")
+        return client.get(cls, name, ns)
+    listed = client.list(cls, ns)
+    items = listed.items
+    if cls.KIND == "Tier":
+        items = sorted(items, key=_tier_order)
+    return KindList(cls, items, listed.revision)
+
+
+def _targets(
+    kind: str | None,
+    names: tuple[str, ...],
+    filename: str | None,
+    recursive: bool,
+    skip_empty: bool,
+) -> list[Resource]:
+    if filename:
+        if kind:
+            raise CtlError("cannot use both --filename and KIND [NAME...] arguments")
+        return load_inputs(filename, recursive, skip_empty)
+    if not kind:
+        raise CtlError("No resources specified")
+    try:
+        cls = resolve_kind(kind)
+        if any(not n for n in names):
+            raise CtlError("resource name may not be empty")
+    except CtlError as exc:
+        raise CtlError(f"failed to get resources: {exc}") from None
+    return [identity(cls, n) for n in names] if names else [identity(cls, "")]
+
+
+@click.command("get")
+@click.argument("kind", required=False)
+@click.argument("names", nargs=-1)
+@file_options("get", required=False)
+@click.option(
+    "-o",
+    "--output",
+    default="ps",
+    show_default=True,
+    metavar="FORMAT",
+    help="ps, wide, yaml (or yml), json, or custom-columns=HEADING,... (headings of the "
+    "kind's wide table).",
+)
+@click.option(
+    "-A",
+    "-a",
+    "--all-namespaces",
+    is_flag=True,
+    help="List the requested resources across all namespaces.",
+)
+@click.option(
+    "--export",
+    is_flag=True,
+    help="Strip cluster-specific metadata (uid, resourceVersion, creationTimestamp, namespace).",
+)
+@handle_errors
+def get_command(
+    kind: str | None,
+    names: tuple[str, ...],
+    filename: str | None,
+    recursive: bool,
+    skip_empty: bool,
+    namespace: str | None,
+    config_file: str | None,
+    output: str,
+    all_namespaces: bool,
+    export: bool,
+) -> None:
+    """Display resources by KIND [NAME...] or from a file, directory or stdin."""
+    fmt = parse_output(output)
+    targets = _targets(kind, names, filename, recursive, skip_empty)
+    flags = NamespaceFlags(namespace, all_namespaces)
+    results: list[Result] = []
+    errors: list[Exception] = []
+    with open_client(config_file, error_prefix="failed to get resources: ") as client:
+        for target in targets:
+            try:
+                results.append(fetch(client, target, flags))
+            except ConnectionFailedError:
+                raise
+            except (CtlError, DatastoreError) as exc:
+                errors.append(exc)
+        ctx = TableContext(functools.cache(lambda: global_as_number(client)))
+        text = render(
+            results,
+            fmt,
+            print_namespace=all_namespaces or bool(namespace),
+            export=export,
+            ctx=ctx,
+        )
+    echo(text)
+    if errors:
+        report("\n".join(str(e) for e in errors))

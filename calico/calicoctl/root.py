@@ -1,0 +1,73 @@
+"""The ``ctl`` group: calicoctl's command tree (``calicoctl X`` runs ``calico ctl X``).
+
+Commands are imported when used: the API models they need take a few hundred milliseconds to
+load, which every other ``calico`` invocation (CNI calls, health probes) should not pay.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from calico.calicoctl.flags import apply_log_level, global_options
+
+# command name -> "module:attribute", in help order
+COMMANDS = {
+    "create": "calico.calicoctl.crud:create_command",
+    "apply": "calico.calicoctl.crud:apply_command",
+    "replace": "calico.calicoctl.crud:replace_command",
+    "delete": "calico.calicoctl.crud:delete_command",
+    "get": "calico.calicoctl.get:get_command",
+    "patch": "calico.calicoctl.patch:patch_command",
+    "label": "calico.calicoctl.label:label_command",
+    "validate": "calico.calicoctl.crud:validate_command",
+    "version": "calico.calicoctl.version:version_command",
+    "datastore": "calico.calicoctl.migrate:datastore_group",
+}
+SHORT_HELP = {
+    "create": "Create resources by file, directory or stdin.",
+    "apply": "Create or update resources by file, directory or stdin.",
+    "replace": "Replace existing resources by file, directory or stdin.",
+    "delete": "Delete resources by file, directory, stdin, or kind and name.",
+    "get": "Display resources by file, directory, stdin, or kind and name.",
+    "patch": "Patch a pre-existing resource in place.",
+    "label": "Add, update or remove a label on a resource.",
+    "validate": "Validate resources offline, without writing them.",
+    "version": "Display the client and cluster versions.",
+    "datastore": "Datastore-wide operations (migrate export/import/lock/unlock).",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SHORT_HELP[name]) for name in COMMANDS])
+
+
+@click.group("ctl", cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@global_options
+def ctl() -> None:
+    """calicoctl: manage Calico resources in the datastore.
+
+    The datastore comes from -c FILE (a CalicoAPIConfig), else /etc/calico/calicoctl.cfg when it
+    exists, else the environment: DATASTORE_TYPE (local or etcdv3), CALICO_DATASTORE_PATH,
+    ETCD_ENDPOINTS, ETCD_KEY_FILE, ETCD_CERT_FILE, ETCD_CA_CERT_FILE.
+
+    Success messages go to stdout; errors go to stderr and exit with code 1.
+    """
+    apply_log_level()

@@ -1,0 +1,126 @@
+"""Global flags, datastore configuration and the client every datastore command uses.
+
+Upstream order of events for a datastore command: load the config (``-c`` file, else the default
+file when present, else the environment), connect, run the version-mismatch check, and — for
+commands that write — try to initialise the datastore (ClusterInformation + default tier) without
+failing the command if that is not possible.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from calico.calicoctl.errors import CtlError
+from calico.calicoctl.flags import CONFIG_HELP, config_option, global_options, options
+from calico.cli.buildinfo import build_info
+from calico.datastore import config as dsconfig
+from calico.datastore.client import Client
+from calico.datastore.errors import (
+    ConnectionFailedError,
+    DatastoreError,
+    ResourceDoesNotExistError,
+)
+from calico.datastore.factory import open_backend
+
+log = logging.getLogger(__name__)
+
+
+def client_version() -> str:
+    return build_info().version
+
+
+def _short_version(version: str) -> str:
+    return version.removeprefix("v").split("-")[0]
+
+
+def check_version_mismatch(client: Client) -> None:
+    """Refuse to act on a cluster running another Calico version (unless overridden).
+
+    Skipped when ClusterInformation ``default`` or its ``calicoVersion`` is absent.
+    """
+    if options().allow_version_mismatch:
+        return
+    try:
+        cinfo = client.get("ClusterInformation", "default")
+    except ResourceDoesNotExistError:
+        return
+    except ConnectionFailedError:
+        raise
+    except DatastoreError as exc:
+        raise CtlError(
+            f"Unable to get Cluster Information to verify version mismatch: {exc}\n"
+            "Use --allow-version-mismatch to override."
+        ) from None
+    cluster = cinfo.spec.calico_version or ""  # type: ignore[attr-defined]
+    if not cluster:
+        return
+    mine = client_version()
+    if _short_version(cluster) != _short_version(mine):
+        raise CtlError(
+            "Version mismatch.\n"
+            f"Client Version:   {mine}\n"
+            f"Cluster Version:  {_short_version(cluster)}\n"
+            "Use --allow-version-mismatch to override."
+        )
+
+
+def load_config(config_file: str | None) -> dsconfig.DatastoreConfig:
+    """``-c`` (must exist), else the default file when present, else the environment."""
+    return dsconfig.load(config_file)
+
+
+def try_initialize(client: Client) -> None:
+    """Best effort, as upstream: a user allowed to write only some kinds can still work."""
+    try:
+        client.ensure_initialized(client_version())
+    except ConnectionFailedError:
+        raise
+    except DatastoreError as exc:
+        log.info("Unable to initialize datastore: %s", exc)
+
+
+@contextmanager
+def open_client(
+    config_file: str | None,
+    *,
+    check_version: bool = True,
+    initialize: bool = False,
+    error_prefix: str = "",
+) -> Iterator[Client]:
+    """A typed client on the configured datastore, closed on exit.
+
+    ``error_prefix`` goes before configuration and version-mismatch errors (``get`` reports
+    them as ``failed to get resources: ...``).
+    """
+    try:
+        config = load_config(config_file)
+    except DatastoreError as exc:
+        raise CtlError(f"{error_prefix}{exc}") from None
+    backend = open_backend(config)
+    try:
+        client = Client(backend)
+        if check_version:
+            try:
+                check_version_mismatch(client)
+            except CtlError as exc:
+                raise CtlError(f"{error_prefix}{exc}") from None
+        if initialize:
+            try_initialize(client)
+        yield client
+    finally:
+        backend.close()
+
+
+__all__ = [
+    "CONFIG_HELP",
+    "check_version_mismatch",
+    "client_version",
+    "config_option",
+    "global_options",
+    "load_config",
+    "open_client",
+    "options",
+    "try_initialize",
+]
