@@ -1,0 +1,1 @@
+"""Felix: the per-host agent that turns Calico state into kernel state."""

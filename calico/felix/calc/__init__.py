@@ -1,0 +1,1 @@
+"""Felix's calculation graph: datastore updates in, ordered dataplane messages out."""

@@ -1,0 +1,42 @@
+"""Fan-out of typed updates to calculation nodes, by key type.
+
+Contract for every handler: ``handler(key, value)`` where ``key`` is a ``calico.model`` key object
+and ``value`` the decoded v1 JSON value (as the update processors produce it), or None for a
+delete. Handlers of one key type run in registration order; a handler returning True filters the
+update out for the handlers registered after it *on this dispatcher* (used by the local/remote
+endpoint split). Status changes go to every status handler.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from calico.syncer.api import SyncStatus
+
+Handler = Callable[[Any, Any], bool | None]
+StatusHandler = Callable[[SyncStatus], None]
+
+
+class Dispatcher:
+    def __init__(self) -> None:
+        self._handlers: dict[type, list[Handler]] = defaultdict(list)
+        self._status_handlers: list[StatusHandler] = []
+
+    def register(self, key_type: type, handler: Handler) -> None:
+        self._handlers[key_type].append(handler)
+
+    def register_status_handler(self, handler: StatusHandler) -> None:
+        self._status_handlers.append(handler)
+
+    def on_update(self, key: Any, value: Any) -> bool:
+        """Deliver one update; returns True if some handler filtered it out."""
+        return any(handler(key, value) for handler in self._handlers.get(type(key), ()))
+
+    def on_status(self, status: SyncStatus) -> None:
+        for handler in self._status_handlers:
+            handler(status)
+
+    def handles(self, key_type: type) -> bool:
+        return key_type in self._handlers
