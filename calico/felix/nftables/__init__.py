@@ -1,0 +1,1 @@
+"""nftables programming for Felix: one ``inet calico`` table, applied in single transactions."""
