@@ -24,6 +24,7 @@ COMMANDS = {
     "validate": "calico.calicoctl.crud:validate_command",
     "version": "calico.calicoctl.version:version_command",
     "datastore": "calico.calicoctl.migrate:datastore_group",
+    "ipam": "calico.calicoctl.ipam:ipam_group",
 }
 SHORT_HELP = {
     "create": "Create resources by file, directory or stdin.",
@@ -36,6 +37,7 @@ SHORT_HELP = {
     "validate": "Validate resources offline, without writing them.",
     "version": "Display the client and cluster versions.",
     "datastore": "Datastore-wide operations (migrate export/import/lock/unlock).",
+    "ipam": "IP address management (show, check, release, configure).",
 }
 
 

@@ -91,9 +91,12 @@ def run_cli(argv: list[str]) -> int:
     except click.Abort:
         click.echo("Aborted!", err=True)
         return 1
-    except click.ClickException as exc:
+    except click.UsageError as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
         return 1
+    except click.ClickException as exc:
+        exc.show()  # commands may print their errors bare (calicoctl's style)
+        return exc.exit_code or 1
     except SystemExit as exc:
         code = exc.code
         if code is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Ctl
+from ctl_helpers import Ctl
 
 DATA = Path(__file__).resolve().parent / "data"
 

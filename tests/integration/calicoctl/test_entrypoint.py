@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from conftest import Ctl, run_bin
+from ctl_helpers import Ctl, run_bin
 
 DATA = Path(__file__).resolve().parent / "data"
 

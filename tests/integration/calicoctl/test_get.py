@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Ctl
+from ctl_helpers import Ctl
 from golden import check
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from conftest import datastore_env, invoke, run_bin
+from ctl_helpers import datastore_env, invoke, run_bin
 
 from calico.datastore.etcd import EtcdBackend
 from calico.datastore.local import LocalBackend

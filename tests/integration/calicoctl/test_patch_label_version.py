@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from conftest import Ctl
+from ctl_helpers import Ctl
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-from procs import open_backend
+from backend_cases import BackendCase
 
 from calico.datastore import Backend
 
@@ -32,21 +30,6 @@ except Exception as exc:  # a broken fixture module fails only the etcd cases
     _ETCD_MISSING = False
 else:
     _ETCD_MISSING = False
-
-
-@dataclass
-class BackendCase:
-    kind: str
-    spec: dict[str, Any]  # JSON-able: procs.open_backend(spec) opens the same keyspace
-    ttl: float  # shortest TTL the backend honours (etcd leases: whole seconds, a minimum)
-    expiry_wait: float  # how long after creation a TTL key may take to vanish
-    backends: list[Backend] = field(default_factory=list)
-
-    def open(self) -> Backend:
-        """Another client of the same keyspace (closed at teardown)."""
-        backend = open_backend(self.spec)
-        self.backends.append(backend)
-        return backend
 
 
 _CASE = pytest.StashKey[BackendCase]()

@@ -12,7 +12,7 @@ import time
 
 import procs
 import pytest
-from conftest import BackendCase
+from backend_cases import BackendCase
 
 from calico.datastore import (
     Backend,
