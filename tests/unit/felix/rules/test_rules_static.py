@@ -1,0 +1,216 @@
+"""Golden static chains, dispatch chains/maps, sets and config parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from calico.felix.messages import HostEndpoint, PolicyID, TierInfo
+from calico.felix.nftables.model import Chain
+from calico.felix.rules import Failsafe, RenderConfig, RuleRenderer, parse_failsafes
+
+MARK = {"meta": {"key": "mark"}}
+
+
+def body(chain: Chain) -> list[list[dict]]:
+    return [list(r.exprs) for r in chain.rules]
+
+
+def by_name(chains: list[Chain]) -> dict[str, Chain]:
+    out = {c.name: c for c in chains}
+    assert len(out) == len(chains), "duplicate chain names"
+    return out
+
+
+def m(left, right, op="=="):
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def test_config_marks_and_parsing() -> None:
+    c = RenderConfig()
+    assert (c.mark_accept, c.mark_pass, c.mark_drop, c.mark_scratch0, c.mark_scratch1) == (
+        0x10000,
+        0x20000,
+        0x40000,
+        0x80000,
+        0x100000,
+    )
+    assert RenderConfig(mark_mask=0xF0F0).mark_scratch1 == 0x1000
+    with pytest.raises(ValueError):
+        RenderConfig(mark_mask=0xF)
+    assert parse_failsafes("22, udp:68,tcp:10.0.0.0/8:179,udp:[fd00::/64]:53") == (
+        Failsafe("tcp", 22),
+        Failsafe("udp", 68),
+        Failsafe("tcp", 179, "10.0.0.0/8"),
+        Failsafe("udp", 53, "fd00::/64"),
+    )
+    assert parse_failsafes("none") == ()
+    cfg = RenderConfig.from_felix_config(
+        {
+            "NftablesMarkMask": "0xff000000",
+            "IptablesFilterDenyAction": "REJECT",
+            "DefaultEndpointToHostAction": "ACCEPT",
+            "FailsafeInboundHostPorts": "tcp:22",
+            "InterfacePrefix": "cali,tap",
+            "Ipv6Support": "false",
+            "LogPrefix": "x",
+        }
+    )
+    assert cfg.mark_accept == 0x1000000 and cfg.deny_action == "reject"
+    assert cfg.endpoint_to_host_action == "accept" and cfg.failsafe_inbound == (
+        Failsafe("tcp", 22),
+    )
+    assert cfg.workload_iface_prefixes == ("cali", "tap") and cfg.ip_versions == (4,)
+
+
+def test_base_chains_hook_at_upstream_priorities() -> None:
+    chains = by_name(RuleRenderer().static_chains())
+    hooks = {n: (c.base.type, c.base.hook, c.base.priority) for n, c in chains.items() if c.base}
+    assert hooks == {
+        "filter-INPUT": ("filter", "input", 0),
+        "filter-FORWARD": ("filter", "forward", 0),
+        "filter-OUTPUT": ("filter", "output", 0),
+        "nat-PREROUTING": ("nat", "prerouting", -100),
+        "nat-POSTROUTING": ("nat", "postrouting", 100),
+        "mangle-PREROUTING": ("filter", "prerouting", -150),
+        "raw-PREROUTING": ("filter", "prerouting", -300),
+        "raw-OUTPUT": ("filter", "output", -300),
+    }
+    assert body(chains["filter-FORWARD"]) == [[{"jump": {"target": "filter-cali-FORWARD"}}]]
+    # Every jump/goto target and vmap is defined by the renderer.
+    maps = {vm.name for vm in RuleRenderer().dispatch_maps([])}
+    for c in chains.values():
+        for rule in c.rules:
+            for e in rule.exprs:
+                for kind in ("jump", "goto"):
+                    if kind in e:
+                        assert e[kind]["target"] in chains
+                if "vmap" in e:
+                    assert e["vmap"]["data"][1:] in maps
+
+
+def test_forward_and_wl_to_host() -> None:
+    chains = by_name(RuleRenderer(RenderConfig(endpoint_to_host_action="accept")).static_chains())
+    iif = {"meta": {"key": "iifname"}}
+    oif = {"meta": {"key": "oifname"}}
+    assert body(chains["filter-cali-FORWARD"]) == [
+        [{"mangle": {"key": MARK, "value": {"&": [MARK, ~0x1E0000 & 0xFFFFFFFF]}}}],
+        [m({"&": [MARK, 0x10000]}, 0), {"jump": {"target": "filter-cali-from-hep-forward"}}],
+        [m(iif, "cali*"), {"jump": {"target": "filter-cali-from-wl-dispatch"}}],
+        [m(oif, "cali*"), {"jump": {"target": "filter-cali-to-wl-dispatch"}}],
+        [{"jump": {"target": "filter-cali-to-hep-forward"}}],
+        [m({"&": [MARK, 0x10000]}, 0x10000), {"accept": None}],
+    ]
+    assert body(chains["filter-cali-wl-to-host"])[1:] == [
+        [{"jump": {"target": "filter-cali-from-wl-dispatch"}}],
+        [{"accept": None}],
+    ]
+    assert body(chains["filter-cali-INPUT"])[0] == [
+        m(iif, "cali*"),
+        {"goto": {"target": "filter-cali-wl-to-host"}},
+    ]
+    assert body(chains["filter-cali-OUTPUT"])[1] == [m(oif, "cali*"), {"return": None}]
+
+
+def test_failsafe_chains() -> None:
+    cfg = RenderConfig(
+        failsafe_inbound=(Failsafe("tcp", 22), Failsafe("udp", 68, "10.0.0.0/8")),
+        failsafe_outbound=(Failsafe("udp", 53),),
+    )
+    chains = by_name(RuleRenderer(cfg).static_chains())
+    th = lambda f: {"payload": {"protocol": "th", "field": f}}  # noqa: E731
+    l4 = lambda p: m({"meta": {"key": "l4proto"}}, p)  # noqa: E731
+    assert body(chains["filter-cali-failsafe-in"]) == [
+        [l4(6), m(th("dport"), 22), {"accept": None}],
+        [
+            m({"meta": {"key": "nfproto"}}, "ipv4"),
+            m(
+                {"payload": {"protocol": "ip", "field": "saddr"}},
+                {"prefix": {"addr": "10.0.0.0", "len": 8}},
+            ),
+            l4(17),
+            m(th("dport"), 68),
+            {"accept": None},
+        ],
+    ]
+    assert body(chains["filter-cali-failsafe-out"]) == [
+        [l4(17), m(th("dport"), 53), {"accept": None}]
+    ]
+    # raw: also the replies of the other direction's failsafe connections.
+    raw_in = body(chains["raw-cali-failsafe-in"])
+    assert raw_in[-1] == [l4(17), m(th("sport"), 53), {"accept": None}]
+    raw_out = body(chains["raw-cali-failsafe-out"])
+    assert raw_out[1] == [l4(6), m(th("sport"), 22), {"accept": None}]
+
+
+def test_nat_outgoing_and_sets() -> None:
+    r = RuleRenderer()
+    chains = by_name(r.static_chains())
+    p = lambda proto, f: {"payload": {"protocol": proto, "field": f}}  # noqa: E731
+    assert body(chains["nat-cali-nat-outgoing"]) == [
+        [
+            m({"meta": {"key": "nfproto"}}, "ipv4"),
+            m(p("ip", "saddr"), "@cali40masq-ipam-pools"),
+            m(p("ip", "daddr"), "@cali40all-ipam-pools", "!="),
+            {"masquerade": None},
+        ],
+        [
+            m({"meta": {"key": "nfproto"}}, "ipv6"),
+            m(p("ip6", "saddr"), "@cali60masq-ipam-pools"),
+            m(p("ip6", "daddr"), "@cali60all-ipam-pools", "!="),
+            {"masquerade": None},
+        ],
+    ]
+    assert sorted((s.name, s.type, s.interval) for s in r.static_sets()) == [
+        ("cali40all-ipam-pools", "ipv4_addr", True),
+        ("cali40masq-ipam-pools", "ipv4_addr", True),
+        ("cali60all-ipam-pools", "ipv6_addr", True),
+        ("cali60masq-ipam-pools", "ipv6_addr", True),
+    ]
+    snat = RuleRenderer(RenderConfig(nat_outgoing_address="192.0.2.1", ipv6_enabled=False))
+    nat = by_name(snat.static_chains())["nat-cali-nat-outgoing"]
+    assert body(nat)[0][-1] == {"snat": {"family": "ip", "addr": "192.0.2.1"}}
+    assert len(nat.rules) == 1
+
+
+def test_ipv6_disabled_guards_top_level_chains() -> None:
+    chains = by_name(RuleRenderer(RenderConfig(ipv6_enabled=False)).static_chains())
+    guard = [m({"meta": {"key": "nfproto"}}, "ipv4", "!="), {"return": None}]
+    for name in (
+        "filter-cali-INPUT",
+        "filter-cali-FORWARD",
+        "filter-cali-OUTPUT",
+        "raw-cali-PREROUTING",
+    ):
+        assert body(chains[name])[0] == guard
+
+
+def test_dispatch_chains_and_maps() -> None:
+    r = RuleRenderer()
+    chains = by_name(r.static_chains())
+    assert body(chains["filter-cali-from-wl-dispatch"]) == [
+        [{"vmap": {"key": {"meta": {"key": "iifname"}}, "data": "@filter-cali-from-wl-dispatch"}}],
+        [{"drop": None}],
+    ]
+    assert body(chains["filter-cali-to-host-endpoint"]) == [
+        [{"vmap": {"key": {"meta": {"key": "oifname"}}, "data": "@filter-cali-to-host-endpoint"}}],
+    ]
+    unt = PolicyID("u")
+    heps = {
+        "eth0": HostEndpoint("eth0", untracked_tiers=(TierInfo("default", (unt,)),)),
+        "eth1": HostEndpoint("eth1"),
+        "*": HostEndpoint("*"),
+    }
+    maps = {vm.name: vm.elements for vm in r.dispatch_maps({"cali1": None, "cali2": None}, heps)}
+    assert maps["filter-cali-from-wl-dispatch"] == {
+        "cali1": ("goto", "filter-cali-fw-cali1"),
+        "cali2": ("goto", "filter-cali-fw-cali2"),
+    }
+    assert maps["filter-cali-to-wl-dispatch"]["cali2"] == ("goto", "filter-cali-tw-cali2")
+    assert maps["filter-cali-from-host-endpoint"] == {
+        "eth0": ("goto", "filter-cali-fh-eth0"),
+        "eth1": ("goto", "filter-cali-fh-eth1"),
+    }
+    assert maps["filter-cali-to-hep-forward"]["eth1"] == ("goto", "filter-cali-thfw-eth1")
+    assert maps["raw-cali-to-host-endpoint"] == {"eth0": ("goto", "raw-cali-th-eth0")}
+    assert maps["mangle-cali-from-host-endpoint"] == {}
+    assert len(maps) == 9
