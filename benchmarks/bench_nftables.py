@@ -1,0 +1,249 @@
+"""Benchmark NftablesTable: full program, no-op apply, small delta, resync, restart.
+
+Runs itself inside a throwaway network namespace (root needed). Baselines are measured in the
+same run with libnftables' text parser (``Nftables().cmd(text)``) on an equivalent ruleset in a
+second table, so ratios compare our JSON path with the fastest plain-libnftables path.
+Ruleset (as in the platform notes): 1,000 interval sets (5 addresses + one /24), a base chain
+with 100 ``iifname`` jumps and 100 chains of 100 rules: 10,100 rules.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from calico.felix.nftables.model import Chain
+    from calico.felix.nftables.table import NftablesTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import emit
+
+INNER = "CALICO_BENCH_NFT_INNER"
+N_SETS, N_CHAINS, N_RULES = 1000, 100, 100
+BENCH = "nftables"
+
+
+def main() -> int:
+    if os.environ.get(INNER) == "1":
+        run()
+        return 0
+    if os.geteuid() != 0:
+        print("bench_nftables needs root (network namespaces)", file=sys.stderr)
+        return 1
+    ns = f"calbench-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        cmd = ["ip", "netns", "exec", ns, sys.executable, __file__]
+        return subprocess.run(cmd, env={**os.environ, INNER: "1"}, check=False).returncode
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], check=False)
+
+
+# ---- ruleset ------------------------------------------------------------------------------------
+
+
+def set_members(i: int) -> set[str]:
+    a, b = divmod(i, 250)
+    return {f"10.{a}.{b}.{k}" for k in range(1, 6)} | {f"172.{16 + a}.{b}.0/24"}
+
+
+def rule_exprs(set_name: str, port: int) -> list[dict]:
+    saddr = {"payload": {"protocol": "ip", "field": "saddr"}}
+    dport = {"payload": {"protocol": "tcp", "field": "dport"}}
+    return [
+        {"match": {"op": "==", "left": saddr, "right": f"@{set_name}"}},
+        {"match": {"op": "==", "left": dport, "right": port}},
+        {"counter": None},
+        {"accept": None},
+    ]
+
+
+def load_desired(table: NftablesTable, port_offset: int = 0) -> None:
+    from calico.felix.nftables.model import BaseChain, Chain, NftRule, NftSet
+
+    for i in range(N_SETS):
+        table.set_set(NftSet(f"cali40s{i}", "ipv4_addr", True, set_members(i)))
+    jumps = []
+    for c in range(N_CHAINS):
+        name = f"filter-cali-fw-cali{c}"
+        rules = [
+            NftRule(rule_exprs(f"cali40s{(c * N_RULES + r) % N_SETS}", 1000 + r + port_offset), "p")
+            for r in range(N_RULES)
+        ]
+        table.set_chain(Chain(name, rules))
+        iif = {"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": f"cali{c}"}}
+        jumps.append(NftRule([iif, {"jump": {"target": name}}]))
+    base = BaseChain("filter-FORWARD", "filter", "forward", 0)
+    table.set_chain(Chain("filter-FORWARD", jumps, base))
+
+
+def text_ruleset(table: str) -> str:
+    out = [f"add table inet {table}"]
+    for i in range(N_SETS):
+        out.append(f"add set inet {table} cali40s{i} {{ type ipv4_addr; flags interval; }}")
+        out.append(f"add element inet {table} cali40s{i} {{ {', '.join(sorted(set_members(i)))} }}")
+    out.append(
+        f"add chain inet {table} filter-FORWARD "
+        "{ type filter hook forward priority 0; policy accept; }"
+    )
+    for c in range(N_CHAINS):
+        out.append(f"add chain inet {table} filter-cali-fw-cali{c}")
+    for c in range(N_CHAINS):
+        out.append(text_chain_rules(table, c, 0))
+        out.append(
+            f'add rule inet {table} filter-FORWARD iifname "cali{c}" jump filter-cali-fw-cali{c}'
+        )
+    return "\n".join(out) + "\n"
+
+
+def text_chain_rules(table: str, c: int, port_offset: int) -> str:
+    return "\n".join(
+        f"add rule inet {table} filter-cali-fw-cali{c}"
+        f" ip saddr @cali40s{(c * N_RULES + r) % N_SETS} tcp dport {1000 + r + port_offset}"
+        ' counter accept comment "cali:x; p"'
+        for r in range(N_RULES)
+    )
+
+
+# ---- measurements -------------------------------------------------------------------------------
+
+
+def run() -> None:
+    import nftables
+
+    from calico.felix.nftables.table import NftablesTable
+
+    nft = nftables.Nftables()
+
+    def text_cmd(text: str) -> float:
+        start = time.perf_counter()
+        rc, _, err = nft.cmd(text)
+        assert rc == 0, err
+        return time.perf_counter() - start
+
+    # 1. Full program: render + one transaction, vs the same ruleset through the text parser.
+    ours, theirs, applies = [], [], []
+    for _ in range(3):
+        nft.cmd("delete table inet calico")
+        nft.cmd("delete table inet calibench")
+        start = time.perf_counter()
+        table = NftablesTable(nft=nftables.Nftables())
+        load_desired(table)
+        applied_at = time.perf_counter()
+        result = table.apply()
+        assert result.ok, result.error
+        ours.append(time.perf_counter() - start)
+        applies.append(time.perf_counter() - applied_at)
+        theirs.append(text_cmd(text_ruleset("calibench")))
+    full = min(ours)
+    emit(
+        BENCH,
+        "full_program_10k_rules_1k_sets_s",
+        full,
+        min(theirs),
+        apply_only_s=round(min(applies), 4),
+        commands=result.commands,
+        rules=N_CHAINS * N_RULES + N_CHAINS,
+        sets=N_SETS,
+    )
+
+    # 2. Steady state: nothing dirty, so no kernel round trip at all.
+    n = 2000
+    start = time.perf_counter()
+    for _ in range(n):
+        assert table.apply().kernel_calls == 0
+    noop = (time.perf_counter() - start) / n
+    roundtrip = min(
+        text_cmd("add table inet calibench") for _ in range(20)
+    )  # cheapest real kernel call
+    emit(BENCH, "noop_apply_s", noop, roundtrip, note="baseline: one trivial libnftables call")
+
+    # 3. Resync with no drift: read back, diff by hash comments, send nothing.
+    resyncs, listings = [], []
+    for _ in range(3):
+        table.invalidate()
+        start = time.perf_counter()
+        result = table.apply()
+        resyncs.append(time.perf_counter() - start)
+        assert result.ok and result.resynced and result.commands == 0, result
+        listings.append(text_cmd("list table inet calibench"))
+    emit(
+        BENCH,
+        "resync_no_drift_s",
+        min(resyncs),
+        min(listings),
+        note="baseline: text listing of the same table",
+    )
+
+    # 4. Restart: a new instance with the same desired state converges without rewriting.
+    restarts = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fresh = NftablesTable(nft=nftables.Nftables())
+        load_desired(fresh)
+        result = fresh.apply()
+        restarts.append(time.perf_counter() - start)
+        assert result.ok and result.commands == 0, result
+    emit(BENCH, "restart_converge_s", min(restarts), full, note="baseline: our full program")
+
+    # 5. Small deltas in the loaded table: rewrite one 100-rule chain + a few set members.
+    # Any element change makes libnftables 1.0.6 dump the members of every interval set in the
+    # table into its cache first (~1 netlink dump per set), hence the separate chain-only figure.
+    variants = (
+        ("small_delta_chain_only_s", 0, False),
+        ("small_delta_adds_s", 3, False),
+        ("small_delta_add_remove_s", 3, True),
+    )
+    for variant, (label, n_members, with_removal) in enumerate(variants):
+        ours, theirs = [], []
+        for k in range(1, 11):
+            port = k + 100 * variant
+            members = [f"192.168.{port}.{j}" for j in range(1, n_members + 1)]
+            table.set_chain(_one_chain(port))
+            table.add_set_members("cali40s7", members)
+            gone = [f"192.168.{port - 1}.1"] if with_removal and k > 1 else []
+            table.remove_set_members("cali40s7", gone)
+            start = time.perf_counter()
+            result = table.apply()
+            ours.append(time.perf_counter() - start)
+            assert result.ok and result.stats.chains_written == ["filter-cali-fw-cali3"], result
+            text = "flush chain inet calibench filter-cali-fw-cali3\n"
+            text += text_chain_rules("calibench", 3, port)
+            if members:
+                text += f"\nadd element inet calibench cali40s7 {{ {', '.join(members)} }}\n"
+            if gone:
+                text += f"delete element inet calibench cali40s7 {{ {gone[0]} }}\n"
+            theirs.append(text_cmd(text))
+        emit(
+            BENCH,
+            label,
+            statistics.median(ours),
+            statistics.median(theirs),
+            note=f"1 chain x 100 rules + {n_members} member adds"
+            + (" + 1 interval-set removal" if with_removal else "")
+            + "; table holds 10k rules, 1k interval sets",
+        )
+    nft.cmd("delete table inet calibench")
+
+
+def _one_chain(k: int) -> Chain:
+    from calico.felix.nftables.model import Chain, NftRule
+
+    c = 3
+    rules = [
+        NftRule(rule_exprs(f"cali40s{(c * N_RULES + r) % N_SETS}", 1000 + r + k), "p")
+        for r in range(N_RULES)
+    ]
+    return Chain(f"filter-cali-fw-cali{c}", rules)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Build one libnftables JSON transaction from desired vs known state (pure, no kernel).
+
+Command order inside the transaction is what makes a single atomic batch valid:
+
+1. ``add table`` (idempotent; recreates a table someone deleted);
+2. flush every existing chain that is rewritten, re-created or deleted (drops its references);
+3. delete chains whose hook spec changed and sets/maps whose type changed;
+4. add new sets (with members) and maps;
+5. add every new/rewritten chain, empty (forward references: any rule may jump to any of them);
+6. add the rules of rewritten chains (a rewrite is wholesale: flush in 2, re-add here);
+7. element deltas: removals first (frees overlapping intervals / changed map keys), then adds;
+8. delete stale maps (their elements may point at stale chains), stale sets, then stale chains;
+   rules that used any of them were flushed in step 2, so nothing refers to them any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from calico.felix.nftables.elements import Element, SetType, sort_key, to_json, verdict_json
+from calico.felix.nftables.state import ChainState, KernelState, MapState, RenderedChain, SetState
+
+
+@dataclass
+class Desired:
+    chains: dict[str, RenderedChain] = field(default_factory=dict)
+    sets: dict[str, SetState] = field(default_factory=dict)
+    maps: dict[str, MapState] = field(default_factory=dict)
+
+
+@dataclass
+class Dirty:
+    """Names whose desired or known state may differ; only these are diffed at apply time."""
+
+    chains: set[str] = field(default_factory=set)
+    sets: set[str] = field(default_factory=set)
+    maps: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.chains or self.sets or self.maps)
+
+    def clear(self) -> None:
+        self.chains.clear()
+        self.sets.clear()
+        self.maps.clear()
+
+    def mark_all(self, *states: Desired | KernelState) -> None:
+        for st in states:
+            self.chains.update(st.chains)
+            self.sets.update(st.sets)
+            self.maps.update(st.maps)
+
+
+@dataclass
+class Stats:
+    chains_written: list[str] = field(default_factory=list)
+    chains_deleted: list[str] = field(default_factory=list)
+    sets_created: int = 0
+    sets_deleted: int = 0
+    maps_created: int = 0
+    maps_deleted: int = 0
+    elements_added: int = 0
+    elements_removed: int = 0
+
+
+@dataclass
+class Plan:
+    """The commands of one transaction and the known-state updates to commit if it succeeds."""
+
+    commands: list[dict[str, Any]]
+    stats: Stats
+    chains: dict[str, ChainState | None] = field(default_factory=dict)
+    sets: dict[str, SetState | None] = field(default_factory=dict)
+    maps: dict[str, MapState | None] = field(default_factory=dict)
+    set_deltas: dict[str, tuple[set[Element], set[Element]]] = field(default_factory=dict)
+    replace_all: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.commands
+
+    def commit(self, known: KernelState) -> None:
+        """Fold the plan into ``known`` once the kernel accepted the transaction."""
+        known.table_exists = True
+        if self.replace_all:
+            known.chains.clear()
+            known.sets.clear()
+            known.maps.clear()
+        for store, updates in (
+            (known.chains, self.chains),
+            (known.sets, self.sets),
+            (known.maps, self.maps),
+        ):
+            for name, value in updates.items():
+                if value is None:
+                    store.pop(name, None)
+                else:
+                    store[name] = value  # type: ignore[assignment]
+        for name, (removes, adds) in self.set_deltas.items():  # in place: no O(set) copy
+            elements = known.sets[name].elements
+            elements.difference_update(removes)
+            elements.update(adds)
+
+
+class _Builder:
+    def __init__(self, family: str, table: str) -> None:
+        self.family, self.table = family, table
+        self.phases: list[list[dict[str, Any]]] = [[] for _ in range(8)]
+
+    def obj(self, **kw: Any) -> dict[str, Any]:
+        return {"family": self.family, "table": self.table, **kw}
+
+    def cmd(self, phase: int, verb: str, kind: str, **kw: Any) -> None:
+        self.phases[phase - 1].append({verb: {kind: self.obj(**kw)}})
+
+    def add_chain(self, rc: RenderedChain) -> None:
+        self.phases[4].append({"add": {"chain": self.chain_obj(rc)}})
+
+    def chain_obj(self, rc: RenderedChain) -> dict[str, Any]:
+        o = self.obj(name=rc.name)
+        if rc.base is not None:
+            o.update(
+                type=rc.base.type,
+                hook=rc.base.hook,
+                prio=int(rc.base.priority),
+                policy=rc.base.policy,
+            )
+        return o
+
+    def elements(self, phase: int, verb: str, name: str, elems: list[Any]) -> None:
+        if elems:
+            self.cmd(phase, verb, "element", name=name, elem=elems)
+
+    def commands(self) -> list[dict[str, Any]]:
+        return [c for phase in self.phases for c in phase]
+
+
+def build_plan(
+    family: str,
+    table: str,
+    desired: Desired,
+    known: KernelState,
+    dirty: Dirty,
+    *,
+    full_rewrite: bool = False,
+) -> Plan:
+    """Commands taking the kernel from ``known`` to ``desired`` for the ``dirty`` names.
+
+    ``full_rewrite`` deletes and re-adds the whole table in the same transaction (the recovery path
+    after repeated failures); ``known`` is then ignored.
+    """
+    if full_rewrite:
+        known, dirty = KernelState(), Dirty()
+        dirty.mark_all(desired)
+    b = _Builder(family, table)
+    plan = Plan(commands=[], stats=Stats(), replace_all=full_rewrite)
+    recreated_refs = _plan_sets_and_maps(b, plan, desired, known, dirty)
+    _plan_chains(b, plan, desired, known, dirty, recreated_refs)
+    commands = b.commands()
+    if not commands and known.table_exists and not full_rewrite:
+        return plan
+    head = [{"add": {"table": {"family": family, "name": table}}}]
+    if full_rewrite:
+        head += [
+            {"delete": {"table": {"family": family, "name": table}}},
+            {"add": {"table": {"family": family, "name": table}}},
+        ]
+    plan.commands = head + commands
+    return plan
+
+
+def _plan_sets_and_maps(
+    b: _Builder, plan: Plan, desired: Desired, known: KernelState, dirty: Dirty
+) -> set[str]:
+    """Plan set and map changes; returns the names re-created with a new type."""
+    recreated: set[str] = set()
+    for name in sorted(dirty.sets):
+        _plan_set(b, plan, name, desired.sets.get(name), known.sets.get(name), recreated)
+    for name in sorted(dirty.maps):
+        _plan_map(b, plan, name, desired.maps.get(name), known.maps.get(name), recreated)
+    return recreated
+
+
+def _plan_set(
+    b: _Builder,
+    plan: Plan,
+    name: str,
+    want: SetState | None,
+    have: SetState | None,
+    recreated: set[str],
+) -> None:
+    st = plan.stats
+    if want is None:
+        if have is not None:
+            b.cmd(8, "delete", "set", name=name)
+            plan.sets[name] = None
+            st.sets_deleted += 1
+        return
+    if have is not None and not have.same_kind(want):
+        b.cmd(3, "delete", "set", name=name)  # type/flags are immutable in nft
+        recreated.add(name)
+        have = None
+    if have is None:
+        obj = _set_obj(name, want)
+        if want.elements:  # members inline: one command per new set, not two
+            obj["elem"] = _elems_json(want.elements, want.type)
+        b.cmd(4, "add", "set", **obj)
+        st.sets_created += 1
+        removes, adds = set(), want.elements
+    else:
+        removes, adds = have.elements - want.elements, want.elements - have.elements
+        if not removes and not adds:
+            return
+        b.elements(7, "delete", name, _elems_json(removes, want.type))
+        b.elements(7, "add", name, _elems_json(adds, want.type))
+        plan.set_deltas[name] = (removes, adds)
+    st.elements_removed += len(removes)
+    st.elements_added += len(adds)
+    if have is None:
+        plan.sets[name] = SetState(want.type, want.interval, set(want.elements))
+
+
+def _plan_map(
+    b: _Builder,
+    plan: Plan,
+    name: str,
+    want: MapState | None,
+    have: MapState | None,
+    recreated: set[str],
+) -> None:
+    st = plan.stats
+    if want is None:
+        if have is not None:
+            b.cmd(8, "delete", "map", name=name)
+            plan.maps[name] = None
+            st.maps_deleted += 1
+        return
+    created = have is None or have.key_type != want.key_type
+    if have is not None and created:
+        b.cmd(3, "delete", "map", name=name)
+        recreated.add(name)
+    if created:
+        b.cmd(4, "add", "map", name=name, type=_type_json(want.key_type), map="verdict")
+        st.maps_created += 1
+        have = MapState(want.key_type)
+    assert have is not None
+    # A changed verdict is a delete + add of the key: nft refuses to overwrite map data.
+    removes = sorted(
+        (k for k, v in have.elements.items() if want.elements.get(k) != v), key=sort_key
+    )
+    adds = sorted((k for k, v in want.elements.items() if have.elements.get(k) != v), key=sort_key)
+    if not (removes or adds or created):
+        return
+    b.elements(7, "delete", name, [to_json(k, want.key_type) for k in removes])
+    b.elements(
+        7,
+        "add",
+        name,
+        [[to_json(k, want.key_type), verdict_json(want.elements[k])] for k in adds],
+    )
+    st.elements_removed += len(removes)
+    st.elements_added += len(adds)
+    plan.maps[name] = MapState(want.key_type, dict(want.elements))
+
+
+def _plan_chains(
+    b: _Builder,
+    plan: Plan,
+    desired: Desired,
+    known: KernelState,
+    dirty: Dirty,
+    recreated_refs: set[str],
+) -> None:
+    names = set(dirty.chains)
+    if recreated_refs:  # chains using a re-created set must let go of it before the delete
+        names.update(n for n, rc in desired.chains.items() if rc.refs & recreated_refs)
+    stale: list[str] = []
+    for name in sorted(names):
+        want, have = desired.chains.get(name), known.chains.get(name)
+        if want is None:
+            if have is not None:
+                stale.append(name)
+            continue
+        forced = bool(want.refs & recreated_refs)
+        if have is not None and have.hook != want.state.hook:
+            b.cmd(2, "flush", "chain", name=name)
+            b.cmd(3, "delete", "chain", name=name)
+            have = None
+        if have is not None and have.hashes == want.state.hashes and not forced:
+            if have.policy != want.state.policy:  # policy is mutable in place
+                b.add_chain(want)
+                plan.chains[name] = want.state
+            continue
+        if have is not None:
+            b.cmd(2, "flush", "chain", name=name)
+        b.add_chain(want)
+        for exprs, comment in want.rules:
+            b.cmd(6, "add", "rule", chain=name, expr=exprs, comment=comment)
+        plan.chains[name] = want.state
+        plan.stats.chains_written.append(name)
+    for name in stale:
+        b.cmd(2, "flush", "chain", name=name)
+        b.cmd(8, "delete", "chain", name=name)
+        plan.chains[name] = None
+        plan.stats.chains_deleted.append(name)
+    # Stale maps may still goto stale chains: chains go last (their own rules were flushed).
+    kinds = {"map": 0, "set": 1, "chain": 2}
+    b.phases[7].sort(key=lambda c: kinds[next(iter(c["delete"]))])
+
+
+def _set_obj(name: str, s: SetState) -> dict[str, Any]:
+    o: dict[str, Any] = {"name": name, "type": _type_json(s.type)}
+    if s.interval:
+        o["flags"] = ["interval"]
+    return o
+
+
+def _type_json(typ: SetType) -> str | list[str]:
+    return list(typ) if isinstance(typ, tuple) else typ
+
+
+def _elems_json(elems: Iterable[Element], typ: SetType) -> list[Any]:
+    return [to_json(e, typ) for e in sorted(elems, key=sort_key)]
