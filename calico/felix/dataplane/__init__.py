@@ -1,0 +1,1 @@
+"""Linux dataplane pieces for Felix (netlink, sysctls, conntrack, status files)."""

@@ -1,0 +1,227 @@
+"""Endpoint status files: how the CNI plugin learns that a workload's policy is in place.
+
+Layout (compatible with upstream's file-based reporter and the CNI plugin's
+``endpoint_status_dir``, default ``/var/run/calico/endpoint-status``):
+
+* directory ``<EndpointStatusPathPrefix>/endpoint-status/``;
+* one file per workload endpoint whose status is "up" (policy programmed, interface up), named
+  ``<orchestrator> <workload> <endpoint>``: the three WorkloadEndpointID fields, each escaped like
+  Go's ``url.PathEscape`` (only ``A-Za-z0-9-_.~$&+:=@`` kept, the rest ``%XX`` upper-case hex),
+  joined by single spaces (a space is always escaped inside a field, so it is unambiguous), e.g.
+  ``k8s default%2Fnginx eth0``;
+* content: compact JSON ``{"ifaceName":..,"mac":..,"ipv4Nets":[..],"ipv6Nets":[..],
+  "bgpPeerName":..}`` in that key order with empty fields omitted (Go ``omitempty``).
+
+Files are written atomically (temp file in the same directory + ``rename``) so a waiting CNI
+plugin never reads a half-written file, and deleted when the endpoint goes down or away. Stale
+files are only cleaned after the dataplane is in sync, so a restart doesn't briefly retract them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from calico.felix.messages import WorkloadEndpoint, WorkloadEndpointID
+
+log = logging.getLogger(__name__)
+
+STATUS_DIR = "endpoint-status"
+DEFAULT_PATH_PREFIX = "/var/run/calico"  # EndpointStatusPathPrefix
+_SEPARATOR = " "
+_GO_PATH_SEGMENT_SAFE = "$&+:=@"  # plus quote()'s always-safe A-Za-z0-9_.-~
+_TMP_PREFIX = ".tmp."
+
+
+def _escape(field: str) -> str:
+    return quote(field, safe=_GO_PATH_SEGMENT_SAFE)
+
+
+def status_filename(wep_id: WorkloadEndpointID) -> str:
+    parts = (wep_id.orchestrator_id, wep_id.workload_id, wep_id.endpoint_id)
+    return _SEPARATOR.join(_escape(p) for p in parts)
+
+
+def parse_status_filename(name: str) -> WorkloadEndpointID | None:
+    parts = name.split(_SEPARATOR)
+    if len(parts) != 3 or name.startswith(_TMP_PREFIX):
+        return None
+    orch, workload, endpoint = (unquote(p) for p in parts)
+    return WorkloadEndpointID(orchestrator_id=orch, workload_id=workload, endpoint_id=endpoint)
+
+
+@dataclass(frozen=True)
+class EndpointStatusContent:
+    iface_name: str = ""
+    mac: str = ""
+    ipv4_nets: tuple[str, ...] = ()
+    ipv6_nets: tuple[str, ...] = ()
+    bgp_peer_name: str = ""
+
+    @classmethod
+    def from_endpoint(cls, ep: WorkloadEndpoint, bgp_peer_name: str = "") -> EndpointStatusContent:
+        return cls(
+            iface_name=ep.name,
+            mac=ep.mac,
+            ipv4_nets=tuple(ep.ipv4_nets),
+            ipv6_nets=tuple(ep.ipv6_nets),
+            bgp_peer_name=bgp_peer_name,
+        )
+
+    def to_json(self) -> str:
+        doc: dict[str, object] = {}
+        for key, value in (
+            ("ifaceName", self.iface_name),
+            ("mac", self.mac),
+            ("ipv4Nets", list(self.ipv4_nets)),
+            ("ipv6Nets", list(self.ipv6_nets)),
+            ("bgpPeerName", self.bgp_peer_name),
+        ):
+            if value:
+                doc[key] = value
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> EndpointStatusContent:
+        doc = json.loads(text) if text.strip() else {}
+        return cls(
+            iface_name=doc.get("ifaceName", ""),
+            mac=doc.get("mac", ""),
+            ipv4_nets=tuple(doc.get("ipv4Nets") or ()),
+            ipv6_nets=tuple(doc.get("ipv6Nets") or ()),
+            bgp_peer_name=doc.get("bgpPeerName", ""),
+        )
+
+
+class EndpointStatusFiles:
+    """The directory itself: atomic writes, deletes, listing."""
+
+    def __init__(self, path_prefix: str | os.PathLike[str] = DEFAULT_PATH_PREFIX) -> None:
+        self.dir = Path(path_prefix) / STATUS_DIR
+
+    def ensure_dir(self) -> None:
+        self.dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+
+    def path_for(self, wep_id: WorkloadEndpointID) -> Path:
+        return self.dir / status_filename(wep_id)
+
+    def write(self, wep_id: WorkloadEndpointID, content: EndpointStatusContent) -> None:
+        self.ensure_dir()
+        final = self.path_for(wep_id)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(content.to_json())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def delete(self, wep_id: WorkloadEndpointID) -> bool:
+        """Remove the file; False if it was already gone."""
+        try:
+            self.path_for(wep_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def read_all(self) -> dict[str, str | None]:
+        """Status files present: filename -> content (None if unreadable). Cleans stray temps."""
+        out: dict[str, str | None] = {}
+        try:
+            entries = list(os.scandir(self.dir))
+        except FileNotFoundError:
+            return out
+        for entry in entries:
+            if not entry.is_file():
+                continue
+            if entry.name.startswith(_TMP_PREFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                continue
+            try:
+                out[entry.name] = Path(entry.path).read_text()
+            except OSError:
+                out[entry.name] = None
+        return out
+
+
+class EndpointStatusFileReporter:
+    """Desired-state reconciler over :class:`EndpointStatusFiles`.
+
+    Driven by the dataplane thread: :meth:`endpoint_up` once an endpoint's policy is programmed
+    and its interface is up, :meth:`endpoint_down` when it goes down or is removed,
+    :meth:`mark_in_sync` after the first complete apply, then :meth:`reconcile` after each apply
+    (and with ``full_resync=True`` every ~10 s to repair outside interference). Returns errors
+    for the caller to retry with backoff rather than raising.
+    """
+
+    def __init__(self, files: EndpointStatusFiles) -> None:
+        self.files = files
+        self._desired: dict[str, EndpointStatusContent] = {}
+        self._written: dict[str, EndpointStatusContent] = {}
+        self._dirty: set[str] = set()
+        self._in_sync = False
+        self._resync_needed = True
+
+    def endpoint_up(self, wep_id: WorkloadEndpointID, content: EndpointStatusContent) -> None:
+        name = status_filename(wep_id)
+        if self._desired.get(name) != content:
+            self._desired[name] = content
+            self._dirty.add(name)
+
+    def endpoint_down(self, wep_id: WorkloadEndpointID) -> None:
+        name = status_filename(wep_id)
+        if self._desired.pop(name, None) is not None or name in self._written:
+            self._dirty.add(name)
+
+    endpoint_removed = endpoint_down
+
+    def mark_in_sync(self) -> None:
+        self._in_sync = True
+
+    def reconcile(self, *, full_resync: bool = False) -> list[str]:
+        if not self._in_sync:
+            return []
+        errors: list[str] = []
+        if full_resync or self._resync_needed:
+            try:
+                self._reload()
+            except OSError as e:
+                return [f"read {self.files.dir}: {e}"]
+        for name in sorted(self._dirty):
+            wep_id = parse_status_filename(name)
+            want = self._desired.get(name)
+            try:
+                if want is not None and wep_id is not None:
+                    self.files.write(wep_id, want)
+                    self._written[name] = want
+                else:
+                    (self.files.dir / name).unlink(missing_ok=True)
+                    self._written.pop(name, None)
+                self._dirty.discard(name)
+            except OSError as e:
+                errors.append(f"{name}: {e}")
+        if errors:
+            self._resync_needed = True
+        return errors
+
+    def _reload(self) -> None:
+        self.files.ensure_dir()
+        self._written = {}
+        for name, text in self.files.read_all().items():
+            try:
+                self._written[name] = EndpointStatusContent.from_json(text or "")
+            except ValueError:
+                self._written[name] = EndpointStatusContent(iface_name="<unparseable>")
+        names = set(self._written) | set(self._desired)
+        self._dirty = {n for n in names if self._written.get(n) != self._desired.get(n)}
+        self._resync_needed = False

@@ -1,0 +1,208 @@
+"""The route table's view of netlink: a small protocol plus its pyroute2 implementation.
+
+Kept behind a protocol so the orchestration logic can be unit-tested with a fake kernel. The
+pyroute2 socket is bound to the thread that opened it (pyroute2 0.9's sync API keeps per-thread
+asyncio state), so it is reopened if a different thread starts calling.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import threading
+from typing import Any, Protocol
+
+from calico.felix.routetable.model import (
+    MAIN_TABLE,
+    RTN_UNICAST,
+    RTPROT_KERNEL,
+    KernelRoute,
+    LinkInfo,
+    cidr_addr,
+    cidr_ip_version,
+)
+
+log = logging.getLogger(__name__)
+
+IFF_UP = 0x1
+NUD_PERMANENT = 0x80
+
+
+class RouteNetlinkError(OSError):
+    """A netlink request failed; ``errno`` carries the kernel's error code."""
+
+
+class RouteNetlink(Protocol):
+    def list_links(self) -> list[LinkInfo]: ...
+
+    def lookup_link(self, name: str) -> LinkInfo | None: ...
+
+    def list_routes(self, ip_version: int) -> list[KernelRoute]: ...
+
+    def replace_route(
+        self, cidr: str, ifindex: int, *, proto: int, scope: int, metric: int
+    ) -> None:
+        """Add the route, replacing one with the same destination and metric."""
+        ...
+
+    def delete_route(self, route: KernelRoute) -> None: ...
+
+    def set_neighbour(self, ip: str, mac: str, ifindex: int) -> None: ...
+
+    def delete_neighbour(self, ip: str, ifindex: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _family(ip_version: int) -> int:
+    return socket.AF_INET if ip_version == 4 else socket.AF_INET6
+
+
+class PyRoute2Netlink:
+    """:class:`RouteNetlink` over ``pyroute2.IPRoute``, optionally inside a named netns."""
+
+    def __init__(self, netns: str | None = None) -> None:
+        self._netns = netns
+        self._ipr: Any = None
+        self._owner: int | None = None
+
+    def _sock(self) -> Any:
+        me = threading.get_ident()
+        if self._ipr is not None and self._owner != me:
+            self.close()
+        if self._ipr is None:
+            from pyroute2 import IPRoute
+
+            kwargs: dict[str, Any] = {}
+            if self._netns is not None:
+                # flags=0: never create the namespace as a side effect of a typo.
+                kwargs.update(netns=self._netns, flags=0)
+            self._ipr = IPRoute(**kwargs)
+            self._owner = me
+        return self._ipr
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from pyroute2 import NetlinkError
+
+        try:
+            return fn(*args, **kwargs)
+        except NetlinkError as e:
+            raise RouteNetlinkError(e.code, f"{what}: {e}") from e
+        except OSError as e:
+            # Socket-level trouble: drop the socket so the next call starts clean.
+            self.close()
+            raise RouteNetlinkError(e.errno or errno.EIO, f"{what}: {e}") from e
+
+    def list_links(self) -> list[LinkInfo]:
+        ipr = self._sock()
+        return [_link_info(m) for m in self._call("dump links", ipr.link, "dump")]
+
+    def lookup_link(self, name: str) -> LinkInfo | None:
+        ipr = self._sock()
+        try:
+            msgs = self._call(f"get link {name}", ipr.link, "get", ifname=name)
+        except RouteNetlinkError as e:
+            if e.errno in (errno.ENODEV, errno.ENOENT):
+                return None
+            raise
+        return _link_info(msgs[0]) if msgs else None
+
+    def list_routes(self, ip_version: int) -> list[KernelRoute]:
+        ipr = self._sock()
+        msgs = self._call(
+            "dump routes", ipr.route, "dump", family=_family(ip_version), table=MAIN_TABLE
+        )
+        out = []
+        for m in msgs:
+            route = _kernel_route(m)
+            if route is not None:
+                out.append(route)
+        return out
+
+    def replace_route(
+        self, cidr: str, ifindex: int, *, proto: int, scope: int, metric: int
+    ) -> None:
+        ipr = self._sock()
+        self._call(
+            f"replace route {cidr}",
+            ipr.route,
+            "replace",
+            dst=cidr,
+            oif=ifindex,
+            scope=scope,
+            proto=proto,
+            priority=metric,
+            table=MAIN_TABLE,
+            family=_family(cidr_ip_version(cidr)),
+        )
+
+    def delete_route(self, route: KernelRoute) -> None:
+        ipr = self._sock()
+        self._call(
+            f"delete route {route.cidr}",
+            ipr.route,
+            "del",
+            dst=route.cidr,
+            oif=route.ifindex,
+            priority=route.metric,
+            proto=route.proto,
+            scope=route.scope,
+            table=MAIN_TABLE,
+            family=_family(route.ip_version),
+        )
+
+    def set_neighbour(self, ip: str, mac: str, ifindex: int) -> None:
+        ipr = self._sock()
+        self._call(
+            f"set neighbour {ip}",
+            ipr.neigh,
+            "replace",
+            dst=ip,
+            lladdr=mac,
+            ifindex=ifindex,
+            state=NUD_PERMANENT,
+        )
+
+    def delete_neighbour(self, ip: str, ifindex: int) -> None:
+        ipr = self._sock()
+        self._call(f"delete neighbour {ip}", ipr.neigh, "del", dst=ip, ifindex=ifindex)
+
+    def close(self) -> None:
+        ipr, self._ipr, self._owner = self._ipr, None, None
+        if ipr is not None:
+            try:
+                ipr.close()
+            except Exception:  # closing a half-broken socket must not mask the real error
+                log.debug("ignoring error closing netlink socket", exc_info=True)
+
+
+def _link_info(msg: Any) -> LinkInfo:
+    return LinkInfo(
+        name=msg.get("ifname") or msg.get_attr("IFLA_IFNAME"),
+        index=msg["index"],
+        admin_up=bool(msg["flags"] & IFF_UP),
+    )
+
+
+def _kernel_route(msg: Any) -> KernelRoute | None:
+    """A cacheable route, or None for ones we never manage (kernel/non-unicast/multipath)."""
+    if msg["type"] != RTN_UNICAST or msg["proto"] == RTPROT_KERNEL:
+        return None
+    oif = msg.get("oif")
+    if oif is None:  # multipath or blackhole-like; not a device route
+        return None
+    if msg.get("table") != MAIN_TABLE:
+        return None
+    dst = msg.get("dst")
+    if dst is None:
+        dst = "0.0.0.0" if msg["family"] == socket.AF_INET else "::"
+    dst_len = msg["dst_len"]
+    cidr = f"{cidr_addr(f'{dst}/{dst_len}')}/{dst_len}"
+    return KernelRoute(
+        cidr=cidr,
+        ifindex=oif,
+        proto=msg["proto"],
+        scope=msg["scope"],
+        metric=msg.get("priority") or 0,
+    )
