@@ -1,0 +1,223 @@
+"""AsyncCalcGraph: runs the calculation graph on its own thread, fed by a syncer.
+
+Why: the syncer must never block on policy calculation, and every calc node assumes a single
+thread. The syncer hands over batches through a bounded queue (backpressure); the loop applies
+updates one at a time, then flushes — graph first (policy resolver), then the sequencer — at most
+once per token of a 10 ms / burst-10 bucket, so a storm of small batches coalesces into few
+dataplane batches.
+
+Contracts:
+- ``InSync`` is sent to the sink exactly once, right after the first flush that follows the
+  syncer reporting in-sync: the dataplane then knows it has a complete picture.
+- Health reporter ``CalculationGraph`` (live + ready, 30 s timeout): reported at start, on every
+  status change, at least every 10 s while idle and between updates while busy. Ready only while
+  the last status is in-sync. A graph stuck inside one update stops reporting and times out.
+- An exception in the graph (or sink) stops the loop: it is logged, reported non-live, kept in
+  ``error``, re-raised by ``stop()``; later ``on_updates`` calls raise ``CalcGraphFailed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from calico.felix.calc.throttle import TokenBucket
+from calico.felix.messages import InSync, ToDataplane
+from calico.health import HealthAggregator
+from calico.syncer.api import SyncStatus, Update
+
+log = logging.getLogger(__name__)
+
+HEALTH_NAME = "CalculationGraph"
+HEALTH_TIMEOUT = 30.0
+HEALTH_INTERVAL = 10.0
+_BUSY_REPORT_GAP = 1.0  # while applying a long batch, report at most once a second
+_WAKE = object()
+
+
+class CalcGraph(Protocol):
+    """The dispatcher tree plus nodes; ``flush`` runs the policy resolver's deferred work."""
+
+    def on_update(self, update: Update) -> None: ...
+    def on_status(self, status: SyncStatus) -> None: ...
+    def flush(self) -> None: ...
+
+
+class Flushable(Protocol):
+    """The EventSequencer, as far as this loop is concerned."""
+
+    def flush(self) -> object: ...
+
+
+class CalcGraphFailed(RuntimeError):
+    """The calculation-graph thread died; ``__cause__`` is the original exception."""
+
+
+class AsyncCalcGraph:
+    """Implements ``calico.syncer.api.SyncerCallbacks``; owns one thread (``start``/``stop``)."""
+
+    def __init__(
+        self,
+        graph: CalcGraph,
+        sequencer: Flushable,
+        sink: Callable[[list[ToDataplane]], None],
+        health: HealthAggregator | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        throttle: TokenBucket | None = None,
+        max_queued_batches: int = 100,
+        max_wait: float = 1.0,
+    ) -> None:
+        self._graph = graph
+        self._sequencer = sequencer
+        self._sink = sink
+        self._health = health
+        self._clock = clock
+        self._throttle = throttle if throttle is not None else TokenBucket(clock=clock)
+        self._max_wait = max_wait
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queued_batches)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        # Loop-thread state.
+        self._status = SyncStatus.WAIT_FOR_DATASTORE
+        self._been_in_sync = False
+        self._sent_in_sync = False
+        self._dirty = False
+        self._last_health_report = float("-inf")
+        if health is not None:
+            health.register_reporter(HEALTH_NAME, live=True, ready=True, timeout=HEALTH_TIMEOUT)
+
+    # -- SyncerCallbacks (called from the syncer's thread) ----------------------------------------
+
+    def on_updates(self, updates: list[Update]) -> None:
+        if updates:
+            self._put(list(updates))
+
+    def on_status_updated(self, status: SyncStatus) -> None:
+        self._put(status)
+
+    def _put(self, item: object) -> None:
+        while True:
+            if self._error is not None:
+                raise CalcGraphFailed("calculation graph thread has failed") from self._error
+            if self._stopping.is_set():
+                log.debug("Calculation graph stopped; dropping %r", type(item).__name__)
+                return
+            try:
+                self._queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue  # re-check for failure/stop, then keep applying backpressure
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("AsyncCalcGraph already started")
+        self._thread = threading.Thread(target=self._run, name="calc-graph", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop (pending input is discarded) and join it; re-raise what killed it."""
+        self._stopping.set()
+        with contextlib.suppress(queue.Full):  # if full, the loop has input to wake it anyway
+            self._queue.put_nowait(_WAKE)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"calculation graph thread did not stop within {timeout}s")
+        if self._error is not None:
+            raise self._error
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._report_health()
+            while not self._stopping.is_set():
+                try:
+                    item = self._queue.get(timeout=self._wait_time())
+                except queue.Empty:
+                    item = None
+                if isinstance(item, list):
+                    self._apply_updates(item)
+                elif isinstance(item, SyncStatus):
+                    self._apply_status(item)
+                if self._stopping.is_set():
+                    break
+                self._maybe_flush()
+                if self._clock() - self._last_health_report >= HEALTH_INTERVAL:
+                    self._report_health()
+        except BaseException as exc:  # anything that kills the loop must be recorded
+            self._error = exc
+            log.exception("Calculation graph failed; stopping its thread")
+            if self._health is not None:
+                detail = f"calculation graph failed: {exc!r}"
+                self._health.report(HEALTH_NAME, live=False, ready=False, detail=detail)
+
+    def _wait_time(self) -> float:
+        wait = self._last_health_report + HEALTH_INTERVAL - self._clock()
+        if self._dirty:
+            wait = min(wait, self._throttle.time_until_token())
+        return min(max(wait, 0.0), self._max_wait)
+
+    def _apply_updates(self, updates: list[Update]) -> None:
+        for update in updates:
+            if self._stopping.is_set():
+                return
+            self._graph.on_update(update)
+            self._dirty = True
+            if self._clock() - self._last_health_report >= _BUSY_REPORT_GAP:
+                self._report_health()
+
+    def _apply_status(self, status: SyncStatus) -> None:
+        log.info("Calculation graph: datastore status now %s", status.value)
+        self._status = status
+        self._graph.on_status(status)
+        self._dirty = True
+        if status is SyncStatus.IN_SYNC:
+            self._been_in_sync = True
+        self._report_health()
+
+    def _maybe_flush(self) -> None:
+        if not self._dirty or not self._throttle.try_take():
+            return
+        self._graph.flush()
+        self._sequencer.flush()
+        self._dirty = False
+        if self._been_in_sync and not self._sent_in_sync:
+            log.info("Calculation graph in sync with the datastore; sending InSync")
+            self._sink([InSync()])
+            self._sent_in_sync = True
+
+    def _report_health(self) -> None:
+        self._last_health_report = self._clock()
+        if self._health is not None:
+            ready = self._status is SyncStatus.IN_SYNC
+            self._health.report(
+                HEALTH_NAME, live=True, ready=ready, detail="" if ready else "not in sync"
+            )
+
+
+__all__ = [
+    "HEALTH_INTERVAL",
+    "HEALTH_NAME",
+    "HEALTH_TIMEOUT",
+    "AsyncCalcGraph",
+    "CalcGraph",
+    "CalcGraphFailed",
+    "Flushable",
+]
