@@ -12,7 +12,8 @@ import importlib
 import click
 
 COMPONENTS: dict[str, str] = {
-    # "felix": "calico.felix.daemon:command",
+    "cni": "calico.cni.component:cni_group",
+    "felix": "calico.felix.daemon:felix_command",
 }
 
 
