@@ -12,8 +12,7 @@ import importlib
 import click
 
 COMPONENTS: dict[str, str] = {
-    "cni": "calico.cni.component:cni_group",
-    "felix": "calico.felix.daemon:felix_command",
+    # "felix": "calico.felix.daemon:command",
 }
 
 
