@@ -1,0 +1,146 @@
+"""RuleScanner: selector/named-port IP set extraction and reference counting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calico.felix.calc.rule_scanner import (
+    IPSetData,
+    RuleScanner,
+    named_port_protocol,
+    parse_profile,
+    scan_rule,
+)
+from calico.felix.messages import IPSetType, PolicyID, ProfileID
+from calico.model import PolicyKey
+from calico.selector import make_unique_id, parse
+
+RULE_A = {"action": "allow", "src_selector": "has(a)"}
+
+
+def sid(text: str) -> str:
+    return parse(text).unique_id
+
+
+def test_positive_and_negated_selectors_are_combined() -> None:
+    rule, sets = scan_rule(
+        {"action": "allow", "src_selector": "a == 'x'", "!src_selector": "has(b)"}
+    )
+    combined = "(a == 'x') && (!(has(b)))"
+    assert rule.src_ip_set_ids == (sid(combined),)
+    assert rule.not_src_ip_set_ids == ()
+    assert [s.type for s in sets] == [IPSetType.NET]
+
+
+def test_negated_selector_alone_gets_its_own_set() -> None:
+    rule, _ = scan_rule({"action": "deny", "!dst_selector": "has(b)"})
+    assert rule.not_dst_ip_set_ids == (sid("has(b)"),) and rule.dst_ip_set_ids == ()
+
+
+def test_named_ports_only_skip_the_selector_set() -> None:
+    rule, sets = scan_rule(
+        {"action": "allow", "protocol": "udp", "dst_selector": "app == 'dns'", "dst_ports": ["dns"]}
+    )
+    canon = parse("app == 'dns'").canonical
+    want = make_unique_id("n", f"{sid(canon)},udp,dns")
+    assert rule.dst_named_port_ip_set_ids == (want,)
+    assert rule.dst_ip_set_ids == ()
+    assert sets == [IPSetData(canon, "udp", "dns")] and sets[0].type is IPSetType.IP_AND_PORT
+
+
+def test_named_not_ports_use_the_positive_selector_or_all() -> None:
+    rule, _ = scan_rule({"action": "allow", "protocol": "tcp", "!src_ports": ["http"]})
+    assert rule.not_src_named_port_ip_set_ids == (IPSetData("all()", "tcp", "http").id,)
+    rule, _ = scan_rule(
+        {"action": "allow", "protocol": 6, "src_selector": "has(a)", "src_ports": [80, "http"]}
+    )
+    assert rule.src_ip_set_ids == (sid("has(a)"),)  # numeric ports keep the selector set
+    assert rule.src_named_port_ip_set_ids == (IPSetData("has(a)", "tcp", "http").id,)
+
+
+def test_named_port_protocol() -> None:
+    assert [named_port_protocol(p) for p in (None, "tcp", "udp", 17, "sctp", 132, 1)] == [
+        "tcp",
+        "tcp",
+        "udp",
+        "udp",
+        "sctp",
+        "sctp",
+        "tcp",
+    ]
+
+
+def test_service_sets() -> None:
+    rule, sets = scan_rule(
+        {
+            "action": "allow",
+            "dst_service": "web",
+            "dst_service_ns": "ns",
+            "src_service": "c",
+            "src_service_ns": "ns",
+        }
+    )
+    assert rule.dst_ip_port_set_ids == (make_unique_id("svc", "ns/web"),)
+    assert rule.src_ip_set_ids == (make_unique_id("svcnoport", "ns/c"),)
+    assert {s.type for s in sets} == {IPSetType.IP_AND_PORT, IPSetType.NET}
+
+
+def test_missing_profile_is_deny_all() -> None:
+    profile, sets = parse_profile("p", None)
+    assert [r.action for r in profile.inbound_rules + profile.outbound_rules] == ["deny", "deny"]
+    assert sets == []
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: self.calls.append((name, *args))
+
+
+def test_ip_sets_are_reference_counted_and_ordered() -> None:
+    rec = Recorder()
+    scanner = RuleScanner(rec, rec)
+    k1 = PolicyKey("GlobalNetworkPolicy", "", "p1")
+    k2 = PolicyKey("GlobalNetworkPolicy", "", "p2")
+    pol = {"selector": "all()", "inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+    scanner.on_policy_active(k1, pol)
+    names = [c[0] for c in rec.calls]
+    assert names == ["on_ipset_added", "update_ip_set", "on_policy_active"]
+    assert rec.calls[2][1] == PolicyID("p1", "GlobalNetworkPolicy")
+    rec.calls.clear()
+    scanner.on_policy_active(k2, pol)
+    scanner.on_profile_active(
+        "prof", {"inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+    )
+    assert [c[0] for c in rec.calls] == ["on_policy_active", "on_profile_active"]
+    rec.calls.clear()
+    scanner.on_policy_inactive(k1)
+    scanner.on_policy_inactive(k2)
+    assert [c[0] for c in rec.calls] == ["on_policy_inactive", "on_policy_inactive"]
+    rec.calls.clear()
+    scanner.on_profile_inactive("prof")
+    assert [c[0] for c in rec.calls] == ["on_profile_inactive", "delete_ip_set", "on_ipset_removed"]
+    assert rec.calls[0][1] == ProfileID("prof")
+    assert scanner.active_ip_sets == {}
+
+
+def test_rule_change_swaps_sets() -> None:
+    rec = Recorder()
+    scanner = RuleScanner(rec, rec)
+    key = PolicyKey("GlobalNetworkPolicy", "", "p")
+    scanner.on_policy_active(
+        key, {"inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+    )
+    rec.calls.clear()
+    scanner.on_policy_active(
+        key, {"inbound_rules": [{"action": "allow", "src_selector": "has(b)"}]}
+    )
+    got = [(c[0], c[1]) for c in rec.calls if "ipset" in c[0] or "ip_set" in c[0]]
+    assert got == [
+        ("on_ipset_added", sid("has(b)")),
+        ("update_ip_set", sid("has(b)")),
+        ("delete_ip_set", sid("has(a)")),
+        ("on_ipset_removed", sid("has(a)")),
+    ]
