@@ -12,7 +12,7 @@ import importlib
 import click
 
 COMPONENTS: dict[str, str] = {
-    # "felix": "calico.felix.daemon:command",
+    "node": "calico.node.command:node_group",
 }
 
 

@@ -1,0 +1,136 @@
+"""The ``calico component node`` click group."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import click
+
+from calico.durations import DurationError, parse_duration
+from calico.logutils import configure_formatter
+from calico.node.errors import NodeError
+
+log = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    from calico.cli.buildinfo import build_info
+
+    return build_info().version
+
+
+@click.group("node")
+def node_group() -> None:
+    """Node agent lifecycle: provision, serve, probe."""
+
+
+@node_group.command("startup")
+def startup_command() -> None:
+    """Provision this node in the datastore (Node, default pools, cluster defaults)."""
+    from calico.node.startup import run_startup
+
+    configure_formatter("startup")
+    run_startup(dict(os.environ), _version())
+
+
+@node_group.command("init")
+@click.option(
+    "--best-effort", is_flag=True, help="Carry on if the BPF filesystem cannot be mounted."
+)
+@click.option(
+    "--bpffs",
+    is_flag=True,
+    envvar="FELIX_BPFENABLED",
+    help="Mount the BPF filesystem at /sys/fs/bpf (default: only when FELIX_BPFENABLED=true).",
+)
+@click.option(
+    "--state-dir",
+    "state_dirs",
+    multiple=True,
+    help="Directories to create (default: /var/lib/calico and /var/run/calico).",
+)
+def init_command(best_effort: bool, bpffs: bool, state_dirs: tuple[str, ...]) -> None:
+    """Prepare the host: state directories, and the BPF filesystem when requested."""
+    from calico.node.nodeinit import STATE_DIRS, run_init
+
+    configure_formatter("init")
+    run_init(state_dirs or STATE_DIRS, bpffs, best_effort)
+
+
+@node_group.command("node-services")
+def node_services_command() -> None:
+    """Run the long-lived node helpers (the address monitor) until SIGTERM/SIGINT."""
+    from calico.node.services import node_services, run_services
+
+    configure_formatter("node-services")
+    run_services(node_services(dict(os.environ)))
+
+
+@node_group.command("monitor-addresses")
+def monitor_addresses_command() -> None:
+    """Only the address monitor: re-detect every AUTODETECT_POLL_INTERVAL, update the Node."""
+    from calico.node.services import monitor_addresses, run_services
+
+    configure_formatter("monitor-addresses")
+    run_services({"monitor-addresses": monitor_addresses(dict(os.environ))})
+
+
+def _threshold(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@node_group.command("health")
+@click.option("--felix-live", is_flag=True, help="Felix's liveness endpoint answers OK.")
+@click.option("--felix-ready", is_flag=True, help="Felix's readiness endpoint answers OK.")
+@click.option("--bird-ready", is_flag=True, help="BIRD's IPv4 BGP sessions are established.")
+@click.option("--bird6-ready", is_flag=True, help="BIRD's IPv6 BGP sessions are established.")
+@click.option("--bird-live", is_flag=True, help="BIRD (IPv4) and confd are running.")
+@click.option("--bird6-live", is_flag=True, help="BIRD (IPv6) and confd are running.")
+@click.option(
+    "--threshold-time",
+    default="30s",
+    show_default=True,
+    callback=_threshold,
+    help="Request timeout, and how long after startup every BGP peer must be up.",
+)
+def health_command(
+    felix_live: bool,
+    felix_ready: bool,
+    bird_ready: bool,
+    bird6_ready: bool,
+    bird_live: bool,
+    bird6_live: bool,
+    threshold_time: float,
+) -> None:
+    """Exit 0 when every requested check passes, else 1 with one line per failure."""
+    from calico.node import health
+
+    opts = health.HealthOptions(
+        felix_live=felix_live,
+        felix_ready=felix_ready,
+        bird_ready=bird_ready,
+        bird6_ready=bird6_ready,
+        bird_live=bird_live,
+        bird6_live=bird6_live,
+        threshold=threshold_time,
+    )
+    if not opts.any():
+        raise NodeError(health.NO_CHECKS)
+    try:
+        failures = health.run_checks(opts, dict(os.environ))
+    except ValueError as exc:
+        raise NodeError(str(exc)) from None
+    for line in failures:
+        click.echo(line, err=True)
+    if failures:
+        raise SystemExit(1)
+
+
+@node_group.command("version")
+def version_command() -> None:
+    """Print the version."""
+    click.echo(_version())
