@@ -1,13 +1,21 @@
 """projectcalico.org/v3 resources: models, validation and YAML/JSON I/O.
 
-Importing this package registers every kind. Typical use::
+Kinds are registered when their module is imported: ``kind_class`` imports one module, ``kinds()``
+all of them. Typical use::
 
     from calico.api import load_documents, dump_resources
     resources = load_documents(text, source="policy.yaml")
 """
 
-from calico.api import bgp, cluster, endpoints, felixconfig, ipam, policy  # noqa: F401  (register)
-from calico.api.base import API_VERSION, CalicoModel, ObjectMeta, Resource, kinds, resource_class
+from calico.api.base import (
+    API_VERSION,
+    CalicoModel,
+    ObjectMeta,
+    Resource,
+    kind_class,
+    kinds,
+    resource_class,
+)
 from calico.api.errors import (
     APIError,
     DocumentFormatError,
@@ -37,6 +45,7 @@ __all__ = [
     "UnknownKindError",
     "dump_resources",
     "issues_from_pydantic",
+    "kind_class",
     "kinds",
     "load_documents",
     "load_file",

@@ -8,6 +8,7 @@ which is what makes "field ... is not recognized" errors possible.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -26,6 +27,9 @@ class CalicoModel(BaseModel):
         alias_generator=to_camel,
         validate_assignment=False,
         ser_json_timedelta="iso8601",
+        # Build validators on first use, not at import: a CNI call or a health probe loads every
+        # kind but touches two or three, and building all schemas up front costs ~150 ms.
+        defer_build=True,
     )
 
     def to_wire(self) -> dict[str, Any]:
@@ -131,6 +135,36 @@ class Resource(CalicoModel):
 
 _REGISTRY: dict[str, type[Resource]] = {}
 
+# Which module defines each kind. Modules are imported on first use so a process that touches
+# two kinds (a CNI call) does not pay for building all of them; ``kinds()`` loads everything.
+KIND_MODULES: dict[str, str] = {
+    "NetworkPolicy": "calico.api.policy",
+    "GlobalNetworkPolicy": "calico.api.policy",
+    "StagedNetworkPolicy": "calico.api.policy",
+    "StagedGlobalNetworkPolicy": "calico.api.policy",
+    "StagedKubernetesNetworkPolicy": "calico.api.policy",
+    "Tier": "calico.api.policy",
+    "Profile": "calico.api.endpoints",
+    "NetworkSet": "calico.api.endpoints",
+    "GlobalNetworkSet": "calico.api.endpoints",
+    "HostEndpoint": "calico.api.endpoints",
+    "WorkloadEndpoint": "calico.api.endpoints",
+    "IPPool": "calico.api.ipam",
+    "IPReservation": "calico.api.ipam",
+    "IPAMConfiguration": "calico.api.ipam",
+    "IPAMBlock": "calico.api.ipam",
+    "IPAMHandle": "calico.api.ipam",
+    "BlockAffinity": "calico.api.ipam",
+    "BGPConfiguration": "calico.api.bgp",
+    "BGPPeer": "calico.api.bgp",
+    "BGPFilter": "calico.api.bgp",
+    "FelixConfiguration": "calico.api.felixconfig",
+    "KubeControllersConfiguration": "calico.api.cluster",
+    "ClusterInformation": "calico.api.cluster",
+    "Node": "calico.api.cluster",
+    "CalicoNodeStatus": "calico.api.cluster",
+}
+
 
 def register(cls: type[Resource]) -> type[Resource]:
     """Class decorator: make a resource kind loadable by name."""
@@ -142,15 +176,32 @@ def register(cls: type[Resource]) -> type[Resource]:
     return cls
 
 
+def _load_all() -> None:
+    for module in sorted(set(KIND_MODULES.values())):
+        importlib.import_module(module)
+
+
+def kind_class(kind: str) -> type[Resource] | None:
+    """The class of an exact upstream Kind name, importing only its module."""
+    cls = _REGISTRY.get(kind)
+    if cls is None and kind in KIND_MODULES:
+        importlib.import_module(KIND_MODULES[kind])
+        cls = _REGISTRY.get(kind)
+    return cls
+
+
 def kinds() -> dict[str, type[Resource]]:
-    """All registered kinds, by upstream Kind name."""
+    """All registered kinds, by upstream Kind name (loads every kind module)."""
+    _load_all()
     return dict(_REGISTRY)
 
 
 def resource_class(kind: str) -> type[Resource] | None:
     """Look up a kind by its exact name, or by a calicoctl alias (case-insensitive)."""
-    if kind in _REGISTRY:
-        return _REGISTRY[kind]
+    cls = kind_class(kind)
+    if cls is not None:
+        return cls
+    _load_all()
     low = kind.lower()
     for cls in _REGISTRY.values():
         if low == cls.KIND.lower() or low in cls.ALIASES:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from calico.api.base import API_VERSION, Resource, kinds, resource_class
+from calico.api.base import API_VERSION, Resource, kind_class, resource_class
 from calico.api.errors import (
     DocumentFormatError,
     FieldIssue,
@@ -160,7 +160,7 @@ def _is_list_doc(doc: dict[Any, Any]) -> bool:
     kind = doc.get("kind")
     if not isinstance(kind, str) or "items" not in doc:
         return False
-    return kind == "List" or (kind.endswith("List") and kind[:-4] in kinds())
+    return kind == "List" or (kind.endswith("List") and kind_class(kind[:-4]) is not None)
 
 
 def _expand(doc: Any, source: str, index: int) -> Iterator[tuple[Any, int | None]]:
@@ -212,7 +212,7 @@ def parse_resource(
             f"{prefix}{kind}: apiVersion {_short(api_version)} is not supported; "
             f"expected {API_VERSION}"
         )
-    cls = kinds().get(kind)
+    cls = kind_class(kind)
     if cls is None:
         guess = resource_class(kind)
         hint = f" (did you mean {guess.KIND}?)" if guess else ""

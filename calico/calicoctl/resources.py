@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from calico.api import API_VERSION, ObjectMeta, Resource, kinds, resource_class
+from calico.api import API_VERSION, ObjectMeta, Resource, kind_class, resource_class
 from calico.calicoctl.errors import CtlError
 
 Wire = Mapping[str, Any]
@@ -28,7 +28,7 @@ class TableContext:
 
 def resolve_kind(name: str) -> type[Resource]:
     """A kind from its name or alias (case-insensitive), or upstream's "not supported" error."""
-    cls = kinds().get(name) or resource_class(name)
+    cls = kind_class(name) or resource_class(name)
     if cls is None:
         raise CtlError(f"resource type '{name}' is not supported")
     return cls

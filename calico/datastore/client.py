@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from calico.api import Resource, kinds, parse_resource, resource_class, resource_to_wire
+from calico.api import Resource, kind_class, parse_resource, resource_class, resource_to_wire
 from calico.datastore.backend import Backend, EventType, KVPair
 from calico.datastore.errors import (
     DatastoreError,
@@ -44,7 +44,7 @@ KindRef = str | type[Resource]
 def _cls(kind: KindRef) -> type[Resource]:
     if isinstance(kind, type):
         return kind
-    cls = kinds().get(kind) or resource_class(kind)
+    cls = kind_class(kind) or resource_class(kind)
     if cls is None:
         raise InvalidValueError(f'resource kind "{kind}" is not supported')
     return cls
