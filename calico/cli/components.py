@@ -12,6 +12,7 @@ import importlib
 import click
 
 COMPONENTS: dict[str, str] = {
+    "cni": "calico.cni.component:cni_group",
     "node": "calico.node.command:node_group",
 }
 

@@ -6,7 +6,6 @@ upstream's cobra root does); a traceback appears only with ``--log-level debug``
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -117,24 +116,14 @@ def run_cli(argv: list[str]) -> int:
     return 0
 
 
-def run_cni_unavailable(mode: Mode) -> int:
-    """CNI invocations get a CNI-protocol error result while no plugin is built in."""
-    which = "calico-ipam" if mode is Mode.CNI_IPAM else "calico"
-    result = {
-        "cniVersion": "0.3.1",
-        "code": 100,
-        "msg": f"the {which} CNI plugin is not available in this build",
-    }
-    sys.stdout.write(json.dumps(result) + "\n")
-    return 1
-
-
 def main() -> None:
     decision = dispatch(sys.argv, os.environ.get("CNI_COMMAND"))
     if decision.mode is Mode.CLI:
         code = run_cli(list(decision.argv))
     else:
-        code = run_cni_unavailable(decision.mode)
+        from calico.cni.main import run_plugin
+
+        code = run_plugin(decision.mode, decision.argv)
     sys.stdout.flush()
     sys.exit(code)
 

@@ -51,14 +51,22 @@ def test_unknown_command_exit_1(calico_bin: str, clean_env: dict[str, str]) -> N
     assert res.stderr.startswith("Error: ")
 
 
-def test_cni_mode_without_plugin_reports_cni_error(
-    calico_bin: str, clean_env: dict[str, str]
-) -> None:
+def test_cni_mode_runs_the_plugin(calico_bin: str, clean_env: dict[str, str]) -> None:
     env = dict(clean_env, CNI_COMMAND="VERSION")
-    res = subprocess.run([calico_bin], capture_output=True, text=True, env=env, timeout=30)
-    assert res.returncode == 1
+    res = subprocess.run(
+        [calico_bin], input='{"cniVersion": "0.3.1"}', capture_output=True, text=True, env=env,
+        timeout=30,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)
-    assert result["code"] == 100 and "not available" in result["msg"]
+    assert result["cniVersion"] == "0.3.1" and "1.0.0" in result["supportedVersions"]
+    # A CNI failure is a CNI error document, never a traceback.
+    bad = subprocess.run(
+        [calico_bin], input="{", capture_output=True, text=True, env=dict(env, CNI_COMMAND="ADD"),
+        timeout=30,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert json.loads(bad.stdout)["code"] == 4  # CNI_CONTAINERID etc. missing
     # A CLI verb still wins over a leaked CNI_COMMAND.
     assert run(calico_bin, env, "version").returncode == 0
 

@@ -1,0 +1,95 @@
+"""``calico component cni``: install the plugins, or run them explicitly.
+
+``plugin``/``ipam`` serve runtimes or tests that cannot choose argv[0]; they speak exactly the
+CNI protocol the launchers do.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from calico.cni import install as inst
+
+
+@click.group("cni")
+def cni_group() -> None:
+    """The calico and calico-ipam CNI plugins."""
+
+
+@cni_group.command("install")
+@click.option("--cni-conf-dir", default=inst.DEFAULT_CONF_DIR, show_default=True)
+@click.option("--cni-bin-dir", default=inst.DEFAULT_BIN_DIR, show_default=True)
+@click.option("--mtu", type=click.IntRange(0, 65535), envvar="CNI_MTU", default=inst.DEFAULT_MTU)
+@click.option("--datastore-type", envvar="DATASTORE_TYPE", default="local", show_default=True)
+@click.option(
+    "--datastore-path",
+    envvar="CALICO_DATASTORE_PATH",
+    default="/var/lib/calico/calico.db",
+    show_default=True,
+)
+@click.option("--nodename", envvar="KUBERNETES_NODE_NAME", default="", help="Default: hostname.")
+@click.option("--network-name", default="k8s-pod-network", show_default=True)
+@click.option("--log-level", default="info", show_default=True)
+@click.option("--log-file-path", default="", help="Default: the plugin logs to stderr.")
+@click.option("--conflist-name", default=inst.CONFLIST_NAME, show_default=True)
+@click.option(
+    "--template",
+    type=click.File("r"),
+    envvar="CNI_NETWORK_CONFIG_FILE",
+    help="A conflist with __CNI_MTU__, __DATASTORE_TYPE__, __KUBERNETES_NODE_NAME__… placeholders.",
+)
+def install_command(
+    cni_conf_dir: str,
+    cni_bin_dir: str,
+    mtu: int,
+    datastore_type: str,
+    datastore_path: str,
+    nodename: str,
+    network_name: str,
+    log_level: str,
+    log_file_path: str,
+    conflist_name: str,
+    template: click.utils.LazyFile | None,
+) -> None:
+    """Write the conflist and the plugin launchers (idempotent)."""
+    opts = inst.InstallOptions(
+        conf_dir=cni_conf_dir,
+        bin_dir=cni_bin_dir,
+        mtu=mtu,
+        datastore_type=datastore_type,
+        datastore_path=datastore_path,
+        nodename=nodename,
+        network_name=network_name,
+        log_level=log_level,
+        log_file_path=log_file_path,
+        conflist_name=conflist_name,
+        template=template.read() if template is not None else inst.TEMPLATE,
+    )
+    try:
+        results = inst.install(opts)
+    except ValueError as exc:
+        raise click.ClickException(f"the conflist template is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"install failed: {exc}") from None
+    for path, changed in results:
+        click.echo(f"{'Wrote' if changed else 'Unchanged'} {path}")
+
+
+@cni_group.command("plugin")
+def plugin_command() -> None:
+    """Run the calico network plugin (CNI_COMMAND + stdin)."""
+    from calico.cli.dispatch import Mode
+    from calico.cni.main import run_plugin
+
+    sys.exit(run_plugin(Mode.CNI_PLUGIN, ("calico",)))
+
+
+@cni_group.command("ipam")
+def ipam_command() -> None:
+    """Run the calico-ipam IPAM plugin (CNI_COMMAND + stdin)."""
+    from calico.cli.dispatch import Mode
+    from calico.cni.main import run_plugin
+
+    sys.exit(run_plugin(Mode.CNI_IPAM, ("calico-ipam",)))

@@ -1,0 +1,131 @@
+"""``calico component cni install``: the conflist and the two plugin launchers.
+
+Launchers are tiny shell scripts so the plugins always run the ``calico`` entry point of this
+environment (no copy of the code to go stale). ``calico-ipam`` must see that basename as
+argv[0]; a shebang script cannot carry argv[0] through ``exec -a``, so each launcher names
+itself to :func:`calico.cni.main.entry`, which dispatches exactly as the ``calico`` console
+script does. Every file is rewritten only when its content changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass
+
+CONFLIST_NAME = "10-calico.conflist"
+DEFAULT_CONF_DIR = "/etc/cni/net.d"
+DEFAULT_BIN_DIR = "/opt/cni/bin"
+DEFAULT_MTU = 1500
+
+# Placeholders as upstream's installer substitutes them (plus our local datastore path).
+TEMPLATE = """{
+  "name": "__NETWORK_NAME__",
+  "cniVersion": "1.0.0",
+  "plugins": [
+    {
+      "type": "calico",
+      "log_level": "__LOG_LEVEL__",
+      "log_file_path": "__LOG_FILE_PATH__",
+      "datastore_type": "__DATASTORE_TYPE__",
+      "datastore_path": "__DATASTORE_PATH__",
+      "nodename": "__KUBERNETES_NODE_NAME__",
+      "mtu": __CNI_MTU__,
+      "ipam": {"type": "calico-ipam"},
+      "container_settings": {"allow_ip_forwarding": false},
+      "policy_setup_timeout_seconds": 0,
+      "endpoint_status_dir": "/var/run/calico/endpoint-status"
+    }
+  ]
+}
+"""
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    conf_dir: str = DEFAULT_CONF_DIR
+    bin_dir: str = DEFAULT_BIN_DIR
+    mtu: int = DEFAULT_MTU
+    datastore_type: str = "local"
+    datastore_path: str = "/var/lib/calico/calico.db"
+    nodename: str = ""
+    network_name: str = "k8s-pod-network"
+    log_level: str = "info"
+    log_file_path: str = ""
+    conflist_name: str = CONFLIST_NAME
+    template: str = TEMPLATE
+    python: str = sys.executable
+
+
+def default_nodename() -> str:
+    env = os.environ
+    return env.get("KUBERNETES_NODE_NAME") or env.get("NODENAME") or socket.gethostname().lower()
+
+
+def render_conflist(opts: InstallOptions) -> str:
+    """Substitute the placeholders; the result must be valid JSON (checked)."""
+
+    def js(value: str) -> str:
+        return json.dumps(value)[1:-1]  # JSON-escaped, without the quotes
+
+    text = opts.template
+    for key, value in (
+        ("__NETWORK_NAME__", js(opts.network_name)),
+        ("__LOG_LEVEL__", js(opts.log_level)),
+        ("__LOG_FILE_PATH__", js(opts.log_file_path)),
+        ("__DATASTORE_TYPE__", js(opts.datastore_type)),
+        ("__DATASTORE_PATH__", js(opts.datastore_path)),
+        ("__KUBERNETES_NODE_NAME__", js(opts.nodename or default_nodename())),
+        ("__CNI_MTU__", str(int(opts.mtu))),
+    ):
+        text = text.replace(key, value)
+    doc = json.loads(text)  # raises ValueError for a broken template
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def launcher_scripts(python: str) -> dict[str, str]:
+    py = shlex.quote(python)
+    head = "#!/bin/sh\n# Installed by 'calico component cni install'; do not edit.\n"
+    return {
+        name: head + f'exec {py} -c \'from calico.cni.main import entry; entry("{name}")\' "$@"\n'
+        for name in ("calico", "calico-ipam")
+    }
+
+
+def write_if_changed(path: str, content: str, mode: int) -> bool:
+    """Atomically replace ``path`` when its content or mode differs; True if written."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            same = f.read() == content
+        if same and (os.stat(path).st_mode & 0o777) == mode:
+            return False
+    except FileNotFoundError:
+        pass
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".calico-install.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def install(opts: InstallOptions) -> list[tuple[str, bool]]:
+    """Install everything; returns (path, changed) per file."""
+    results: list[tuple[str, bool]] = []
+    for name, script in launcher_scripts(opts.python).items():
+        path = os.path.join(opts.bin_dir, name)
+        results.append((path, write_if_changed(path, script, 0o755)))
+    conflist = os.path.join(opts.conf_dir, opts.conflist_name)
+    results.append((conflist, write_if_changed(conflist, render_conflist(opts), 0o644)))
+    return results

@@ -1,0 +1,74 @@
+"""Open the datastore a netconf points at, and refuse to work while Calico is not ready.
+
+The environment (``DATASTORE_TYPE``, ``ETCD_ENDPOINTS``, ``CALICO_DATASTORE_PATH``…) is the base
+and the netconf's ``datastore_type``/``etcd_*``/``datastore_path`` fields override it, as
+upstream copies netconf fields into the environment before loading the client config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING
+
+from calico.cni.errors import DATASTORE_FAILURE, INVALID_NETCONF, TRY_AGAIN_LATER, CNIError
+from calico.cni.netconf import NetConf
+
+if TYPE_CHECKING:
+    from calico.datastore.client import Client
+
+NOT_READY = "Calico is currently not ready to process requests"
+
+
+def datastore_config(conf: NetConf) -> object:
+    from calico.datastore.config import from_env
+    from calico.datastore.errors import DatastoreConfigError
+
+    try:
+        cfg = from_env(os.environ)
+        changes: dict[str, object] = {}
+        if conf.datastore_type:
+            changes["datastore_type"] = conf.datastore_type.lower()
+        if conf.datastore_path:
+            changes["local_path"] = conf.datastore_path
+        if conf.etcd_endpoints:
+            changes["etcd_endpoints"] = conf.etcd_endpoints
+        for name in ("etcd_key_file", "etcd_cert_file", "etcd_ca_cert_file"):
+            if getattr(conf, name):
+                changes[name] = getattr(conf, name)
+        if changes:
+            cfg = dataclasses.replace(cfg, **changes, source="netconf")  # type: ignore[arg-type]
+        return cfg.validate()
+    except DatastoreConfigError as exc:
+        raise CNIError(INVALID_NETCONF, "invalid datastore configuration", str(exc)) from None
+
+
+def open_client(conf: NetConf) -> Client:
+    from calico.datastore.client import Client
+    from calico.datastore.errors import DatastoreError
+    from calico.datastore.factory import open_backend
+
+    cfg = datastore_config(conf)
+    try:
+        backend = open_backend(cfg)  # type: ignore[arg-type]
+    except DatastoreError as exc:
+        raise CNIError(DATASTORE_FAILURE, "cannot connect to the datastore", str(exc)) from None
+    return Client(backend)
+
+
+def check_ready(client: Client) -> None:
+    """Code 11 (try again later) unless ClusterInformation ``default`` says datastoreReady."""
+    from calico.datastore.errors import DatastoreError, ResourceDoesNotExistError
+
+    try:
+        info = client.get("ClusterInformation", "default")
+    except ResourceDoesNotExistError:
+        raise CNIError(
+            TRY_AGAIN_LATER, NOT_READY, "ClusterInformation default is missing"
+        ) from None
+    except DatastoreError as exc:
+        raise CNIError(DATASTORE_FAILURE, "error getting ClusterInformation", str(exc)) from None
+    if not info.spec.datastore_ready:  # type: ignore[attr-defined]
+        raise CNIError(
+            TRY_AGAIN_LATER, NOT_READY, "ClusterInformation default: datastoreReady false"
+        )

@@ -1,0 +1,154 @@
+"""The WorkloadEndpoint (and default Profile) the plugin writes for Felix to act on."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from calico.cni.errors import DATASTORE_FAILURE, CNIError
+from calico.cni.identity import K8S, Identity
+from calico.cni.netconf import NetConf
+
+if TYPE_CHECKING:
+    from calico.datastore.client import Client
+
+log = logging.getLogger(__name__)
+
+NAMESPACE_LABEL = "projectcalico.org/namespace"
+ORCHESTRATOR_LABEL = "projectcalico.org/orchestrator"
+_RETRIES = 5
+
+
+def profiles_for(ident: Identity, conf: NetConf) -> list[str]:
+    """k8s policy: the namespace profile; otherwise one profile named after the network."""
+    if ident.orchestrator == K8S and conf.policy_type == "k8s":
+        return [f"kns.{ident.namespace}"]
+    return [conf.name]
+
+
+def build(
+    ident: Identity,
+    conf: NetConf,
+    networks: Sequence[str],
+    host_ifname: str,
+    container_mac: str,
+) -> Any:
+    from calico.api.endpoints import WorkloadEndpoint
+
+    labels = dict(conf.mesos_labels)
+    labels[NAMESPACE_LABEL] = ident.namespace
+    labels[ORCHESTRATOR_LABEL] = ident.orchestrator
+    spec: dict[str, Any] = {
+        "orchestrator": ident.orchestrator,
+        "node": ident.node,
+        "endpoint": ident.endpoint,
+        "containerID": ident.container_id,
+        "ipNetworks": list(networks),
+        "profiles": profiles_for(ident, conf),
+        "interfaceName": host_ifname,
+        "mac": container_mac,
+    }
+    if ident.orchestrator == K8S:
+        spec["pod"] = ident.workload
+    else:
+        spec["workload"] = ident.workload
+    return WorkloadEndpoint.model_validate(
+        {
+            "metadata": {"name": ident.wep_name, "namespace": ident.namespace, "labels": labels},
+            "spec": spec,
+        }
+    )
+
+
+def get(client: Client, ident: Identity) -> Any | None:
+    from calico.datastore.errors import ResourceDoesNotExistError
+
+    try:
+        return client.get("WorkloadEndpoint", ident.wep_name, ident.namespace)
+    except ResourceDoesNotExistError:
+        return None
+
+
+def write(client: Client, wep: Any) -> Any:
+    """Create, or replace an existing endpoint of the same name (a restarted sandbox)."""
+    from calico.datastore.errors import (
+        ResourceAlreadyExistsError,
+        ResourceDoesNotExistError,
+        UpdateConflictError,
+    )
+
+    for _ in range(_RETRIES):
+        try:
+            return client.create(wep)
+        except ResourceAlreadyExistsError:
+            pass
+        try:
+            return client.update(wep)
+        except (ResourceDoesNotExistError, UpdateConflictError):
+            continue
+    raise CNIError(DATASTORE_FAILURE, f"could not write WorkloadEndpoint {wep.metadata.name}")
+
+
+def delete(client: Client, ident: Identity) -> str:
+    """Delete our endpoint: "deleted", "absent", or "kept" when another sandbox owns it now.
+
+    A different (non-empty) containerID means kubelet already started a new sandbox for the pod
+    and this DEL is for the old one: deleting would cut the live pod off.
+    """
+    from calico.datastore.errors import ResourceDoesNotExistError, UpdateConflictError
+
+    for _ in range(_RETRIES):
+        current = get(client, ident)
+        if current is None:
+            return "absent"
+        owner = current.spec.container_id
+        if owner and owner != ident.container_id:
+            log.info(
+                "Keeping WorkloadEndpoint %s: it belongs to container %s", ident.wep_name, owner
+            )
+            return "kept"
+        try:
+            client.delete(
+                "WorkloadEndpoint",
+                ident.wep_name,
+                ident.namespace,
+                resource_version=current.metadata.resource_version,
+                uid=current.metadata.uid,
+            )
+            return "deleted"
+        except ResourceDoesNotExistError:
+            return "absent"
+        except UpdateConflictError:
+            continue
+    raise CNIError(DATASTORE_FAILURE, f"could not delete WorkloadEndpoint {ident.wep_name}")
+
+
+def ensure_profile(client: Client, ident: Identity, conf: NetConf) -> None:
+    """Create the network's Profile if missing (never update an existing one)."""
+    from calico.api.endpoints import Profile
+    from calico.datastore.errors import ResourceAlreadyExistsError, ResourceDoesNotExistError
+
+    if conf.policy_type:
+        return
+    try:
+        client.get("Profile", conf.name)
+        return
+    except ResourceDoesNotExistError:
+        pass
+    ingress: dict[str, Any] = {"action": "Allow"}
+    if ident.orchestrator != K8S:
+        ingress["source"] = {"selector": f"has({conf.name})"}
+    profile = Profile.model_validate(
+        {
+            "metadata": {"name": conf.name},
+            "spec": {
+                "ingress": [ingress],
+                "egress": [{"action": "Allow"}],
+                "labelsToApply": {conf.name: ""},
+            },
+        }
+    )
+    with contextlib.suppress(ResourceAlreadyExistsError):
+        client.create(profile)

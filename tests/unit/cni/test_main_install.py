@@ -1,0 +1,99 @@
+"""The plugin's top level (errors never escape as tracebacks) and the installer's rendering."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from calico.cli.dispatch import Mode
+from calico.cni import install as inst
+from calico.cni import main
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """run_plugin configures the root logger as a plugin process does; undo it afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def run(stdin: bytes, env: dict[str, str], mode: Mode = Mode.CNI_PLUGIN) -> tuple[int, dict]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main.run_plugin(mode, ("calico",), stdin=io.BytesIO(stdin), stdout=out, stderr=err,
+                           environ=env)  # fmt: skip
+    assert "Traceback" not in err.getvalue()
+    return code, json.loads(out.getvalue()) if out.getvalue() else {}
+
+
+def test_version() -> None:
+    code, doc = run(b'{"cniVersion":"0.3.1"}', {"CNI_COMMAND": "VERSION"})
+    assert code == 0 and doc["cniVersion"] == "0.3.1"
+    code, doc = run(b"", {"CNI_COMMAND": "VERSION"}, Mode.CNI_IPAM)
+    assert code == 0 and doc["cniVersion"] == "1.0.0"
+
+
+def test_error_reply_uses_requested_version() -> None:
+    code, doc = run(b'{"cniVersion":"0.4.0"}', {"CNI_COMMAND": "NOPE"})
+    assert code == 1 and doc == {
+        "cniVersion": "0.4.0",
+        "code": 4,
+        "msg": "unknown CNI_COMMAND 'NOPE'",
+        "details": "expected ('ADD', 'DEL', 'CHECK', 'VERSION', 'GC', 'STATUS')",
+    }
+
+
+def test_unexpected_exception_becomes_code_100(monkeypatch: pytest.MonkeyPatch) -> None:
+    from calico.cni import plugin
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(plugin, "prepare", boom)
+    env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/x", "CNI_IFNAME": "e",
+           "CNI_PATH": "/p"}  # fmt: skip
+    code, doc = run(b'{"cniVersion":"1.0.0"}', env)
+    assert code == 1 and doc["code"] == 100 and doc["msg"] == "kaboom"
+    assert doc["details"] == "RuntimeError"
+
+
+def test_log_file(tmp_path: Path) -> None:
+    log = tmp_path / "sub" / "cni.log"
+    stdin = json.dumps({"cniVersion": "1.0.0", "log_file_path": str(log)}).encode()
+    code, _ = run(stdin, {"CNI_COMMAND": "BAD"})
+    assert code == 1 and "unknown CNI_COMMAND" in log.read_text()
+
+
+def test_render_conflist_substitutes_and_escapes() -> None:
+    opts = inst.InstallOptions(mtu=1410, datastore_type="etcdv3", nodename='we"ird',
+                               datastore_path="/d/c.db")  # fmt: skip
+    plugin = json.loads(inst.render_conflist(opts))["plugins"][0]
+    assert plugin["mtu"] == 1410 and plugin["nodename"] == 'we"ird'
+    assert plugin["datastore_type"] == "etcdv3" and plugin["datastore_path"] == "/d/c.db"
+
+
+def test_bad_template() -> None:
+    with pytest.raises(ValueError):
+        inst.render_conflist(inst.InstallOptions(template="{"))
+
+
+def test_launchers_quote_the_interpreter() -> None:
+    scripts = inst.launcher_scripts("/opt/my venv/bin/python")
+    assert set(scripts) == {"calico", "calico-ipam"}
+    assert "'/opt/my venv/bin/python'" in scripts["calico-ipam"]
+    assert 'entry("calico-ipam")' in scripts["calico-ipam"]
+
+
+def test_write_if_changed(tmp_path: Path) -> None:
+    path = str(tmp_path / "a" / "f")
+    assert inst.write_if_changed(path, "x", 0o644)
+    assert not inst.write_if_changed(path, "x", 0o644)
+    assert inst.write_if_changed(path, "x", 0o755)  # mode drift is repaired
+    assert inst.write_if_changed(path, "y", 0o755)
