@@ -12,6 +12,10 @@ PACKAGES=(
     runit             # runsv/sv/svlogd: the node's supervisor
     etcd-server       # real etcd v3 for the etcdv3 backend's tests
     etcd-client       # etcdctl, for debugging and tests
+    podman            # a real container runtime driving the CNI plugin end to end
+    containernetworking-plugins  # loopback etc. for podman's CNI backend
+    runc              # podman's OCI runtime
+    busybox-static    # the tiny local image the podman test builds
 )
 
 missing=()
