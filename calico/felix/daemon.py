@@ -1,0 +1,296 @@
+"""``calico component felix``: the per-node policy agent's process.
+
+Pipeline: datastore -> felix syncer -> calc graph (AsyncCalcGraph) -> config connector ->
+dataplane loop (nftables table, routes, status). This module only wires and supervises:
+
+- start-up: early logging; config from defaults < datastore (global, node-selector, per-host)
+  < ``/etc/calico/felix.cfg`` < ``FELIX_*``; retry until the datastore is reachable and
+  ClusterInformation says ``datastoreReady`` (``FelixStartup`` is not ready meanwhile);
+- run time: a resolved-config change (other than the hot-reloadable ones) or the datastore
+  turning not-ready stops Felix with exit code 129 so its supervisor restarts it;
+- shutdown (SIGTERM/SIGINT, or the above): threads stopped and joined within 10 s; the nftables
+  table and routes are deliberately left programmed, so workloads keep working until the next
+  Felix takes over (it replaces the table atomically, rewriting only what differs).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from calico.datastore import Backend
+from calico.datastore.config import DatastoreConfig
+from calico.felix.config import (
+    CONFIG_CHANGED_EXIT_CODE,
+    DEFAULT_CONFIG_FILE,
+    Config,
+    diff,
+    local_sources,
+    needs_restart,
+    resolve,
+    severity_level,
+)
+from calico.felix.messages import ConfigUpdate, DatastoreNotReady, ToDataplane
+from calico.health import HealthAggregator
+from calico.logutils import configure_early_logging_from_env, configure_formatter
+
+log = logging.getLogger(__name__)
+
+STARTUP_HEALTH = "FelixStartup"
+SHUTDOWN_BUDGET = 10.0
+RETRY_MIN, RETRY_MAX = 0.5, 5.0
+
+
+def datastore_config(config: Config) -> DatastoreConfig:
+    endpoints = tuple(config.etcd_endpoints) or (f"{config.etcd_scheme}://{config.etcd_addr}",)
+    return DatastoreConfig(
+        datastore_type=config.datastore_type,
+        local_path=config.calico_datastore_path,
+        etcd_endpoints=endpoints,
+        etcd_key_file=config.etcd_key_file or None,
+        etcd_cert_file=config.etcd_cert_file or None,
+        etcd_ca_cert_file=config.etcd_ca_file or None,
+        source="Felix configuration",
+    )
+
+
+def apply_log_level(config: Config) -> None:
+    level = severity_level(config.log_severity_screen)
+    logging.getLogger().setLevel(level)
+
+
+class ConfigConnector:
+    """The calc graph's sink: watches ``ConfigUpdate``/``DatastoreNotReady`` and asks for a
+    restart; forwards everything else to the dataplane until a restart has been requested
+    (so nothing is programmed under a config we are about to abandon)."""
+
+    def __init__(
+        self,
+        config: Config,
+        forward: Callable[[list[ToDataplane]], None],
+        restart: Callable[[str], None],
+        health: HealthAggregator | None = None,
+    ) -> None:
+        self.config = config
+        self._forward = forward
+        self._restart = restart
+        self._health = health
+        self._restarting = False
+
+    def __call__(self, batch: list[ToDataplane]) -> None:
+        for msg in batch:
+            if isinstance(msg, DatastoreNotReady):
+                self._request("datastore is not ready (ClusterInformation datastoreReady=false)")
+            elif isinstance(msg, ConfigUpdate):
+                self._on_config(msg)
+        if not self._restarting:
+            self._forward(batch)
+
+    def _on_config(self, msg: ConfigUpdate) -> None:
+        new = self.config.with_datastore(msg.config, {}, {})
+        if needs_restart(self.config, new):
+            changed = ", ".join(sorted(diff(self.config, new)))
+            self._request(f"configuration changed: {changed}")
+            return
+        if self._health is not None and new.health_timeout_overrides != (
+            self.config.health_timeout_overrides
+        ):
+            self._health.set_global_timeout_overrides(dict(new.health_timeout_overrides or {}))
+        self.config = new
+
+    def _request(self, why: str) -> None:
+        if not self._restarting:
+            self._restarting = True
+            self._restart(why)
+
+
+class FelixDaemon:
+    def __init__(self, config_file: str = DEFAULT_CONFIG_FILE) -> None:
+        self.config_file = config_file
+        self.health = HealthAggregator()
+        self.health.register_reporter(STARTUP_HEALTH, live=True, ready=True)
+        self._stop = threading.Event()
+        self.exit_code = 0
+        self._owned: list[tuple[str, Callable[[], Any]]] = []  # (name, stop) in start order
+        self._watch: list[tuple[str, Any]] = []  # threads whose death stops Felix
+
+    # ---- control -----------------------------------------------------------------------------
+
+    def request_stop(self, code: int, why: str) -> None:
+        if not self._stop.is_set():
+            log.info("Felix stopping (exit code %d): %s", code, why)
+            self.exit_code = code
+            self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop(0, "received SIGTERM"))
+        signal.signal(signal.SIGINT, lambda *_: self.request_stop(0, "received SIGINT"))
+        signal.signal(
+            signal.SIGHUP,
+            lambda *_: self.request_stop(CONFIG_CHANGED_EXIT_CODE, "received SIGHUP"),
+        )
+
+    def _own(self, name: str, stop: Callable[[], Any]) -> None:
+        self._owned.append((name, stop))
+
+    # ---- start-up ----------------------------------------------------------------------------
+
+    def _startup_not_ready(self, detail: str) -> None:
+        self.health.report(STARTUP_HEALTH, live=True, ready=False, detail=detail)
+
+    def connect(self, config: Config) -> tuple[Backend, Config] | None:
+        """Open the datastore and load its config; retry until ready (None if stopped)."""
+        from calico.datastore.factory import open_backend
+        from calico.felix.startup_config import load_datastore_config
+
+        delay = RETRY_MIN
+        backend: Backend | None = None
+        while not self._stop.is_set():
+            try:
+                if backend is None:
+                    backend = open_backend(datastore_config(config))
+                loaded = load_datastore_config(backend, config.felix_hostname)
+                if loaded.ready:
+                    full = config.with_datastore(
+                        loaded.global_config, loaded.selector_config, loaded.host_config
+                    )
+                    return backend, full
+                log.warning("Datastore is not ready (datastoreReady=false); waiting")
+                self._startup_not_ready("waiting for the datastore to become ready")
+            except Exception as exc:
+                log.warning("Failed to load configuration from the datastore: %s", exc)
+                self._startup_not_ready(f"cannot read datastore: {exc}")
+                if backend is not None:
+                    try:
+                        backend.close()
+                    except Exception:
+                        log.debug("Error closing backend", exc_info=True)
+                    backend = None
+            self._stop.wait(delay)
+            delay = min(delay * 2, RETRY_MAX)
+        if backend is not None:
+            backend.close()
+        return None
+
+    # ---- run ---------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        config = resolve(local_sources(config_file=self.config_file))
+        apply_log_level(config)
+        if config.errors:
+            log.error("Invalid Felix configuration, exiting: %s", "; ".join(config.errors))
+            return 1
+        self._startup_not_ready("loading configuration")
+        self.health.serve(config.health_enabled, config.health_host, config.health_port)
+        self._own("health server", lambda: self.health.serve(False))
+        try:
+            connected = self.connect(config)
+            if connected is None:
+                return self.exit_code
+            backend, config = connected
+            self._own("datastore", backend.close)
+            apply_log_level(config)
+            if config.errors:
+                log.error("Invalid Felix configuration, exiting: %s", "; ".join(config.errors))
+                return 1
+            log.info("Felix configuration loaded: %r", config)
+            self.health.set_global_timeout_overrides(dict(config.health_timeout_overrides or {}))
+            self._start_pipeline(config, backend)
+            self.health.report(STARTUP_HEALTH, live=True, ready=True)
+            self._supervise()
+            return self.exit_code
+        finally:
+            self._shutdown()
+
+    def _start_pipeline(self, config: Config, backend: Backend) -> None:
+        from calico.felix.calc.calc_graph import build_felix_calc_pipeline
+        from calico.felix.dataplane.build import build_driver
+        from calico.felix.dataplane.metrics import ClusterStatsTee, FelixMetrics, MetricsServer
+        from calico.felix.status import StatusReporter
+        from calico.syncer.definitions import felix_syncer
+
+        metrics = FelixMetrics()
+        if config.prometheus_metrics_enabled:
+            server = MetricsServer(
+                metrics.registry, config.prometheus_metrics_host, config.prometheus_metrics_port
+            )
+            server.start()
+            self._own("metrics server", server.stop)
+        driver = build_driver(
+            config,
+            health=self.health,
+            metrics=metrics,
+            on_in_sync=lambda: log.info("Dataplane is in sync with the datastore"),
+        )
+        connector = ConfigConnector(
+            config,
+            driver.on_messages,
+            lambda why: self.request_stop(CONFIG_CHANGED_EXIT_CODE, why),
+            self.health,
+        )
+        calc = build_felix_calc_pipeline(
+            config.felix_hostname,
+            connector,
+            health=self.health,
+            workload_source_spoofing=config.workload_source_spoofing,
+        )
+        syncer = felix_syncer(backend, ClusterStatsTee(calc, metrics))
+        reporter = StatusReporter(
+            backend,
+            config.felix_hostname,
+            interval=config.reporting_interval_secs,
+            ttl=config.reporting_ttl_secs,
+            region=config.openstack_region,
+        )
+        driver.start()
+        self._own("dataplane", lambda: driver.stop(3.0))
+        calc.start()
+        self._own("calculation graph", lambda: calc.stop(2.0))
+        syncer.start()
+        self._own("syncer", lambda: syncer.stop(2.0))
+        reporter.start()
+        self._own("status reporter", reporter.stop)
+        self._watch = [("calculation graph", calc), ("dataplane", driver)]
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.5):
+            for name, component in self._watch:
+                if not component.is_alive():
+                    err = getattr(component, "error", None)
+                    self.request_stop(1, f"{name} thread died: {err!r}")
+
+    def _shutdown(self) -> None:
+        """Stop owned components in reverse start order, within the shutdown budget."""
+        deadline = time.monotonic() + SHUTDOWN_BUDGET - 1.0
+        for name, stop in reversed(self._owned):
+            if time.monotonic() > deadline:
+                log.warning("Shutdown budget exhausted; not waiting for %s", name)
+                continue
+            try:
+                stop()
+            except Exception as exc:
+                log.warning("Error stopping %s: %s", name, exc)
+        self._owned.clear()
+        log.info("Felix stopped; dataplane left programmed")
+
+
+@click.command(
+    "felix",
+    help="Run Felix, the per-node policy agent (config: /etc/calico/felix.cfg and FELIX_*).",
+)
+@click.option("--config-file", default=DEFAULT_CONFIG_FILE, hidden=True)
+def felix_command(config_file: str) -> None:
+    configure_early_logging_from_env("felix")
+    configure_formatter("felix")
+    daemon = FelixDaemon(config_file)
+    daemon.install_signal_handlers()
+    code = daemon.run()
+    sys.stdout.flush()
+    sys.exit(code)

@@ -1,0 +1,373 @@
+"""The dataplane driver: calc-graph batches in, one nftables transaction (plus routes) out.
+
+Why one thread: the nftables table, route table and managers are single-threaded by design, so
+the calc graph and the interface monitor only *enqueue*; this loop owns all dataplane state.
+
+Contracts (felix.md §4.6):
+- Nothing is programmed until the calc graph has sent ``InSync`` *and* the interface monitor has
+  completed its first dump: a restarted Felix then replaces the previous table's contents in one
+  transaction that rewrites only what differs, so established connections survive.
+- Applies are throttled by a token bucket (burst 10, one token per 100 ms); a failed apply keeps
+  everything dirty and is retried with exponential backoff (100 ms doubling to 10 s).
+- Order per apply: managers' deferred work -> table (one transaction, including IP sets) ->
+  workload sysctls -> routes (+ conntrack flush for moved/removed IPs) -> endpoint status files.
+  Routes go after policy so a new workload is never reachable before its policy exists.
+- Periodic resyncs: the table's own refresh (NftablesRefreshInterval), the route table's
+  (RouteRefreshInterval), endpoint-status files every 10 s.
+- Health reporter ``InternalDataplaneMainLoop`` (live+ready; timeout max(DataplaneWatchdogTimeout,
+  20 s)): reported at least every 10 s; ready after the first successful apply.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from calico.felix.calc.throttle import TokenBucket
+from calico.felix.dataplane.endpoint_status import EndpointStatusContent, EndpointStatusFileReporter
+from calico.felix.dataplane.managers import Manager
+from calico.felix.dataplane.managers.endpoints import EndpointManager
+from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
+from calico.felix.dataplane.managers.ipsets import IPSetsManager
+from calico.felix.dataplane.managers.policy import PolicyManager
+from calico.felix.dataplane.metrics import FelixMetrics
+from calico.felix.messages import InSync, ToDataplane, WorkloadEndpointID
+from calico.felix.nftables.table import NftablesTable
+from calico.health import HealthAggregator
+
+log = logging.getLogger(__name__)
+
+HEALTH_NAME = "InternalDataplaneMainLoop"
+HEALTH_INTERVAL = 10.0
+MIN_HEALTH_TIMEOUT = 20.0
+APPLY_INTERVAL = 0.1  # one throttle token per 100 ms ...
+APPLY_BURST = 10  # ... at most 10 banked
+RETRY_MIN = 0.1
+RETRY_MAX = 10.0
+STATUS_RESYNC_INTERVAL = 10.0
+
+ConntrackFlusher = Callable[[set[str]], object]
+_STOP = object()
+
+
+@dataclass
+class DataplaneParts:
+    """Everything the loop drives; built by :func:`calico.felix.dataplane.build.build_parts`."""
+
+    table: NftablesTable
+    ipsets: IPSetsManager
+    policies: PolicyManager
+    endpoints: EndpointManager
+    managers: Sequence[Manager]  # every manager, in message-delivery order
+    route_table: Any = None  # calico.felix.routetable.RouteTable
+    ifaces: WorkloadIfaceConfigurator | None = None
+    status: EndpointStatusFileReporter | None = None
+    flush_conntrack: ConntrackFlusher | None = None
+    iface_listeners: list[Any] = field(default_factory=list)  # on_iface_state/on_iface_addrs
+
+
+class Backoff:
+    """Exponential retry delay: ``RETRY_MIN`` doubling up to ``RETRY_MAX``; reset on success."""
+
+    def __init__(self, minimum: float = RETRY_MIN, maximum: float = RETRY_MAX) -> None:
+        self.minimum, self.maximum = minimum, maximum
+        self._next = minimum
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, self.maximum)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.minimum
+
+
+class DataplaneDriver:
+    """Owns one thread (``start``/``stop``). ``on_messages`` and the interface callbacks may be
+    called from any thread; everything else happens on the loop thread."""
+
+    def __init__(
+        self,
+        parts: DataplaneParts,
+        *,
+        health: HealthAggregator | None = None,
+        metrics: FelixMetrics | None = None,
+        on_in_sync: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        throttle: TokenBucket | None = None,
+        backoff: Backoff | None = None,
+        health_timeout: float = 90.0,
+        wait_for_ifaces: bool = True,
+        iface_monitor: Any = None,
+    ) -> None:
+        self.parts = parts
+        self._iface_monitor = iface_monitor  # started/stopped with the loop (it feeds us)
+        self._health = health
+        self._metrics = metrics
+        self._on_in_sync = on_in_sync
+        self._clock = clock
+        self._throttle = throttle or TokenBucket(APPLY_INTERVAL, APPLY_BURST, clock=clock)
+        self._backoff = backoff or Backoff()
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.error: BaseException | None = None
+        # Loop-thread state.
+        self.datastore_in_sync = False
+        self.ifaces_in_sync = not wait_for_ifaces
+        self.dataplane_in_sync = False
+        self._dirty = True
+        self._retry_at: float | None = None
+        self._next_status_resync = 0.0
+        self._last_health = float("-inf")
+        self._reported: set[WorkloadEndpointID] = set()
+        self.applies = 0
+        self.failed_applies = 0
+        if health is not None:
+            timeout = max(health_timeout, MIN_HEALTH_TIMEOUT)
+            health.register_reporter(HEALTH_NAME, live=True, ready=True, timeout=timeout)
+
+    # ---- inputs (any thread) -----------------------------------------------------------------
+
+    def on_messages(self, batch: list[ToDataplane]) -> None:
+        self._queue.put(("msgs", list(batch)))
+
+    def on_iface_state(self, name: str, state: str, index: int) -> None:
+        self._queue.put(("state", name, state, index))
+
+    def on_iface_addrs(self, name: str, addrs: set[str] | None) -> None:
+        self._queue.put(("addrs", name, None if addrs is None else set(addrs)))
+
+    def on_ifaces_in_sync(self) -> None:
+        self._queue.put(("ifaces-in-sync",))
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("DataplaneDriver already started")
+        self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
+        self._thread.start()
+        if self._iface_monitor is not None:
+            self._iface_monitor.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop and join the loop. The kernel state is left as programmed, on purpose."""
+        self._stopping.set()
+        self._queue.put(_STOP)
+        if self._iface_monitor is not None:
+            self._iface_monitor.stop(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("Dataplane thread did not stop within %.1fs", timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._report_health()
+            while not self._stopping.is_set():
+                self.step(self._wait_time())
+        except BaseException as exc:
+            self.error = exc
+            log.exception("Dataplane loop failed")
+            if self._health is not None:
+                self._health.report(HEALTH_NAME, live=False, ready=False, detail=repr(exc))
+
+    def step(self, timeout: float = 0.0) -> bool:
+        """One iteration: drain input (waiting up to ``timeout``), maybe apply. Returns whether
+        an apply ran. Public so tests can drive the loop without a thread."""
+        self._drain(timeout)
+        applied = False
+        if not self._stopping.is_set() and self._apply_due() and self._throttle.try_take():
+            self._apply()
+            applied = True
+        if self._clock() - self._last_health >= HEALTH_INTERVAL:
+            self._report_health()
+        return applied
+
+    def _drain(self, timeout: float) -> None:
+        try:
+            item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+        except queue.Empty:
+            return
+        batch = 0
+        while True:
+            if item is _STOP:
+                return
+            batch += self._handle(item)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+        if batch and self._metrics is not None:
+            self._metrics.msg_batch_size.observe(batch)
+
+    def _handle(self, item: Any) -> int:
+        kind = item[0]
+        if kind == "msgs":
+            for msg in item[1]:
+                self._on_message(msg)
+            return len(item[1])
+        if kind == "state":
+            _, name, state, index = item
+            for listener in self.parts.iface_listeners:
+                listener.on_iface_state(name, state, index)
+        elif kind == "addrs":
+            for listener in self.parts.iface_listeners:
+                on_addrs = getattr(listener, "on_iface_addrs", None)
+                if on_addrs is not None:  # the route table only follows link state
+                    on_addrs(item[1], item[2])
+        elif kind == "ifaces-in-sync":
+            log.info("Interface monitor in sync")
+            self.ifaces_in_sync = True
+        self._dirty = True
+        return 0
+
+    def _on_message(self, msg: ToDataplane) -> None:
+        if self._metrics is not None:
+            self._metrics.messages.inc(1, type(msg).__name__)
+        if isinstance(msg, InSync):
+            log.info("Datastore in sync; dataplane may now be programmed")
+            self.datastore_in_sync = True
+        for manager in self.parts.managers:
+            manager.on_update(msg)
+        self._dirty = True
+
+    # ---- scheduling --------------------------------------------------------------------------
+
+    def _deadlines(self) -> list[float]:
+        p = self.parts
+        out = [self._last_health + HEALTH_INTERVAL, p.table.next_refresh]
+        if self._retry_at is not None:
+            out.append(self._retry_at)
+        if p.route_table is not None:
+            rt = p.route_table.next_deadline()
+            if rt is not None:
+                out.append(rt)
+        if p.status is not None and self.dataplane_in_sync:
+            out.append(self._next_status_resync)
+        return out
+
+    def _apply_due(self) -> bool:
+        if not (self.datastore_in_sync and self.ifaces_in_sync):
+            return False
+        now = self._clock()
+        if self._retry_at is not None:
+            return now >= self._retry_at
+        return self._dirty or any(d <= now for d in self._deadlines()[1:])
+
+    def _wait_time(self) -> float:
+        now = self._clock()
+        if self._apply_due():
+            return min(max(self._throttle.time_until_token(), 0.001), 1.0)
+        deadlines = self._deadlines()
+        if not (self.datastore_in_sync and self.ifaces_in_sync):
+            deadlines = deadlines[:1]
+        return min(max(min(deadlines) - now, 0.001), 1.0)
+
+    # ---- apply -------------------------------------------------------------------------------
+
+    def _apply(self) -> None:
+        p = self.parts
+        start = time.perf_counter()
+        self._dirty = False
+        for manager in p.managers:
+            manager.complete_deferred_work()
+        result = p.table.apply()
+        host_ok = True
+        if result.ok:
+            host_ok = self._apply_host_side()
+            self._publish_status()
+        self.applies += 1
+        elapsed = time.perf_counter() - start
+        if self._metrics is not None:
+            self._metrics.apply_time.observe(elapsed)
+            self._update_gauges()
+        if result.ok and not self.dataplane_in_sync:
+            self.dataplane_in_sync = True
+            log.info("Dataplane in sync (first apply took %.3fs)", elapsed)
+            if p.status is not None:
+                p.status.mark_in_sync()
+                self._publish_status()
+            self._report_health()
+            if self._on_in_sync is not None:
+                self._on_in_sync()
+        if result.ok and host_ok:
+            self._retry_at = None
+            self._backoff.reset()
+            return
+        self.failed_applies += 1
+        if self._metrics is not None:
+            self._metrics.failures.inc()
+        delay = self._backoff.next()
+        self._retry_at = self._clock() + delay
+        why = result.error if not result.ok else "host-side programming incomplete"
+        log.warning("Dataplane apply failed (%s); retrying in %.2fs", why, delay)
+
+    def _apply_host_side(self) -> bool:
+        """Sysctls, routes and conntrack; False if anything needs a retry."""
+        p = self.parts
+        ok = True
+        if p.ifaces is not None and not p.ifaces.apply():
+            ok = False
+        if p.route_table is not None:
+            rt = p.route_table.apply()
+            if rt.errors:
+                log.warning("Route programming failed (will retry): %s", rt.errors)
+                ok = False
+            flush = rt.conntrack_flush_ips
+            if flush and p.flush_conntrack is not None:
+                p.flush_conntrack(flush)
+        return ok
+
+    def _publish_status(self) -> None:
+        p = self.parts
+        if p.status is None:
+            return
+        current = set(p.endpoints.weps)
+        for wep_id in self._reported - current:
+            p.status.endpoint_removed(wep_id)
+        for wep_id in current:
+            if p.endpoints.wep_status(wep_id) == "up":
+                ep = p.endpoints.weps[wep_id]
+                p.status.endpoint_up(wep_id, EndpointStatusContent.from_endpoint(ep))
+            else:
+                p.status.endpoint_down(wep_id)
+        self._reported = current
+        now = self._clock()
+        full = now >= self._next_status_resync
+        if full:
+            self._next_status_resync = now + STATUS_RESYNC_INTERVAL
+        errors = p.status.reconcile(full_resync=full)
+        if errors:
+            log.warning("Endpoint status files: %s", errors)
+            self._next_status_resync = now + 1.0
+
+    def _update_gauges(self) -> None:
+        m, p = self._metrics, self.parts
+        assert m is not None
+        m.active_local_endpoints.set(p.endpoints.num_endpoints)
+        m.active_local_policies.set(p.policies.num_policies)
+        m.active_local_selectors.set(sum(1 for i in p.ipsets.set_ids if i.startswith("s:")))
+        m.ipsets_calico.set(p.ipsets.num_sets)
+
+    def _report_health(self) -> None:
+        self._last_health = self._clock()
+        if self._health is None:
+            return
+        ready = self.dataplane_in_sync
+        detail = "" if ready else "dataplane not yet programmed"
+        self._health.report(HEALTH_NAME, live=True, ready=ready, detail=detail)
+
+
+__all__ = ["HEALTH_NAME", "Backoff", "DataplaneDriver", "DataplaneParts"]

@@ -1,0 +1,203 @@
+"""Workload and host endpoints -> endpoint chains, dispatch maps, workload routes, statuses.
+
+Rendering is deferred to :meth:`EndpointManager.complete_deferred_work` so a batch touching many
+endpoints re-renders each once and the nine dispatch maps once. Workload routes (``/32``/``/128``
+plus a permanent neighbour entry for the MAC) go to the shared ``RouteTable``; per-interface
+sysctls to :class:`WorkloadIfaceConfigurator`. Host endpoints are matched to interfaces by name,
+or (name empty) by their expected IPs against the interface addresses the monitor reports.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
+from calico.felix.dataplane.managers.policy import PolicyManager
+from calico.felix.messages import (
+    HostEndpoint,
+    HostEndpointID,
+    HostEndpointRemove,
+    HostEndpointUpdate,
+    ToDataplane,
+    WorkloadEndpoint,
+    WorkloadEndpointID,
+    WorkloadEndpointRemove,
+    WorkloadEndpointUpdate,
+)
+from calico.felix.nftables.table import NftablesTable
+from calico.felix.routetable import RouteTable, RouteTarget
+from calico.felix.rules import RuleRenderer
+
+log = logging.getLogger(__name__)
+
+
+def _addr(text: str) -> str:
+    return str(ipaddress.ip_interface(text.strip()).ip)
+
+
+class EndpointManager:
+    def __init__(
+        self,
+        table: NftablesTable,
+        renderer: RuleRenderer,
+        policies: PolicyManager,
+        routes: RouteTable | None,
+        ifaces: WorkloadIfaceConfigurator | None = None,
+        *,
+        ip_versions: tuple[int, ...] = (4, 6),
+    ) -> None:
+        self._table = table
+        self._renderer = renderer
+        self._policies = policies
+        self._routes = routes
+        self._ifaces = ifaces
+        self._versions = ip_versions
+        self.weps: dict[WorkloadEndpointID, WorkloadEndpoint] = {}
+        self.heps: dict[HostEndpointID, HostEndpoint] = {}
+        self._dirty_weps: set[WorkloadEndpointID] = set()
+        # id -> (iface, chain names)
+        self._wep_chains: dict[WorkloadEndpointID, tuple[str, list[str]]] = {}
+        self._hep_chains: dict[str, list[str]] = {}  # iface -> chains
+        self._hep_by_iface: dict[str, HostEndpoint] = {}
+        self._heps_dirty = True
+        self._maps_dirty = True  # the maps must exist even when empty (static chains use them)
+        self.iface_up: dict[str, bool] = {}
+        self._iface_addrs: dict[str, set[str]] = {}
+
+    # ---- input ------------------------------------------------------------------------------
+
+    def on_update(self, msg: ToDataplane) -> None:
+        if isinstance(msg, WorkloadEndpointUpdate):
+            self.weps[msg.id] = msg.endpoint
+            self._dirty_weps.add(msg.id)
+        elif isinstance(msg, WorkloadEndpointRemove):
+            if self.weps.pop(msg.id, None) is not None:
+                self._dirty_weps.add(msg.id)
+        elif isinstance(msg, HostEndpointUpdate):
+            self.heps[msg.id] = msg.endpoint
+            self._heps_dirty = True
+        elif isinstance(msg, HostEndpointRemove) and self.heps.pop(msg.id, None) is not None:
+            self._heps_dirty = True
+
+    def on_iface_state(self, name: str, state: str, index: int) -> None:
+        if state == "absent":
+            self.iface_up.pop(name, None)
+            self._iface_addrs.pop(name, None)
+        else:
+            self.iface_up[name] = state == "up"
+        if self._ifaces is not None and self._is_workload_iface(name):
+            self._ifaces.on_iface_state(name, state)
+        if any(not h.name for h in self.heps.values()):
+            self._heps_dirty = True
+
+    def on_iface_addrs(self, name: str, addrs: set[str] | None) -> None:
+        if addrs is None:
+            self._iface_addrs.pop(name, None)
+        else:
+            self._iface_addrs[name] = {_addr(a) for a in addrs}
+        if any(not h.name for h in self.heps.values()):
+            self._heps_dirty = True
+
+    def _is_workload_iface(self, name: str) -> bool:
+        return name.startswith(self._renderer.config.workload_iface_prefixes)
+
+    # ---- output -----------------------------------------------------------------------------
+
+    def complete_deferred_work(self) -> None:
+        for wep_id in sorted(self._dirty_weps):
+            self._render_wep(wep_id)
+        self._dirty_weps.clear()
+        if self._heps_dirty:
+            self._render_heps()
+            self._heps_dirty = False
+            self._maps_dirty = True
+        if self._maps_dirty:
+            workload_ifaces = {iface for iface, _ in self._wep_chains.values()}
+            for vmap in self._renderer.dispatch_maps(workload_ifaces, self._hep_by_iface):
+                self._table.set_map(vmap)
+            self._maps_dirty = False
+
+    def _render_wep(self, wep_id: WorkloadEndpointID) -> None:
+        ep = self.weps.get(wep_id)
+        old_iface, old_chains = self._wep_chains.pop(wep_id, ("", []))
+        names: list[str] = []
+        if ep is not None:
+            for chain in self._renderer.workload_endpoint_chains(ep.name, ep):
+                self._table.set_chain(chain)
+                names.append(chain.name)
+            self._wep_chains[wep_id] = (ep.name, names)
+            self._policies.set_profile_refs(wep_id, ep.profile_ids)
+        else:
+            self._policies.set_profile_refs(wep_id, ())
+        for name in set(old_chains) - set(names):
+            self._table.remove_chain(name)
+        if ep is None or old_iface != ep.name:
+            self._maps_dirty = True
+        if self._routes is not None:
+            if old_iface and (ep is None or old_iface != ep.name):
+                self._routes.remove_iface(old_iface)
+            if ep is not None:
+                self._routes.set_routes(ep.name, self._route_targets(ep))
+        if self._ifaces is not None:
+            if old_iface and (ep is None or old_iface != ep.name):
+                self._ifaces.forget(old_iface)
+            if ep is not None:
+                self._ifaces.want(ep.name, ipv4=bool(ep.ipv4_nets), ipv6=bool(ep.ipv6_nets))
+
+    def _route_targets(self, ep: WorkloadEndpoint) -> list[RouteTarget]:
+        nets = list(ep.ipv4_nets) if 4 in self._versions else []
+        nets += list(ep.ipv6_nets) if 6 in self._versions else []
+        return [RouteTarget(n, ep.mac or None) for n in nets]
+
+    def _resolve_heps(self) -> dict[str, HostEndpoint]:
+        """Interface -> host endpoint; by name first, else by expected IPs (sorted ID wins)."""
+        out: dict[str, HostEndpoint] = {}
+        for hep_id in sorted(self.heps):
+            hep = self.heps[hep_id]
+            if hep.name == "*":
+                log.debug("All-interfaces host endpoint %s not supported; ignoring", hep_id)
+                continue
+            if hep.name:
+                out.setdefault(hep.name, hep)
+                continue
+            wanted = {_addr(a) for a in (*hep.expected_ipv4_addrs, *hep.expected_ipv6_addrs)}
+            for iface, addrs in sorted(self._iface_addrs.items()):
+                if wanted & addrs and not self._is_workload_iface(iface):
+                    out.setdefault(iface, hep)
+        return out
+
+    def _render_heps(self) -> None:
+        self._hep_by_iface = self._resolve_heps()
+        old = self._hep_chains
+        self._hep_chains = {}
+        for iface, hep in self._hep_by_iface.items():
+            names = []
+            for chain in self._renderer.host_endpoint_chains(iface, hep):
+                self._table.set_chain(chain)
+                names.append(chain.name)
+            self._hep_chains[iface] = names
+            self._policies.set_profile_refs(("hep", iface), hep.profile_ids)
+        keep = {n for names in self._hep_chains.values() for n in names}
+        for iface, names in old.items():
+            for name in set(names) - keep:
+                self._table.remove_chain(name)
+            if iface not in self._hep_chains:
+                self._policies.set_profile_refs(("hep", iface), ())
+
+    # ---- status -----------------------------------------------------------------------------
+
+    def wep_status(self, wep_id: WorkloadEndpointID) -> str:
+        """``up`` if admin-active, oper-up and its interface configured; else ``down``."""
+        ep = self.weps.get(wep_id)
+        if ep is None:
+            return ""
+        if ep.state != "active" or not self.iface_up.get(ep.name, False):
+            return "down"
+        if self._ifaces is not None and self._ifaces.failing(ep.name):
+            return "down"
+        return "up"
+
+    @property
+    def num_endpoints(self) -> int:
+        return len(self.weps) + len(self.heps)

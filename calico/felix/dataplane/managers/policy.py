@@ -1,0 +1,90 @@
+"""Active policies and profiles -> ``cali-pi/po`` and ``cali-pri/pro`` chains.
+
+Endpoint chains jump to profile chains by name, and the table has no chain refcounting: a jump
+to a missing chain fails the whole transaction. A profile an endpoint names but the datastore
+lacks therefore gets empty chains (no accept mark, so the endpoint's final deny applies — the
+upstream "missing profile = deny" behaviour). Endpoint managers declare their references with
+:meth:`PolicyManager.set_profile_refs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from calico.felix.messages import (
+    ActivePolicyRemove,
+    ActivePolicyUpdate,
+    ActiveProfileRemove,
+    ActiveProfileUpdate,
+    PolicyID,
+    Profile,
+    ToDataplane,
+)
+from calico.felix.nftables.model import Chain
+from calico.felix.nftables.table import NftablesTable
+from calico.felix.rules import RuleRenderer
+
+
+class PolicyManager:
+    def __init__(self, table: NftablesTable, renderer: RuleRenderer) -> None:
+        self._table = table
+        self._renderer = renderer
+        self._policy_chains: dict[PolicyID, list[str]] = {}
+        self._active_profiles: set[str] = set()
+        self._profile_chains: dict[str, list[str]] = {}  # programmed (active or stub)
+        self._refs: dict[object, frozenset[str]] = {}
+        self._stubs_dirty = False
+
+    @property
+    def num_policies(self) -> int:
+        return len(self._policy_chains)
+
+    @property
+    def num_profiles(self) -> int:
+        return len(self._active_profiles)
+
+    def on_update(self, msg: ToDataplane) -> None:
+        if isinstance(msg, ActivePolicyUpdate):
+            chains = self._renderer.policy_chains(msg.id, msg.policy)
+            self._policy_chains[msg.id] = self._replace(self._policy_chains.get(msg.id), chains)
+        elif isinstance(msg, ActivePolicyRemove):
+            self._replace(self._policy_chains.pop(msg.id, None), [])
+        elif isinstance(msg, ActiveProfileUpdate):
+            name = msg.id.name
+            self._active_profiles.add(name)
+            chains = self._renderer.profile_chains(name, msg.profile)
+            self._profile_chains[name] = self._replace(self._profile_chains.get(name), chains)
+        elif isinstance(msg, ActiveProfileRemove):
+            self._active_profiles.discard(msg.id.name)
+            self._replace(self._profile_chains.pop(msg.id.name, None), [])
+            self._stubs_dirty = True
+
+    def set_profile_refs(self, owner: object, profile_ids: Iterable[str]) -> None:
+        """Record the profiles ``owner`` (an endpoint) jumps to; empty to drop the owner."""
+        ids = frozenset(profile_ids)
+        if ids:
+            if self._refs.get(owner) != ids:
+                self._refs[owner] = ids
+                self._stubs_dirty = True
+        elif self._refs.pop(owner, None) is not None:
+            self._stubs_dirty = True
+
+    def complete_deferred_work(self) -> None:
+        if not self._stubs_dirty:
+            return
+        self._stubs_dirty = False
+        referenced = set().union(*self._refs.values()) if self._refs else set()
+        for name in referenced - self._active_profiles:
+            if name not in self._profile_chains:
+                chains = self._renderer.profile_chains(name, Profile())
+                self._profile_chains[name] = self._replace(None, chains)
+        for name in set(self._profile_chains) - referenced - self._active_profiles:
+            self._replace(self._profile_chains.pop(name), [])
+
+    def _replace(self, old: list[str] | None, chains: list[Chain]) -> list[str]:
+        names = [c.name for c in chains]
+        for chain in chains:
+            self._table.set_chain(chain)
+        for name in set(old or ()) - set(names):
+            self._table.remove_chain(name)
+        return names

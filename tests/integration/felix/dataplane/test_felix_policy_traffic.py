@@ -1,0 +1,285 @@
+"""Felix end to end: policy written to the datastore -> real traffic allowed or denied.
+
+One Felix (module fixture) with three workloads; each test writes its resources, waits until
+traffic shows the expected verdicts, and deletes them again (so the next test starts from the
+namespace-profile-only baseline).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import Cluster
+from harness import (
+    EXTERNAL_IP,
+    HOST_UPLINK_IP,
+    HOSTNAME,
+    POOL,
+    eventually,
+    icmp,
+    in_ns,
+    seen_source,
+    servers,
+    tcp,
+    udp,
+    workload,
+)
+
+pytestmark = pytest.mark.root
+
+
+@contextlib.contextmanager
+def resources(c: Cluster, *docs: dict[str, Any]) -> Iterator[None]:
+    for doc in docs:
+        c.ds.apply(doc)
+    try:
+        yield
+    finally:
+        for doc in reversed(docs):
+            meta = doc["metadata"]
+            c.ds.delete(doc["kind"], meta["name"], meta.get("namespace"))
+        # Back to the baseline before the next test.
+        eventually(lambda: tcp(c.w["client"], c.w["server"].ip, 8080), "ok")
+
+
+def np(name: str, spec: dict[str, Any], namespace: str = "ns1", kind: str = "NetworkPolicy"):
+    return {"kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def test_namespace_profile_allows_everything(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server, other = c.w["client"], c.w["server"], c.w["other"]
+    assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
+    assert tcp(other, server.ip, 9090) == "ok"
+    assert udp(client, server.ip, 5353) == "ok"
+    assert icmp(client, server.ip) == "ok"
+
+
+def test_policy_without_rules_denies(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server = c.w["client"], c.w["server"]
+    spec = {"selector": "app == 'server'", "types": ["Ingress"]}
+    with resources(c, np("deny-all", spec)):
+        eventually(lambda: tcp(client, server.ip, 8080), "timeout")
+        assert tcp(c.w["other"], server.ip, 9090) == "timeout"
+        # Egress from the server is not governed by an ingress-only policy: its profile allows.
+        assert tcp(server, client.ip, 22, timeout=0.5) in ("error 111", "timeout")
+
+
+def test_allow_from_selector(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server, other = c.w["client"], c.w["server"], c.w["other"]
+    spec = {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "source": {"selector": "app == 'client'"}}],
+    }
+    with resources(c, np("from-client", spec)):
+        eventually(lambda: tcp(other, server.ip, 8080), "timeout")
+        assert tcp(client, server.ip, 8080) == "ok"
+
+
+def test_allow_to_ports_and_named_ports(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server = c.w["client"], c.w["server"]
+    spec = {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [
+            {"action": "Allow", "protocol": "TCP", "destination": {"ports": [9090, "http"]}}
+        ],
+    }
+    with resources(c, np("ports", spec)):
+        eventually(lambda: udp(client, server.ip, 5353), "timeout")
+        assert tcp(client, server.ip, 8080) == "ok"  # the named port "http"
+        assert tcp(client, server.ip, 9090) == "ok"
+    spec["ingress"] = [{"action": "Allow", "protocol": "TCP", "destination": {"ports": ["http"]}}]
+    with resources(c, np("named-only", spec)):
+        eventually(lambda: tcp(client, server.ip, 9090), "timeout")
+        assert tcp(client, server.ip, 8080) == "ok"
+
+
+def test_egress_deny(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server, other = c.w["client"], c.w["server"], c.w["other"]
+    spec = {
+        "selector": "app == 'client'",
+        "types": ["Egress"],
+        "egress": [
+            {"action": "Deny", "destination": {"selector": "app == 'server'"}},
+            {"action": "Allow"},
+        ],
+    }
+    with resources(c, np("client-egress", spec)):
+        eventually(lambda: tcp(client, server.ip, 8080), "timeout")
+        assert icmp(client, other.ip) == "ok"
+        assert tcp(other, server.ip, 8080) == "ok"
+
+
+def test_tier_pass_and_tier_default_action(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server, other = c.w["client"], c.w["server"], c.w["other"]
+    tier = {"kind": "Tier", "metadata": {"name": "security"}, "spec": {"order": 100}}
+    gnp = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "security.pass-client"},
+        "spec": {
+            "tier": "security",
+            "selector": "app == 'server'",
+            "types": ["Ingress"],
+            "ingress": [{"action": "Pass", "source": {"selector": "app == 'client'"}}],
+        },
+    }
+    with resources(c, tier, gnp):
+        # Client: passed to the next tier (none applies) -> namespace profile allows.
+        # Other: no rule matched -> end of tier -> deny.
+        eventually(lambda: tcp(other, server.ip, 8080), "timeout")
+        assert tcp(client, server.ip, 8080) == "ok"
+        # A tier whose default action is Pass lets unmatched traffic through to the profile.
+        c.ds.apply({**tier, "spec": {"order": 100, "defaultAction": "Pass"}})
+        eventually(lambda: tcp(other, server.ip, 8080), "ok")
+
+
+def test_staged_policy_is_not_enforced(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server = c.w["client"], c.w["server"]
+    spec = {"selector": "app == 'server'", "types": ["Ingress"]}
+    with resources(c, np("staged-deny", spec, kind="StagedNetworkPolicy")):
+        time.sleep(1.5)  # give Felix every chance to (wrongly) enforce it
+        assert tcp(client, server.ip, 8080) == "ok"
+
+
+def test_icmp_type_match(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server = c.w["client"], c.w["server"]
+    spec = {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "protocol": "ICMP", "icmp": {"type": 8}}],
+    }
+    with resources(c, np("echo-only", spec)):
+        eventually(lambda: tcp(client, server.ip, 8080), "timeout")
+        assert icmp(client, server.ip, 8) == "ok"
+        assert icmp(client, server.ip, 13) == "timeout"
+
+
+def test_nets_and_not_nets(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server, other = c.w["client"], c.w["server"], c.w["other"]
+    spec: dict[str, Any] = {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "source": {"nets": ["10.65.0.0/24"]}}],
+    }
+    with resources(c, np("nets", spec)):
+        eventually(lambda: tcp(other, server.ip, 8080), "timeout")
+        assert tcp(client, server.ip, 8080) == "ok"
+    spec["ingress"] = [{"action": "Allow", "source": {"notNets": ["10.65.0.0/24"]}}]
+    with resources(c, np("not-nets", spec)):
+        eventually(lambda: tcp(client, server.ip, 8080), "timeout")
+        assert tcp(other, server.ip, 8080) == "ok"
+
+
+def test_endpoint_status_files(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    status_dir = c.workdir / "endpoint-status"
+    for w in c.w.values():
+        path = status_dir / f"k8s {w.namespace}%2F{w.name} eth0"
+        eventually(path.exists, True)
+        doc = json.loads(path.read_text())
+        assert doc["ifaceName"] == w.iface
+        assert doc["ipv4Nets"] == [f"{w.ip}/32"]
+
+
+def test_health_and_metrics(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    code, body = c.felix.get("/readiness")
+    assert code == 200
+    for reporter in ("FelixStartup", "CalculationGraph", "InternalDataplaneMainLoop"):
+        assert reporter in body
+    assert c.felix.get("/liveness")[0] == 200
+    metrics = c.felix.metrics()
+    for name in (
+        "felix_int_dataplane_apply_time_seconds",
+        "felix_int_dataplane_messages",
+        "felix_active_local_endpoints",
+        "felix_active_local_policies",
+        "felix_active_local_selectors",
+        "felix_ipsets_calico",
+        "felix_resyncs_started",
+        "felix_cluster_num_hosts",
+        "felix_cluster_num_workload_endpoints",
+    ):
+        assert f"\n{name}" in metrics, name
+    assert "felix_active_local_endpoints 3.0" in metrics
+    # Process status keys: the TTL'd one vanishes if Felix dies; the other stays.
+    status = c.ds.backend.get(f"/calico/felix/v2/no-region/host/{HOSTNAME}/status")
+    assert status.ttl is not None and json.loads(status.value)["uptime"] >= 0
+    c.ds.backend.get(f"/calico/felix/v2/no-region/host/{HOSTNAME}/last_reported_status")
+    assert "felix_cluster_num_workload_endpoints 3.0" in metrics
+
+
+def test_nat_outgoing_masquerades_pool_traffic(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client = c.w["client"]
+    pool = {"kind": "IPPool", "metadata": {"name": "pool1"}, "spec": {"cidr": POOL}}
+    with servers(c.outside, "tcp:8081", "peer"):
+        assert eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), HOST_UPLINK_IP)
+        try:
+            c.ds.apply({**pool, "spec": {"cidr": POOL, "natOutgoing": False}})
+            # Not masqueraded: the outside has no route back to the pool.
+            eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), "timeout")
+        finally:
+            c.ds.apply({**pool, "spec": {"cidr": POOL, "natOutgoing": True}})
+        eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), HOST_UPLINK_IP)
+
+
+def test_endpoint_with_missing_profile_is_denied(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    with (
+        workload(c.host, c.ds, "orphan", "10.65.2.4", namespace="ns3") as w,
+        servers(w, "tcp:8080"),
+    ):
+        # Programmed (the route appears) but its profile kns.ns3 does not exist: deny.
+        eventually(lambda: w.ip in in_ns(c.host, "ip", "route").stdout, True)
+        time.sleep(0.5)
+        assert tcp(c.w["client"], w.ip, 8080) == "timeout"
+        assert tcp(c.w["client"], c.w["server"].ip, 8080) == "ok"  # apply did not fail
+
+
+def test_host_endpoint_default_deny_failsafe_and_policy(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    hep = {
+        "kind": "HostEndpoint",
+        "metadata": {"name": "uplink", "labels": {"role": "uplink"}},
+        "spec": {"node": HOSTNAME, "interfaceName": "uplink0", "expectedIPs": [HOST_UPLINK_IP]},
+    }
+    allow = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "uplink-web"},
+        "spec": {
+            "selector": "role == 'uplink'",
+            "types": ["Ingress"],
+            "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8090]}}],
+        },
+    }
+    with servers(c.host, "tcp:8090", "tcp:6667"), servers(c.outside, "tcp:8081", "peer"):
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+        try:
+            c.ds.apply(hep)
+            # A host endpoint without policy or profile denies, except the failsafe ports.
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
+            assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+            # Forwarded workload traffic is not policed by it (no applyOnForward policy).
+            assert seen_source(c.w["client"], EXTERNAL_IP, 8081) == HOST_UPLINK_IP
+            c.ds.apply(allow)
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+        finally:
+            c.ds.delete("GlobalNetworkPolicy", "uplink-web")
+            c.ds.delete("HostEndpoint", "uplink")
+        eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")

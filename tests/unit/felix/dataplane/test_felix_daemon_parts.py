@@ -1,0 +1,82 @@
+"""Daemon wiring pieces that need no kernel: the config connector (restart decisions), the
+start-up datastore config loader, and metric names as exposed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from calico.api.io import parse_resource
+from calico.datastore.client import Client
+from calico.datastore.config import DatastoreConfig
+from calico.datastore.factory import open_backend
+from calico.felix.config import resolve
+from calico.felix.config.sources import Source
+from calico.felix.daemon import ConfigConnector
+from calico.felix.dataplane.metrics import FelixMetrics
+from calico.felix.messages import ConfigUpdate, DatastoreNotReady, InSync
+from calico.felix.startup_config import load_datastore_config
+
+
+def _connector(**env: str) -> tuple[ConfigConnector, list[object], list[str]]:
+    config = resolve({Source.ENVIRONMENT: env}, hostname="h1")
+    forwarded: list[object] = []
+    restarts: list[str] = []
+    return ConfigConnector(config, forwarded.extend, restarts.append), forwarded, restarts
+
+
+def test_unchanged_or_hot_config_does_not_restart() -> None:
+    conn, forwarded, restarts = _connector(LogSeverityScreen="Info")
+    conn([ConfigUpdate({"LogSeverityScreen": "Debug"}), InSync()])  # env wins: no change
+    conn([ConfigUpdate({"HealthTimeoutOverrides": "CalculationGraph=60s"})])
+    assert restarts == [] and len(forwarded) == 3
+
+
+def test_changed_config_or_not_ready_requests_one_restart_and_stops_forwarding() -> None:
+    conn, forwarded, restarts = _connector()
+    conn([ConfigUpdate({"RouteRefreshInterval": "30"}), InSync()])
+    assert restarts == ["configuration changed: RouteRefreshInterval"] and forwarded == []
+    conn([DatastoreNotReady()])
+    assert len(restarts) == 1
+    conn2, _, restarts2 = _connector()
+    conn2([DatastoreNotReady()])
+    assert restarts2 and "not ready" in restarts2[0]
+
+
+def test_startup_config_matches_what_the_calc_graph_sends(tmp_path: Path) -> None:
+    backend = open_backend(DatastoreConfig(local_path=str(tmp_path / "c.db")))
+    client = Client(backend)
+    for name, spec in (
+        ("default", {"routeRefreshInterval": "30s", "logSeverityScreen": "Warning"}),
+        ("node.h1", {"logSeverityScreen": "Debug"}),
+        ("node.other", {"logSeverityScreen": "Error"}),
+    ):
+        doc = {
+            "apiVersion": "projectcalico.org/v3",
+            "kind": "FelixConfiguration",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        client.apply(parse_resource(doc))
+    loaded = load_datastore_config(backend, "h1")
+    assert loaded.ready
+    assert loaded.global_config["RouteRefreshInterval"] == "30"
+    assert loaded.host_config == {"LogSeverityScreen": "Debug"}
+    config = resolve({}, hostname="h1").with_datastore(
+        loaded.global_config, loaded.selector_config, loaded.host_config
+    )
+    assert config.route_refresh_interval == 30 and config.log_severity_screen == "DEBUG"
+    backend.close()
+
+
+def test_metric_names_are_upstreams() -> None:
+    m = FelixMetrics()
+    m.messages.inc(1, "InSync")
+    m.resyncs_started.inc()
+    text = generate_latest(m.registry).decode()
+    assert 'felix_int_dataplane_messages{type="InSync"} 1.0' in text
+    assert "\nfelix_resyncs_started 1.0" in text
+    assert "_total" not in text
+    for name in ("felix_int_dataplane_apply_time_seconds_count", "felix_cluster_num_hosts"):
+        assert name in text
