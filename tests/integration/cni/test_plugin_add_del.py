@@ -7,7 +7,7 @@ import json
 import sys
 
 import pytest
-from conftest import CNIWorld
+from conftest import POOL_V6, CNIWorld
 
 pytestmark = pytest.mark.root
 
@@ -120,7 +120,6 @@ def test_k8s_identity_naming_and_legacy_result(world: CNIWorld) -> None:
 
 
 def test_dual_stack(world: CNIWorld) -> None:
-    from conftest import POOL_V6
 
     world.add_pool("pool6", POOL_V6)
     ns = world.workload_ns()
