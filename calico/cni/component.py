@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from calico.cni import daemon_client as dc
 from calico.cni import install as inst
 
 
@@ -93,3 +94,27 @@ def ipam_command() -> None:
     from calico.cni.main import run_plugin
 
     sys.exit(run_plugin(Mode.CNI_IPAM, ("calico-ipam",)))
+
+
+@cni_group.command("daemon")
+@click.option(
+    "--socket",
+    "socket_path",
+    envvar=dc.SOCKET_ENV,
+    default=dc.DEFAULT_SOCKET,
+    show_default=True,
+    help="Unix socket the plugins look for (root-only, mode 0600).",
+)
+def daemon_command(socket_path: str) -> None:
+    """Serve CNI calls from pre-imported code (optional; plugins fall back to in-process)."""
+    import logging
+
+    from calico.cni.daemon import serve
+
+    if dc.socket_path({dc.SOCKET_ENV: socket_path}) is None:
+        raise click.ClickException("CNI daemon: no socket path given")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        serve(socket_path)
+    except OSError as exc:
+        raise click.ClickException(f"CNI daemon: {exc}") from None

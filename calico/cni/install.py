@@ -3,7 +3,7 @@
 Launchers are tiny shell scripts so the plugins always run the ``calico`` entry point of this
 environment (no copy of the code to go stale). ``calico-ipam`` must see that basename as
 argv[0]; a shebang script cannot carry argv[0] through ``exec -a``, so each launcher names
-itself to :func:`calico.cni.main.entry`, which dispatches exactly as the ``calico`` console
+itself to :func:`calico.cni.launch.entry`, which dispatches exactly as the ``calico`` console
 script does. Every file is rewritten only when its content changes.
 """
 
@@ -91,7 +91,7 @@ def launcher_scripts(python: str) -> dict[str, str]:
     py = shlex.quote(python)
     head = "#!/bin/sh\n# Installed by 'calico component cni install'; do not edit.\n"
     return {
-        name: head + f'exec {py} -c \'from calico.cni.main import entry; entry("{name}")\' "$@"\n'
+        name: head + f'exec {py} -c \'from calico.cni.launch import entry; entry("{name}")\' "$@"\n'
         for name in ("calico", "calico-ipam")
     }
 

@@ -142,28 +142,7 @@ def run_plugin(
 
 
 def entry(prog: str) -> None:
-    """What the installed launchers run: ``calico``'s entry point, minus the CLI's imports.
+    """Launchers written by older installs call this; see :func:`calico.cni.launch.entry`."""
+    from calico.cni.launch import entry as launch_entry
 
-    Dispatch is exactly :func:`calico.cli.main.main`'s (argv[0] basename and CNI_COMMAND); only
-    a CLI invocation pays for importing the click tree. That keeps ~0.1-0.2 s of imports off
-    every pod start, and so does skipping interpreter teardown once the reply is out.
-    """
-    from calico.cli.dispatch import Mode, dispatch
-
-    sys.argv[0] = prog
-    from calico.cni.netsetup import use_lean_pyroute2
-
-    use_lean_pyroute2()
-    decision = dispatch(sys.argv, os.environ.get("CNI_COMMAND"))
-    if decision.mode is Mode.CLI:
-        from calico.cli.main import main
-
-        main()
-        return
-    code = run_plugin(decision.mode, decision.argv)
-    # The reply is written; skip interpreter teardown (~60-80 ms of freeing modules), which
-    # matters when a node starts many pods at once. Flush everything first.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    launch_entry(prog)

@@ -57,18 +57,28 @@ def open_client(conf: NetConf) -> Client:
 
 
 def check_ready(client: Client) -> None:
-    """Code 11 (try again later) unless ClusterInformation ``default`` says datastoreReady."""
+    """Code 11 (try again later) unless ClusterInformation ``default`` says datastoreReady.
+
+    Reads the one field straight from the stored JSON: the typed read would import and build
+    the cluster models on every pod start just to look at a bool.
+    """
+    import json
+
     from calico.datastore.errors import DatastoreError, ResourceDoesNotExistError
+    from calico.datastore.factory import CLUSTER_INFO_KEY
 
     try:
-        info = client.get("ClusterInformation", "default")
+        doc = json.loads(client.backend.get(CLUSTER_INFO_KEY).value)
     except ResourceDoesNotExistError:
         raise CNIError(
             TRY_AGAIN_LATER, NOT_READY, "ClusterInformation default is missing"
         ) from None
     except DatastoreError as exc:
         raise CNIError(DATASTORE_FAILURE, "error getting ClusterInformation", str(exc)) from None
-    if not info.spec.datastore_ready:  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise CNIError(DATASTORE_FAILURE, "error getting ClusterInformation", str(exc)) from None
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    if not (isinstance(spec, dict) and spec.get("datastoreReady") is True):
         raise CNIError(
             TRY_AGAIN_LATER, NOT_READY, "ClusterInformation default: datastoreReady false"
         )

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from calico.datastore.backend import Backend
 from calico.datastore.config import DatastoreConfig
-from calico.datastore.errors import DatastoreConfigError
+from calico.datastore.errors import DatastoreConfigError, ResourceDoesNotExistError
+
+# The keys ``Client.ensure_initialized`` creates (asserted equal to ``resource_path`` in tests).
+CLUSTER_INFO_KEY = "/calico/resources/v3/projectcalico.org/clusterinformations/default"
+DEFAULT_TIER_KEY = "/calico/resources/v3/projectcalico.org/tiers/default"
 
 
 def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
@@ -37,7 +43,32 @@ def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
     raise DatastoreConfigError(f"unknown datastore type {config.datastore_type!r}")
 
 
+def is_initialized(backend: Backend) -> bool:
+    """True when ``ensure_initialized`` would change nothing: two key reads, no model code.
+
+    The common case for every process opening a file (one per pod start for the CNI plugin):
+    it skips the typed client, the Tier write attempt and the package-version lookup.
+    """
+    try:
+        info = json.loads(backend.get(CLUSTER_INFO_KEY).value)
+        backend.get(DEFAULT_TIER_KEY)
+    except (ResourceDoesNotExistError, ValueError):
+        return False
+    spec = info.get("spec") if isinstance(info, dict) else None
+    return (
+        isinstance(spec, dict)
+        and bool(spec.get("clusterGUID"))
+        and spec.get("datastoreReady") is not None
+    )
+
+
 def _ensure_initialized(backend: Backend) -> None:
+    try:
+        if is_initialized(backend):
+            return
+    except BaseException:
+        backend.close()
+        raise
     import calico
     from calico.datastore.client import Client
 

@@ -58,7 +58,12 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
     """Bring the schema up to SCHEMA_VERSION inside one write transaction; returns the version.
 
     Runs in every process that opens the file; BEGIN IMMEDIATE makes exactly one of them do it.
+    An up-to-date file (the usual case) is recognised by a plain read first, so opening it
+    never queues for the write lock behind other processes' writes.
     """
+    version = current_version(conn, path)
+    if version == SCHEMA_VERSION:
+        return version
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = current_version(conn, path)

@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import CNIWorld
+from cni_fixtures import CNIWorld
 
 pytestmark = pytest.mark.root
 

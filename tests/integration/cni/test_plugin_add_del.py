@@ -7,7 +7,7 @@ import json
 import sys
 
 import pytest
-from conftest import POOL_V6, CNIWorld
+from cni_fixtures import POOL_V6, CNIWorld
 
 pytestmark = pytest.mark.root
 

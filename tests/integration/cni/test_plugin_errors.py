@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import CNIWorld, Plugin
+from cni_fixtures import CNIWorld, Plugin
 
 pytestmark = pytest.mark.root
 

@@ -1,84 +1,13 @@
-"""Fixtures for Felix dataplane tests: a host netns running Felix plus workloads (harness.py)."""
+"""Fixtures for this folder live in felix_dp_fixtures.py so test modules can import its helpers by a
+unique module name (pytest keeps only one module called ``conftest`` in sys.modules)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import sys
 from pathlib import Path
 
-import pytest
-from harness import (
-    POOL,
-    Datastore,
-    Felix,
-    Workload,
-    host_netns_setup,
-    namespace_profile,
-    netns,
-    servers,
-    workload,
-)
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
-
-def need_root() -> None:
-    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"):
-        pytest.skip("needs root, iproute2 and nft")
-
-
-@dataclass
-class Cluster:
-    host: str
-    outside: str
-    ds: Datastore
-    felix: Felix
-    workdir: Path
-    w: dict[str, Workload] = field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def cluster(workdir: Path, **felix_env: str) -> Iterator[Cluster]:
-    """Host netns + datastore (pool, namespace profiles) + a started, ready Felix."""
-    with netns("fxhost") as host, netns("fxext") as outside:
-        host_netns_setup(host, outside)
-        ds = Datastore(str(workdir / "calico.db"))
-        felix = Felix(host, workdir, env=dict(felix_env))
-        try:
-            ds.apply(
-                {
-                    "kind": "IPPool",
-                    "metadata": {"name": "pool1"},
-                    "spec": {"cidr": POOL, "natOutgoing": True},
-                }
-            )
-            for ns in ("ns1", "ns2"):
-                namespace_profile(ds, ns)
-            felix.start()
-            felix.wait_ready()
-            yield Cluster(host, outside, ds, felix, workdir)
-        finally:
-            felix.kill()
-            ds.close()
-
-
-@pytest.fixture(scope="module")
-def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Felix with three workloads: client (ns1), server (ns1, named port), other (ns2)."""
-    need_root()
-    workdir = tmp_path_factory.mktemp("felix")
-    with cluster(workdir) as c:
-        ports = [{"name": "http", "protocol": "TCP", "port": 8080}]
-        with (
-            workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as w1,
-            workload(
-                c.host, c.ds, "server", "10.65.0.2", labels={"app": "server"}, ports=ports
-            ) as w2,
-            workload(
-                c.host, c.ds, "other", "10.65.1.3", namespace="ns2", labels={"app": "x"}
-            ) as w3,
-            servers(w2, "tcp:8080", "tcp:9090", "udp:5353"),
-        ):
-            c.w.update(client=w1, server=w2, other=w3)
-            yield c
+from felix_dp_fixtures import *  # noqa: E402, F403

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Cluster, cluster, need_root
+from felix_dp_fixtures import Cluster, cluster, need_root
 from harness import (
     PersistentConnection,
     eventually,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import Cluster
+from felix_dp_fixtures import Cluster
 from harness import (
     EXTERNAL_IP,
     HOST_UPLINK_IP,
