@@ -16,6 +16,7 @@ PACKAGES=(
     containernetworking-plugins  # loopback etc. for podman's CNI backend
     runc              # podman's OCI runtime
     busybox-static    # the tiny local image the podman test builds
+    iperf3            # Felix throughput benchmark (make bench)
 )
 
 missing=()

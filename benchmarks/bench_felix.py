@@ -1,0 +1,547 @@
+"""Benchmark Felix end to end against the real kernel (root needed).
+
+Uses the Felix test harness (a "host" netns running ``calico component felix``, workload netns on
+``cali*`` veths, resources written to a temp local datastore). Three measurements:
+
+1. Time to first response (TTFR): 100 standing policies (99 ingress policies over 10 label
+   groups + one that lets ``role == 'client'`` reach the server); 100 new workloads, their veths
+   made beforehand as the CNI plugin does (host-side proxy-ARP sysctls included), get their
+   WorkloadEndpoint written at 10/s. Per workload: time from just before the WEP write to the
+   first successful TCP connect to the server (a prober thread inside the workload's netns
+   retries every ~10 ms). Baseline: a connect from a workload Felix has already programmed.
+   Targets: p50 <= 50 ms, p99 <= 250 ms.
+2. Cold apply: Felix stopped, its table and workload routes deleted, 100 local endpoints x 100
+   policies in the datastore; time from process start to "Dataplane in sync" (also reported:
+   the first apply alone). Baseline: loading the resulting ruleset (as ``nft -j list`` shows it)
+   in one libnftables ``json_cmd`` into an empty netns. Target <= 2 s.
+3. Throughput: iperf3 between two workloads with 1,000 policies applying to the server vs none.
+   Value is the with-policy rate, baseline the no-policy rate. Target ratio >= 0.95.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import emit  # noqa: E402  (benchmarks/harness.py)
+
+
+def _load_felix_harness() -> Any:
+    """The Felix test harness, loaded by path (its module name clashes with ours)."""
+    path = ROOT / "tests" / "integration" / "felix" / "dataplane" / "harness.py"
+    spec = importlib.util.spec_from_file_location("felix_harness", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["felix_harness"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+fh = _load_felix_harness()
+
+BENCH = "felix"
+N_NEW = 100
+RATE = 10.0  # WEP writes per second
+N_POLICIES = 100
+N_TPUT_POLICIES = 1000
+TPUT_PAIRS = 5
+PORT = 8080
+NAMESPACE = "bench"
+CLONE_NEWNET = 0x40000000
+# Production refresh/report intervals (the test harness shortens them to exercise resyncs).
+FELIX_ENV = {
+    "FELIX_NFTABLESREFRESHINTERVAL": "180",
+    "FELIX_ROUTEREFRESHINTERVAL": "90",
+    "FELIX_REPORTINGINTERVALSECS": "30",
+}
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ip_batch(lines: list[str], ns: str | None = None) -> None:
+    args = ["ip", *(["-n", ns] if ns else []), "-batch", "-"]
+    subprocess.run(args, input="\n".join(lines) + "\n", text=True, check=True, timeout=120)
+
+
+def enter_netns(name: str) -> None:
+    """Move the calling thread (only) into netns ``name``; sockets it opens stay there."""
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {name}")
+    finally:
+        os.close(fd)
+
+
+def try_connect(dst: str, port: int, timeout: float) -> bool:
+    s = socket.socket()
+    s.settimeout(timeout)
+    try:
+        s.connect((dst, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class Prober(threading.Thread):
+    """Inside ``ns``: once ``go`` is set, connect to ``dst`` until it works; ``done`` is the
+    perf_counter of the first success (None if ``limit`` seconds pass first)."""
+
+    def __init__(self, ns: str, dst: str, port: int = PORT, limit: float = 10.0) -> None:
+        super().__init__(daemon=True)
+        self.ns, self.dst, self.port, self.limit = ns, dst, port, limit
+        self.ready, self.go = threading.Event(), threading.Event()
+        self.done: float | None = None
+
+    def run(self) -> None:
+        enter_netns(self.ns)
+        self.ready.set()
+        self.go.wait()
+        end = time.perf_counter() + self.limit
+        while time.perf_counter() < end:
+            if try_connect(self.dst, self.port, 0.01):
+                self.done = time.perf_counter()
+                return
+            time.sleep(0.002)
+
+
+def connect_times(ns: str, dst: str, n: int = 50) -> list[float]:
+    """``n`` timed connects from ``ns`` (run in a thread that entered it)."""
+    out: list[float] = []
+
+    def body() -> None:
+        enter_netns(ns)
+        for _ in range(n):
+            start = time.perf_counter()
+            if try_connect(dst, PORT, 1.0):
+                out.append(time.perf_counter() - start)
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    t.join(60)
+    return out
+
+
+# --- environment --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def host_env(tag: str) -> Iterator[tuple[str, Any, Any, Path]]:
+    """Host + outside netns (uplink with default route, so proxy ARP answers), a temp
+    datastore with the pool and namespace profile, and a (not yet started) Felix."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-felix-{tag}-"))
+    with fh.netns("fxbh") as host, fh.netns("fxbx") as outside:
+        fh.host_netns_setup(host, outside)
+        ds = fh.Datastore(str(workdir / "calico.db"))
+        felix = fh.Felix(host, workdir, env=FELIX_ENV)
+        try:
+            ds.apply({"kind": "IPPool", "metadata": {"name": "p"}, "spec": {"cidr": fh.POOL}})
+            fh.namespace_profile(ds, NAMESPACE)
+            yield host, ds, felix, workdir
+        finally:
+            felix.kill()
+            ds.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def bulk_workloads(host: str, prefix: str, n: int, labels_of: Any) -> Iterator[list[Any]]:
+    """``n`` workload netns + veths made in a few ``ip -batch`` runs, CNI-style host sysctls
+    applied; no WEPs written. Deleted (netns and veths) on exit."""
+    ws = []
+    for i in range(n):
+        name = f"{prefix}{i}"
+        ns = f"fxb-{prefix}{i}-{os.getpid() % 10000}"
+        mac = f"02:fb:00:00:{i // 256:02x}:{i % 256:02x}"
+        ip = f"10.65.{10 + i // 250}.{1 + i % 250}"
+        iface = fh.iface_name(NAMESPACE, name)
+        ws.append(fh.Workload(name, ns, NAMESPACE, iface, ip, mac, labels_of(i)))
+    try:
+        ip_batch([f"netns add {w.ns}" for w in ws])
+        ip_batch(
+            [
+                f"link add {w.iface} netns {host} type veth peer eth0 address {w.mac} netns {w.ns}"
+                for w in ws
+            ]
+        )
+        for w in ws:
+            ip_batch(
+                [
+                    "link set lo up",
+                    "link set eth0 up",
+                    f"addr add {w.ip}/32 dev eth0",
+                    "route add 169.254.1.1 dev eth0 scope link",
+                    "route add default via 169.254.1.1 dev eth0",
+                ],
+                ns=w.ns,
+            )
+        ip_batch([f"link set {w.iface} up" for w in ws], ns=host)
+        sysctls = []
+        for w in ws:
+            sysctls += [
+                f"net.ipv4.conf.{w.iface}.proxy_arp=1",
+                f"net.ipv4.neigh.{w.iface}.proxy_delay=0",
+                f"net.ipv4.conf.{w.iface}.forwarding=1",
+            ]
+        fh.in_ns(host, "sysctl", "-q", "-w", *sysctls)
+        yield ws
+    finally:
+        subprocess.run(
+            ["ip", "-force", "-batch", "-"],
+            input="".join(f"netns del {w.ns}\n" for w in ws),
+            text=True,
+            capture_output=True,
+            check=False,
+        )
+
+
+def standing_policies(n: int) -> list[dict[str, Any]]:
+    """One policy letting clients reach the server, plus ``n - 1`` ingress policies over ten
+    label groups (each new workload is selected by ~1/10 of them)."""
+    docs = [
+        {
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "server-from-clients", "namespace": NAMESPACE},
+            "spec": {
+                "selector": "app == 'server'",
+                "types": ["Ingress"],
+                "ingress": [
+                    {
+                        "action": "Allow",
+                        "protocol": "TCP",
+                        "source": {"selector": "role == 'client'"},
+                        "destination": {"ports": [PORT]},
+                    }
+                ],
+            },
+        }
+    ]
+    for i in range(n - 1):
+        docs.append(
+            {
+                "kind": "NetworkPolicy",
+                "metadata": {"name": f"noise-{i}", "namespace": NAMESPACE},
+                "spec": {
+                    "selector": f"group == 'g{i % 10}'",
+                    "types": ["Ingress"],
+                    "ingress": [
+                        {
+                            "action": "Allow",
+                            "protocol": "TCP",
+                            "source": {"selector": f"role == 'r{i % 7}'"},
+                            "destination": {"ports": [9000 + i]},
+                        }
+                    ],
+                },
+            }
+        )
+    return docs
+
+
+def client_labels(i: int) -> dict[str, str]:
+    return {"role": "client", "group": f"g{i % 10}"}
+
+
+# --- 1 + 2: TTFR, then cold apply on the same endpoints -----------------------------------------
+
+
+def bench_ttfr_and_cold_apply() -> None:
+    with host_env("ttfr") as (host, ds, felix, _):
+        for doc in standing_policies(N_POLICIES):
+            ds.apply(doc)
+        with (
+            fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
+                        labels={"app": "server"}) as server,
+            fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
+                        labels=client_labels(0)) as warm,
+            fh.servers(server, f"tcp:{PORT}"),
+            bulk_workloads(host, "c", N_NEW + 1, client_labels) as made,
+        ):  # fmt: skip
+            felix.start()
+            felix.wait_ready()
+            fh.eventually(lambda: try_connect_from(warm.ns, server.ip), True, timeout=30)
+            base = connect_times(warm.ns, server.ip)
+            new, unwritten = made[:N_NEW], made[N_NEW]
+            # Control: a workload whose WEP is never written must never connect.
+            control = Prober(unwritten.ns, server.ip, limit=N_NEW / RATE + 1)
+            probers = [Prober(w.ns, server.ip) for w in new]
+            control.start()
+            control.ready.wait(5)
+            control.go.set()
+            for p in probers:
+                p.start()
+                p.ready.wait(5)
+            starts: list[float] = []
+            writes: list[float] = []
+            t_base = time.perf_counter()
+            for i, (w, p) in enumerate(zip(new, probers, strict=True)):
+                delay = t_base + i / RATE - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                p.go.set()
+                t0 = time.perf_counter()
+                ds.apply(fh.wep_doc(w))
+                writes.append(time.perf_counter() - t0)
+                starts.append(t0)
+            for p in [*probers, control]:
+                p.join(15)
+            ttfr = [p.done - t0 for p, t0 in zip(probers, starts, strict=True) if p.done]
+            failed = N_NEW - len(ttfr)
+            extra = {
+                "n": N_NEW,
+                "failed": failed,
+                "control_connected": control.done is not None,
+                "policies": N_POLICIES,
+                "wep_write_p50_s": round(pct(writes, 0.5), 6),
+                "max_s": round(max(ttfr), 4) if ttfr else None,
+            }
+            ttfr += [float("inf")] * failed
+            b50 = statistics.median(base)
+            emit(BENCH, "ttfr_p50_s", pct(ttfr, 0.5), b50, target=0.05, **extra)
+            emit(BENCH, "ttfr_p99_s", pct(ttfr, 0.99), b50, target=0.25, **extra)
+
+            # Cold start: exactly 100 local endpoints (server + warm + 98 new).
+            for w in new[N_NEW - 2 :]:
+                ds.delete("WorkloadEndpoint", w.wep_name, NAMESPACE)
+            felix.stop()
+            fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
+            fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
+            t_start = time.time()
+            felix.start()
+            felix.wait_ready(60)
+            phases = timeline(felix.log_path, t_start)
+            ruleset = nft_ruleset_commands(host)  # what the cold start programmed
+            chains = sum(1 for c in ruleset if "chain" in c["add"])
+            emit(
+                BENCH,
+                "cold_apply_s",
+                phases["in_sync"],
+                nft_load_time(ruleset),
+                target=2.0,
+                phases=phases,
+                endpoints=N_NEW,
+                policies=N_POLICIES,
+                chains=chains,
+            )
+
+
+def try_connect_from(ns: str, dst: str) -> bool:
+    return bool(connect_times(ns, dst, 1))
+
+
+MARKERS = {
+    "first_log": "",
+    "config_loaded": "Felix configuration loaded",
+    "calc_in_sync": "sending InSync",
+    "ifaces_in_sync": "Interface monitor in sync",
+    "in_sync": "Dataplane in sync (first apply took",
+}
+
+
+def timeline(log_path: Path, t_start: float) -> dict[str, float]:
+    """Seconds from ``t_start`` (wall clock) to the first Felix log line with each marker."""
+    out: dict[str, float] = {}
+    for line in log_path.read_text().splitlines():
+        try:
+            stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        except ValueError:
+            continue
+        for name, text in MARKERS.items():
+            if name not in out and text in line:
+                out[name] = round(stamp - t_start, 3)
+        if "first apply took" in line and "first_apply" not in out:
+            out["first_apply"] = float(line.rsplit("took ", 1)[1].rstrip("s)"))
+    if "in_sync" not in out:
+        raise AssertionError("no 'Dataplane in sync' line in the Felix log")
+    return out
+
+
+def nft_ruleset_commands(host: str) -> list[dict[str, Any]]:
+    """The programmed table as ``add`` commands: table, chains, sets/maps, then rules."""
+    objs = fh.nft_table(host)
+    order = {"table": 0, "chain": 1, "set": 2, "map": 2, "rule": 3}
+    cmds = []
+    for obj in sorted(objs, key=lambda o: order.get(next(iter(o)), 4)):
+        kind, body = next(iter(obj.items()))
+        if kind not in order:
+            continue
+        body = {k: v for k, v in body.items() if k != "handle"}
+        cmds.append({"add": {kind: body}})
+    return cmds
+
+
+NFT_LOAD = """
+import json, sys, time, nftables
+cmds = json.load(open(sys.argv[1]))
+nft = nftables.Nftables(); nft.set_json_output(True)
+start = time.perf_counter()
+rc, _, err = nft.json_cmd({"nftables": cmds})
+took = time.perf_counter() - start
+assert rc == 0, err
+print(took)
+"""
+
+
+def nft_load_time(cmds: list[dict[str, Any]]) -> float:
+    """Best of 3 one-transaction loads of ``cmds`` into a fresh netns."""
+    best = float("inf")
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cmds, f)
+    try:
+        for _ in range(3):
+            with fh.netns("fxbn") as ns:
+                out = fh.in_ns(ns, sys.executable, "-c", NFT_LOAD, f.name, timeout=60).stdout
+                best = min(best, float(out.strip()))
+    finally:
+        os.unlink(f.name)
+    return best
+
+
+# --- 3: throughput ------------------------------------------------------------------------------
+
+
+def iperf(client: Any, server_ip: str, seconds: int = 2) -> float:
+    out = fh.in_ns(
+        client.ns, "iperf3", "-c", server_ip, "-t", str(seconds), "-O", "1", "-J", timeout=60
+    ).stdout
+    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+
+
+def tput_policies(n: int) -> list[dict[str, Any]]:
+    """``n`` policies all applying to the server; only the last allows iperf3's port."""
+    docs = []
+    for i in range(n):
+        port, src = (5201, "role == 'client'") if i == n - 1 else (10000 + i, f"role == 'x{i}'")
+        docs.append(
+            {
+                "kind": "NetworkPolicy",
+                "metadata": {"name": f"tp-{i:04d}", "namespace": NAMESPACE},
+                "spec": {
+                    "selector": "app == 'server'",
+                    "types": ["Ingress"],
+                    "ingress": [
+                        {
+                            "action": "Allow",
+                            "protocol": "TCP",
+                            "source": {"selector": src},
+                            "destination": {"ports": [port]},
+                        }
+                    ],
+                },
+            }
+        )
+    return docs
+
+
+def bench_throughput() -> None:
+    """Alternates runs with the 1,000 policies applying to the server (label ``app=server``)
+    and not applying (relabelled: Felix drops their chains), so both see the same noise;
+    medians of ``TPUT_PAIRS`` runs each."""
+    with (
+        host_env("tput") as (host, ds, felix, _),
+        fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
+                    labels={"app": "server"}) as server,
+        fh.workload(host, ds, "client", "10.65.0.3", namespace=NAMESPACE,
+                    labels={"role": "client"}) as client,
+    ):  # fmt: skip
+        felix.start()
+        felix.wait_ready()
+        srv = subprocess.Popen(
+            ["ip", "netns", "exec", server.ns, "iperf3", "-s"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        chain = f"filter-cali-tw-{server.iface}"
+
+        def jumps() -> int:
+            out = fh.in_ns(host, "nft", "list", "chain", "inet", "calico", chain).stdout
+            return out.count("jump filter-cali-pi-")
+
+        def policed(on: bool) -> None:
+            server.labels["app"] = "server" if on else "unpoliced"
+            ds.apply(fh.wep_doc(server))
+            fh.eventually(jumps, N_TPUT_POLICIES if on else 0, timeout=120, pause=0.2)
+            fh.eventually(lambda: try_connect_port(client.ns, server.ip, 5201), True, timeout=30)
+
+        try:
+            fh.eventually(lambda: try_connect_port(client.ns, server.ip, 5201), True, timeout=30)
+            server.labels["app"] = "unpoliced"
+            ds.apply(fh.wep_doc(server))
+            t0 = time.perf_counter()
+            for doc in tput_policies(N_TPUT_POLICIES):
+                ds.apply(doc)
+            time.sleep(0.5)
+            policed(True)
+            program_s = time.perf_counter() - t0
+            none: list[float] = []
+            with_pol: list[float] = []
+            for i in range(TPUT_PAIRS):  # ABBA order: no position advantage for either
+                for on in (False, True) if i % 2 == 0 else (True, False):
+                    policed(on)
+                    (with_pol if on else none).append(iperf(client, server.ip))
+        finally:
+            srv.kill()
+            srv.wait(10)
+        emit(
+            BENCH,
+            "tput_1000_policies_bps",
+            statistics.median(with_pol),
+            statistics.median(none),
+            target_ratio=0.95,
+            runs_none=[round(x) for x in none],
+            runs_with=[round(x) for x in with_pol],
+            program_1000_policies_s=round(program_s, 3),
+        )
+
+
+def try_connect_port(ns: str, dst: str, port: int) -> bool:
+    result: list[bool] = []
+
+    def body() -> None:
+        enter_netns(ns)
+        result.append(try_connect(dst, port, 1.0))
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    t.join(10)
+    return bool(result and result[0])
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("bench_felix needs root (network namespaces, nftables)", file=sys.stderr)
+        return 1
+    bench_ttfr_and_cold_apply()
+    if shutil.which("iperf3"):
+        bench_throughput()
+    else:
+        print("bench_felix: iperf3 not installed, throughput skipped", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
