@@ -4,11 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit integration lint format bench fuzz crds proto clean
+.PHONY: setup run test unit integration lint format bench fuzz crds proto clean
 
 setup:
 	@scripts/setup-system.sh
 	@scripts/setup-venv.sh
+
+# A whole Calico node on this machine (background) plus the demo (foreground); Ctrl-C ends both.
+run: setup
+	@mkdir -p /var/log/calico; \
+	trap '$(VENV)/bin/calico node stop; echo "(to also remove the nftables table and the CNI files: $(VENV)/bin/calico node stop --cleanup)"' EXIT; \
+	setsid -w $(VENV)/bin/calico node run >/var/log/calico/node-run.log 2>&1 </dev/null & \
+	$(PY) -m calico.node.run.demo --node-pid $$! --node-log /var/log/calico/node-run.log
 
 test: setup
 	$(VENV)/bin/ruff check calico tests benchmarks

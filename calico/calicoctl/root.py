@@ -25,6 +25,7 @@ COMMANDS = {
     "version": "calico.calicoctl.version:version_command",
     "datastore": "calico.calicoctl.migrate:datastore_group",
     "ipam": "calico.calicoctl.ipam:ipam_group",
+    "node": "calico.node.run.cli:calicoctl_node_group",
 }
 SHORT_HELP = {
     "create": "Create resources by file, directory or stdin.",
@@ -38,6 +39,7 @@ SHORT_HELP = {
     "version": "Display the client and cluster versions.",
     "datastore": "Datastore-wide operations (migrate export/import/lock/unlock).",
     "ipam": "IP address management (show, check, release, configure).",
+    "node": "Run, stop or inspect a Calico node on this machine.",
 }
 
 

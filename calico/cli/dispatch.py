@@ -18,7 +18,8 @@ class Mode(Enum):
 
 
 # argv[1] values that always mean "the CLI", even when CNI_COMMAND leaks into the environment.
-CLI_VERBS = frozenset({"component", "ctl", "health", "version", "help"})
+# `node` is ours (calico node run|stop|status); the rest are upstream's list.
+CLI_VERBS = frozenset({"component", "ctl", "health", "version", "help", "node"})
 
 
 class Dispatch(NamedTuple):  # not a dataclass: every CNI call imports this (dataclasses ~9 ms)

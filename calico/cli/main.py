@@ -18,6 +18,7 @@ from calico.cli.components import ComponentGroup
 from calico.cli.dispatch import Mode, dispatch
 from calico.cli.health_cmd import health_command
 from calico.logutils import LogLevelError, configure_formatter, parse_level
+from calico.node.run.cli import node_group as node_run_group
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal", "panic")
 
@@ -58,6 +59,7 @@ def version_command() -> None:
 
 cli.add_command(health_command)
 cli.add_command(ctl)
+cli.add_command(node_run_group)
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -27,6 +27,7 @@ CASES = [
     (["calico", "health", "--port", "1"], "ADD", Mode.CLI, ["calico", "health", "--port", "1"]),
     (["calico", "version"], "VERSION", Mode.CLI, ["calico", "version"]),
     (["calico", "help"], "ADD", Mode.CLI, ["calico", "help"]),
+    (["calico", "node", "run"], "ADD", Mode.CLI, ["calico", "node", "run"]),
     (["calico", "health"], None, Mode.CLI, ["calico", "health"]),
     (["calico", "health"], "", Mode.CLI, ["calico", "health"]),
     (["calico"], None, Mode.CLI, ["calico"]),

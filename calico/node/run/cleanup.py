@@ -1,0 +1,123 @@
+"""``calico node stop --cleanup``: remove what the node programmed, once its processes are gone.
+
+In order: the demo's workloads (CNI DEL, so their addresses and endpoints are released, then
+their sandboxes), every remaining ``cali*`` interface in this network namespace (their routes
+go with them), the ``inet calico`` nftables table, the CNI files the node installed, and the
+state directory. Each step is best effort and reported; a missing thing is not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from calico.node.run import workloads
+from calico.node.run.layout import Layout, NodeSettings
+
+log = logging.getLogger(__name__)
+
+NFT_TABLE = ("inet", "calico")
+
+
+def cleanup(settings: NodeSettings | None, layout: Layout, say: Callable[[str], None]) -> None:
+    if settings is not None:
+        remove_demo_workloads(settings, layout, say)
+    links = cali_links()
+    routes = cali_routes()
+    for name in links:
+        workloads.ip_cmd("link", "del", name, check=False)
+    say(f"Removed {len(links)} cali* interface(s) and {len(routes)} workload route(s).")
+    say(
+        "Removed the nftables table inet calico."
+        if delete_nft_table()
+        else "No nftables table inet calico to remove."
+    )
+    if settings is not None:
+        removed = [p for p in settings.cni_files if _unlink(Path(p))]
+        say(f"Removed {len(removed)} CNI file(s).")
+    shutil.rmtree(layout.state_dir, ignore_errors=True)
+
+
+def remove_demo_workloads(
+    settings: NodeSettings, layout: Layout, say: Callable[[str], None]
+) -> None:
+    try:
+        doc = json.loads(layout.demo_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    for entry in doc.get("workloads", []):
+        w = workloads.Workload(**entry)
+        error = workloads.delete_workload(settings, w)
+        say(f"Removed demo workload {w.namespace}/{w.pod}" + (f" ({error})" if error else "."))
+    for name in doc.get("policies", []):
+        _delete_policy(settings, name)
+    layout.demo_file.unlink(missing_ok=True)
+
+
+def _delete_policy(settings: NodeSettings, name: str) -> None:
+    from calico.datastore.client import Client
+    from calico.datastore.config import DatastoreConfig
+    from calico.datastore.factory import open_backend
+
+    try:
+        backend = open_backend(DatastoreConfig.from_env(settings.datastore_env()))
+    except Exception as exc:  # the datastore may be gone; nothing else to do
+        log.debug("cannot open the datastore: %s", exc)
+        return
+    try:
+        Client(backend).delete("GlobalNetworkPolicy", name)
+    except Exception as exc:
+        log.debug("policy %s: %s", name, exc)
+    finally:
+        backend.close()
+
+
+def cali_links() -> list[str]:
+    proc = workloads.ip_cmd("-j", "link", "show", check=False)
+    try:
+        links = json.loads(proc.stdout or "[]")
+    except ValueError:
+        return []
+    return [ln["ifname"] for ln in links if str(ln.get("ifname", "")).startswith("cali")]
+
+
+def cali_routes() -> list[str]:
+    proc = workloads.ip_cmd("-j", "route", "show", check=False)
+    try:
+        routes = json.loads(proc.stdout or "[]")
+    except ValueError:
+        return []
+    return [r["dst"] for r in routes if str(r.get("dev", "")).startswith("cali")]
+
+
+def delete_nft_table() -> bool:
+    """Delete ``inet calico`` via libnftables (nft CLI as a fallback); True if it was there."""
+    family, name = NFT_TABLE
+    try:
+        import nftables
+
+        nft = nftables.Nftables()
+        rc, _, _ = nft.cmd(f"list table {family} {name}")
+        if rc != 0:
+            return False
+        rc, _, err = nft.cmd(f"delete table {family} {name}")
+        if rc != 0:
+            log.warning("deleting table %s %s failed: %s", family, name, err.strip())
+        return rc == 0
+    except ImportError:
+        listed = subprocess.run(["nft", "list", "table", family, name], capture_output=True)
+        if listed.returncode != 0:
+            return False
+        return subprocess.run(["nft", "delete", "table", family, name]).returncode == 0
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,138 @@
+"""Where a running node keeps its state, and the settings it was started with.
+
+One state directory per node: the pid file of the ``calico node run`` process, the settings it
+resolved (JSON, so ``stop``/``status``/the demo need no flags but ``--state-dir``), the generated
+runit service directory and the nodename file. Every path is overridable so tests can run a
+node without touching the host's ``/var/run``, ``/etc/cni`` or ``/opt/cni/bin``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from calico.node.errors import NodeError
+
+DEFAULT_STATE_DIR = "/var/run/calico/node-run"
+DEFAULT_LOG_DIR = "/var/log/calico"
+DEFAULT_DATASTORE_PATH = "/var/lib/calico/calico.db"
+DEFAULT_CNI_CONF_DIR = "/etc/cni/net.d"
+DEFAULT_CNI_BIN_DIR = "/opt/cni/bin"
+DEFAULT_HEALTH_PORT = 9099
+STATE_DIR_ENV = "CALICO_NODE_STATE_DIR"
+# Exported to every supervised process: its value (the state dir) identifies our processes in
+# /proc, even after their parent died and they were re-parented.
+MARKER_ENV = "CALICO_NODE_RUN_STATE"
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What ``calico node run`` was asked for, resolved to concrete values."""
+
+    state_dir: str = DEFAULT_STATE_DIR
+    log_dir: str = DEFAULT_LOG_DIR
+    name: str = ""
+    datastore: str = "local"
+    datastore_path: str = DEFAULT_DATASTORE_PATH
+    etcd_endpoints: str = ""
+    ip: str = ""
+    ip_autodetection_method: str = ""
+    cni_conf_dir: str = DEFAULT_CNI_CONF_DIR
+    cni_bin_dir: str = DEFAULT_CNI_BIN_DIR
+    felix_health_host: str = "localhost"
+    felix_health_port: int = DEFAULT_HEALTH_PORT
+    services: tuple[str, ...] = ()
+    cni_files: tuple[str, ...] = field(default=())
+
+    def datastore_env(self) -> dict[str, str]:
+        """The upstream variables every component (and calicoctl) reads."""
+        if self.datastore == "etcdv3":
+            return {"DATASTORE_TYPE": "etcdv3", "ETCD_ENDPOINTS": self.etcd_endpoints}
+        return {"DATASTORE_TYPE": "local", "CALICO_DATASTORE_PATH": self.datastore_path}
+
+    def datastore_description(self) -> str:
+        if self.datastore == "etcdv3":
+            return f"etcdv3 ({self.etcd_endpoints})"
+        return f"local ({self.datastore_path})"
+
+    def health_url(self, check: str = "readiness") -> str:
+        return f"http://{self.felix_health_host}:{self.felix_health_port}/{check}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths inside one state directory."""
+
+    state_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "node.pid"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.state_dir / "node.json"
+
+    @property
+    def service_dir(self) -> Path:
+        return self.state_dir / "service"
+
+    @property
+    def nodename_file(self) -> Path:
+        return self.state_dir / "nodename"
+
+    @property
+    def demo_file(self) -> Path:
+        return self.state_dir / "demo.json"
+
+
+def layout_for(state_dir: str | os.PathLike[str]) -> Layout:
+    return Layout(Path(state_dir).absolute())
+
+
+def save_settings(layout: Layout, settings: NodeSettings) -> None:
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = layout.settings_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(settings), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(layout.settings_file)
+
+
+def load_settings(layout: Layout) -> NodeSettings | None:
+    """The settings the last ``calico node run`` on this state dir used (None: never ran)."""
+    try:
+        doc: dict[str, Any] = json.loads(layout.settings_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise NodeError(f"cannot read {layout.settings_file}: {exc}") from None
+    known = set(NodeSettings.__dataclass_fields__)
+    values = {k: v for k, v in doc.items() if k in known}
+    for key in ("services", "cni_files"):
+        values[key] = tuple(values.get(key) or ())
+    return NodeSettings(**values)
+
+
+def read_pid(layout: Layout) -> int | None:
+    """The pid in the pid file, if that process is still alive."""
+    try:
+        pid = int(layout.pid_file.read_text(encoding="utf-8").strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
