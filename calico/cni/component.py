@@ -41,6 +41,15 @@ def cni_group() -> None:
     envvar="CNI_NETWORK_CONFIG_FILE",
     help="A conflist with __CNI_MTU__, __DATASTORE_TYPE__, __KUBERNETES_NODE_NAME__… placeholders.",
 )
+@click.option(
+    "--daemon-socket",
+    metavar="PATH",
+    default=None,
+    help=(
+        f"Make the launchers default {dc.SOCKET_ENV} to PATH (the resident helper's socket; "
+        "'off' disables it). Default: the plugin's own lookup."
+    ),
+)
 def install_command(
     cni_conf_dir: str,
     cni_bin_dir: str,
@@ -53,6 +62,7 @@ def install_command(
     log_file_path: str,
     conflist_name: str,
     template: click.utils.LazyFile | None,
+    daemon_socket: str | None,
 ) -> None:
     """Write the conflist and the plugin launchers (idempotent)."""
     opts = inst.InstallOptions(
@@ -67,6 +77,7 @@ def install_command(
         log_file_path=log_file_path,
         conflist_name=conflist_name,
         template=template.read() if template is not None else inst.TEMPLATE,
+        daemon_socket=daemon_socket,
     )
     try:
         results = inst.install(opts)

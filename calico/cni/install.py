@@ -4,7 +4,10 @@ Launchers are tiny shell scripts so the plugins always run the ``calico`` entry 
 environment (no copy of the code to go stale). ``calico-ipam`` must see that basename as
 argv[0]; a shebang script cannot carry argv[0] through ``exec -a``, so each launcher names
 itself to :func:`calico.cni.launch.entry`, which dispatches exactly as the ``calico`` console
-script does. Every file is rewritten only when its content changes.
+script does. With a daemon socket (``--daemon-socket``), the launchers also default
+``CALICO_CNI_DAEMON_SOCKET`` to it, so calls go to that resident helper (a value the caller set
+wins; without the option the plugin's own default applies). Every file is rewritten only when
+its content changes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import socket
 import sys
 import tempfile
 from dataclasses import dataclass
+
+from calico.cni.daemon_client import SOCKET_ENV
 
 CONFLIST_NAME = "10-calico.conflist"
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
@@ -59,6 +64,8 @@ class InstallOptions:
     conflist_name: str = CONFLIST_NAME
     template: str = TEMPLATE
     python: str = sys.executable
+    # Written into the launchers as the default CALICO_CNI_DAEMON_SOCKET (None: not written).
+    daemon_socket: str | None = None
 
 
 def default_nodename() -> str:
@@ -87,9 +94,18 @@ def render_conflist(opts: InstallOptions) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def launcher_scripts(python: str) -> dict[str, str]:
+def launcher_scripts(python: str, daemon_socket: str | None = None) -> dict[str, str]:
     py = shlex.quote(python)
     head = "#!/bin/sh\n# Installed by 'calico component cni install'; do not edit.\n"
+    if daemon_socket is not None:
+        var = SOCKET_ENV
+        head += (
+            f"# The resident CNI helper's socket, unless the caller chose one.\n"
+            f'if [ -z "${{{var}+set}}" ]; then\n'
+            f"    {var}={shlex.quote(daemon_socket)}\n"
+            f"    export {var}\n"
+            "fi\n"
+        )
     return {
         name: head + f'exec {py} -c \'from calico.cni.launch import entry; entry("{name}")\' "$@"\n'
         for name in ("calico", "calico-ipam")
@@ -123,7 +139,7 @@ def write_if_changed(path: str, content: str, mode: int) -> bool:
 def install(opts: InstallOptions) -> list[tuple[str, bool]]:
     """Install everything; returns (path, changed) per file."""
     results: list[tuple[str, bool]] = []
-    for name, script in launcher_scripts(opts.python).items():
+    for name, script in launcher_scripts(opts.python, opts.daemon_socket).items():
         path = os.path.join(opts.bin_dir, name)
         results.append((path, write_if_changed(path, script, 0o755)))
     conflist = os.path.join(opts.conf_dir, opts.conflist_name)

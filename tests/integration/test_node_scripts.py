@@ -77,6 +77,10 @@ def run_service(
         ("confd", ["component", "confd"]),
         ("node-services", ["component", "node", "node-services"]),
         (
+            "cni-daemon",
+            ["component", "cni", "daemon", "--socket", "/var/run/calico/cni-daemon.sock"],
+        ),
+        (
             "bird",
             [
                 "-R",
@@ -107,6 +111,26 @@ def test_service_run_scripts_exec_the_component(
     assert got_argv == argv
     assert "fake calico stderr" in out
     assert os.access(SERVICES / svc / "log" / "run", os.X_OK)
+
+
+def test_cni_daemon_run_takes_the_socket_from_env(
+    spawn: Spawn, tmp_path: Path, fakebin: Path
+) -> None:
+    env = {"CALICO_CNI_DAEMON_SOCKET": "/run/node-a/cni-daemon.sock"}
+    argv, _, _ = run_service(spawn, tmp_path, fakebin, "cni-daemon", env)
+    assert argv[-2:] == ["--socket", "/run/node-a/cni-daemon.sock"]
+
+
+@pytest.mark.parametrize("value", ["off", ""])
+def test_cni_daemon_run_disabled_marks_the_service_down(
+    spawn: Spawn, tmp_path: Path, fakebin: Path, value: str
+) -> None:
+    (fakebin / "sv").symlink_to(PROGRAMS / "fake_calico.sh")  # records "sv down ."
+    argv, _, out = run_service(
+        spawn, tmp_path, fakebin, "cni-daemon", {"CALICO_CNI_DAEMON_SOCKET": value}
+    )
+    assert argv == ["down", "."]
+    assert "cni-daemon: disabled" in out
 
 
 def test_felix_run_maps_node_env_to_felix_env(spawn: Spawn, tmp_path: Path, fakebin: Path) -> None:

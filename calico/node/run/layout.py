@@ -2,14 +2,17 @@
 
 One state directory per node: the pid file of the ``calico node run`` process, the settings it
 resolved (JSON, so ``stop``/``status``/the demo need no flags but ``--state-dir``), the generated
-runit service directory and the nodename file. Every path is overridable so tests can run a
-node without touching the host's ``/var/run``, ``/etc/cni`` or ``/opt/cni/bin``.
+runit service directory, the nodename file and the CNI daemon's socket. Every path is
+overridable so tests can run a node without touching the host's ``/var/run``, ``/etc/cni`` or
+``/opt/cni/bin``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,11 @@ class Layout:
     def demo_file(self) -> Path:
         return self.state_dir / "demo.json"
 
+    @property
+    def cni_daemon_socket(self) -> Path:
+        """The resident CNI helper's socket: per state dir, so nodes never share one."""
+        return self.state_dir / "cni-daemon.sock"
+
 
 def layout_for(state_dir: str | os.PathLike[str]) -> Layout:
     return Layout(Path(state_dir).absolute())
@@ -136,3 +144,10 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def remove_stale_socket(path: Path) -> None:
+    """Remove ``path`` if it is a unix socket (a killed daemon cannot remove its own)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()

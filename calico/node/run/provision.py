@@ -1,5 +1,8 @@
 """The one-shot steps before the daemons start: node startup, then the CNI plugin install.
 
+The installed launchers point at the node's resident CNI helper (``cni-daemon``), so CNI calls
+on this node take the fast path while the node runs and fall back in-process otherwise.
+
 Startup runs as ``calico component node startup`` in a child process, exactly as the node
 image's rc.local runs it, with its log appended to ``<log dir>/startup.log``.
 """
@@ -86,8 +89,12 @@ def conflist_template(settings: NodeSettings) -> str:
     return template
 
 
-def install_cni(settings: NodeSettings) -> list[str]:
-    """Write the plugin launchers and the conflist; returns the files (for ``--cleanup``)."""
+def install_cni(settings: NodeSettings, daemon_socket: str | None = None) -> list[str]:
+    """Write the plugin launchers and the conflist; returns the files (for ``--cleanup``).
+
+    ``daemon_socket``: the launchers' default ``CALICO_CNI_DAEMON_SOCKET`` (the node's own
+    resident helper, or "off"); None leaves the plugin's default lookup.
+    """
     opts = cni_install.InstallOptions(
         conf_dir=settings.cni_conf_dir,
         bin_dir=settings.cni_bin_dir,
@@ -96,6 +103,7 @@ def install_cni(settings: NodeSettings) -> list[str]:
         nodename=settings.name,
         log_file_path=str(Path(settings.log_dir) / "cni" / "cni.log"),
         template=conflist_template(settings),
+        daemon_socket=daemon_socket,
     )
     try:
         return [path for path, _ in cni_install.install(opts)]

@@ -21,7 +21,13 @@ import click
 from calico.health import probe
 from calico.node.errors import NodeError
 from calico.node.run import procs, provision, services
-from calico.node.run.layout import Layout, NodeSettings, read_pid, save_settings
+from calico.node.run.layout import (
+    Layout,
+    NodeSettings,
+    read_pid,
+    remove_stale_socket,
+    save_settings,
+)
 from calico.node.run.supervisor import Supervisor
 
 READY_POLL = 0.5
@@ -92,6 +98,13 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
     try:
         available = services.available_dir()
         enabled = services.enabled_services()
+        daemon_socket = services.cni_daemon_socket(layout)
+        if services.CNI_DAEMON in enabled and daemon_socket is None:
+            enabled.remove(services.CNI_DAEMON)
+            say(
+                f"Note: {layout.cni_daemon_socket} is too long for a unix socket; "
+                "CNI calls run without the resident helper (use a shorter --state-dir)"
+            )
         say(f"Starting a Calico node; datastore {settings.datastore_description()}")
         say("[1/4] startup: Node resource, default IP pool, cluster defaults")
         name = provision.run_startup(settings, layout)
@@ -100,7 +113,9 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
         if stop.event.is_set():
             return 0
         say("[2/4] CNI plugin: launchers and conflist")
-        files = provision.install_cni(settings)
+        files = provision.install_cni(
+            settings, daemon_socket if services.CNI_DAEMON in enabled else "off"
+        )
         settings = replace(settings, cni_files=tuple(files))
         save_settings(layout, settings)
         for path in files:
@@ -125,6 +140,7 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
         if sup is not None:
             say("Stopping the Calico node (the dataplane stays programmed)...")
             sup.stop()
+            remove_stale_socket(layout.cni_daemon_socket)  # a killed daemon leaves it
             say("Calico node stopped.")
         if not isinstance(output, int):
             output.close()

@@ -5,7 +5,8 @@ single-host node and the container run the same scripts. Each generated ``run`` 
 environment the service needs (the container gets it from its pod spec; here it comes from the
 node's settings) and then execs the image's script; ``log/run`` is the image's, with
 ``CALICO_LOG_DIR`` pointing at the chosen log directory. Only services whose component exists
-are enabled: confd/BIRD join when ``calico component confd`` does.
+are enabled: confd/BIRD join when ``calico component confd`` does. ``cni-daemon`` (the resident
+CNI helper) listens on ``<state dir>/cni-daemon.sock``, which the installed launchers use.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import calico
+from calico.cni.daemon_client import SOCKET_ENV
 from calico.node.errors import NodeError
 from calico.node.run.layout import MARKER_ENV, Layout, NodeSettings
 
 AVAILABLE_ENV = "CALICO_NODE_SERVICES_AVAILABLE"
+CNI_DAEMON = "cni-daemon"
+SOCKADDR_UN_PATH_MAX = 107  # sun_path is 108 bytes, NUL included
 # service -> the ``calico component`` it runs (None: always available)
 SERVICE_COMPONENTS: dict[str, str | None] = {
     "felix": "felix",
     "node-services": "node",
+    "cni-daemon": "cni",
     "confd": "confd",
     "bird": "confd",
 }
@@ -56,6 +61,12 @@ def enabled_services(components: Mapping[str, str] | None = None) -> list[str]:
     return [svc for svc, comp in SERVICE_COMPONENTS.items() if comp is None or comp in components]
 
 
+def cni_daemon_socket(layout: Layout) -> str | None:
+    """The node's CNI daemon socket; None when the path is too long for a unix socket."""
+    path = str(layout.cni_daemon_socket)
+    return path if len(os.fsencode(path)) <= SOCKADDR_UN_PATH_MAX else None
+
+
 def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
     """Everything the services need, beyond what the image's scripts derive themselves."""
     bin_dir = str(Path(sys.executable).parent)
@@ -69,6 +80,7 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
         "FELIX_HEALTHENABLED": "true",
         "FELIX_HEALTHHOST": settings.felix_health_host,
         "FELIX_HEALTHPORT": str(settings.felix_health_port),
+        SOCKET_ENV: cni_daemon_socket(layout) or "off",
         MARKER_ENV: str(layout.state_dir),
     }
     if settings.datastore == "local":

@@ -14,7 +14,13 @@ from collections.abc import Callable
 
 from calico.node.errors import NodeError
 from calico.node.run import cleanup, procs
-from calico.node.run.layout import Layout, load_settings, pid_alive, read_pid
+from calico.node.run.layout import (
+    Layout,
+    load_settings,
+    pid_alive,
+    read_pid,
+    remove_stale_socket,
+)
 
 STOP_TIMEOUT = 45.0
 
@@ -48,6 +54,7 @@ def stop_node(layout: Layout, with_cleanup: bool, say: Callable[[str], None]) ->
         procs.kill_leftovers(layout.state_dir, grace=12.0)
         if procs.marked_pids(layout.state_dir):
             raise NodeError("some of the node's processes could not be stopped")
+    remove_stale_socket(layout.cni_daemon_socket)
     layout.pid_file.unlink(missing_ok=True)
     if stopped or leftovers:
         tail = "" if with_cleanup else "; the dataplane stays programmed, workloads keep working"

@@ -89,6 +89,33 @@ def test_launchers_speak_cni(calico_bin: str, tmp_path: Path) -> None:
     assert res.returncode == 0 and res.stdout.startswith("Version:")
 
 
+def test_daemon_socket_option_goes_into_the_launchers(calico_bin: str, tmp_path: Path) -> None:
+    sock = str(tmp_path / "state dir" / "cni-daemon.sock")
+    first = install(calico_bin, tmp_path, "--daemon-socket", sock)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("Wrote ") == 3
+    for name in ("calico", "calico-ipam"):
+        assert f"CALICO_CNI_DAEMON_SOCKET='{sock}'" in (tmp_path / "bin" / name).read_text()
+    again = install(calico_bin, tmp_path, "--daemon-socket", sock)
+    assert again.stdout.count("Unchanged ") == 3
+    # Without the option the launchers go back to the plugin's own lookup; the conflist stays.
+    plain = install(calico_bin, tmp_path)
+    assert plain.stdout.count("Wrote ") == 2 and plain.stdout.count("Unchanged ") == 1
+    assert "CALICO_CNI_DAEMON_SOCKET" not in (tmp_path / "bin" / "calico").read_text()
+    # The launchers still speak CNI with the option (no daemon there: in-process).
+    install(calico_bin, tmp_path, "--daemon-socket", sock)
+    res = subprocess.run(
+        [str(tmp_path / "bin" / "calico")],
+        input='{"cniVersion": "1.0.0"}',
+        capture_output=True,
+        text=True,
+        env={"CNI_COMMAND": "VERSION", "PATH": os.environ["PATH"]},
+        timeout=30,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["cniVersion"] == "1.0.0"
+
+
 def test_bad_template_is_reported(calico_bin: str, tmp_path: Path) -> None:
     template = tmp_path / "tpl.json"
     template.write_text('{"name": "x", "mtu": __CNI_MTU__, ')

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,6 +90,46 @@ def test_launchers_quote_the_interpreter() -> None:
     assert set(scripts) == {"calico", "calico-ipam"}
     assert "'/opt/my venv/bin/python'" in scripts["calico-ipam"]
     assert 'entry("calico-ipam")' in scripts["calico-ipam"]
+
+
+def test_launchers_without_daemon_socket_leave_the_lookup_alone() -> None:
+    for script in inst.launcher_scripts("/usr/bin/python3").values():
+        assert "CALICO_CNI_DAEMON_SOCKET" not in script
+
+
+@pytest.mark.parametrize(
+    ("caller_env", "seen"),
+    [
+        ({}, "/run/my node/cni-daemon.sock"),  # the installed default
+        ({"CALICO_CNI_DAEMON_SOCKET": "off"}, "off"),  # the caller's choice wins
+        ({"CALICO_CNI_DAEMON_SOCKET": ""}, ""),  # even an empty one (= disabled)
+    ],
+)
+def test_launchers_default_the_daemon_socket(
+    tmp_path: Path, caller_env: dict[str, str], seen: str
+) -> None:
+    """The launcher exports the socket; a stand-in "python" prints what it got."""
+    fake_py = tmp_path / "py"
+    fake_py.write_text('#!/bin/sh\nprintf "%s|%s" "${CALICO_CNI_DAEMON_SOCKET-unset}" "$3"\n')
+    fake_py.chmod(0o755)
+    opts = inst.InstallOptions(
+        conf_dir=str(tmp_path / "net.d"),
+        bin_dir=str(tmp_path / "bin"),
+        nodename="n1",
+        python=str(fake_py),
+        daemon_socket="/run/my node/cni-daemon.sock",
+    )
+    assert all(changed for _, changed in inst.install(opts))
+    assert not any(changed for _, changed in inst.install(opts))  # idempotent
+    res = subprocess.run(
+        [str(tmp_path / "bin" / "calico-ipam"), "arg1"],
+        env={"PATH": "/usr/bin:/bin", **caller_env},
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    )
+    assert res.stdout == f"{seen}|arg1"
 
 
 def test_write_if_changed(tmp_path: Path) -> None:
