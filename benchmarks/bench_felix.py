@@ -47,6 +47,7 @@ from harness import emit  # noqa: E402  (benchmarks/harness.py)
 def _load_felix_harness() -> Any:
     """The Felix test harness, loaded by path (its module name clashes with ours)."""
     path = ROOT / "tests" / "integration" / "felix" / "dataplane" / "harness.py"
+    sys.path.insert(0, str(ROOT / "tests"))  # its shared netns_support module
     spec = importlib.util.spec_from_file_location("felix_harness", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -12,6 +12,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
+# Shared test-support modules that live directly in tests/ (``import netns_support``) must be
+# importable from every test folder; the folders are not packages, so put tests/ on the path.
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+
 
 @pytest.fixture(scope="session")
 def calico_bin() -> str:

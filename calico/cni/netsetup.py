@@ -132,6 +132,11 @@ def _link_index(ipr: Any, name: str) -> int | None:
 
 def delete_host_link(name: str) -> bool:
     """Delete a host interface by name; False if it was not there."""
+    return _delete_link(name)
+
+
+def _delete_link(name: str) -> bool:
+    """Delete the interface ``name`` in the current netns; False if it was not there."""
     nle = _netlink_error()
     with _iproute() as ipr:
         idx = _link_index(ipr, name)
@@ -314,22 +319,8 @@ def teardown(netns: str, ifname: str) -> bool:
     if not netns or not os.path.exists(netns):
         return False
 
-    def remove() -> bool:
-        nle = _netlink_error()
-        with _iproute() as ipr:
-            idx = _link_index(ipr, ifname)
-            if idx is None:
-                return False
-            try:
-                ipr.link("del", index=idx)
-            except nle as exc:
-                if exc.code != errno.ENODEV:
-                    raise
-                return False
-        return True
-
     try:
-        return in_netns(netns, remove)
+        return in_netns(netns, lambda: _delete_link(ifname))
     except CNIError as exc:
         if exc.code == UNKNOWN_CONTAINER:
             return False

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import netns_support
 import pytest
+from netns_support import add_veth, delete_netns, ip, py_server
 
 PY = sys.executable
 BIN = Path(sys.executable).parent
@@ -31,21 +33,16 @@ CALICOCTL = str(BIN / "calicoctl")
 NODE_IP = "10.99.0.1"
 
 
-def run(
-    *args: str, check: bool = True, timeout: float = 60, **kw: Any
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        list(args), capture_output=True, text=True, timeout=timeout, check=False, **kw
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(args)} failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
-        )
-    return proc
+# Commands here default to a longer timeout and fail as test assertions.
+_RUN_DEFAULTS: dict[str, Any] = {"timeout": 60, "error": AssertionError}
+
+
+def run(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return netns_support.run(*args, **{**_RUN_DEFAULTS, **kw})
 
 
 def in_ns(ns: str, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return run("ip", "netns", "exec", ns, *args, **kw)
+    return netns_support.in_ns(ns, *args, **{**_RUN_DEFAULTS, **kw})
 
 
 def require_root() -> None:
@@ -58,21 +55,16 @@ def require_root() -> None:
 def host_netns() -> Iterator[str]:
     """A netns with an uplink and a default route: proxy-ARP answers workloads' gateway ARPs
     only when the host has a route to 169.254.1.1 elsewhere, as on a real machine."""
-    name = f"e2ehost-{uuid.uuid4().hex[:6]}"
-    run("ip", "netns", "add", name)
-    try:
+    with netns_support.netns("e2ehost", length=6) as name:
+        add_veth("eth0", "eth0peer", ns=name)
         for cmd in (
-            ("link", "set", "lo", "up"),
-            ("link", "add", "eth0", "type", "veth", "peer", "name", "eth0peer"),
             ("addr", "add", f"{NODE_IP}/24", "dev", "eth0"),
             ("link", "set", "eth0peer", "up"),
             ("link", "set", "eth0", "up"),
             ("route", "add", "default", "via", "10.99.0.254", "dev", "eth0"),
         ):
-            run("ip", "-n", name, *cmd)
+            ip(*cmd, ns=name)
         yield name
-    finally:
-        run("ip", "netns", "del", name, check=False)
 
 
 @dataclass
@@ -205,7 +197,7 @@ class Node:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), 9)
-            run("ip", "netns", "del", w.netns, check=False)
+            delete_netns(w.netns)
 
 
 # --- traffic ---------------------------------------------------------------------------------
@@ -259,15 +251,5 @@ def tcp_ok(client: Workload, server: Workload, port: int, timeout: float = 1.0) 
 
 @contextlib.contextmanager
 def echo_server(w: Workload, port: int) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", w.netns, PY, "-c", ECHO_SERVER, str(port)],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    with py_server(w.netns, ECHO_SERVER, str(port), start_new_session=True) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)

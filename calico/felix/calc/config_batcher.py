@@ -14,7 +14,7 @@ from calico.api.felixconfig import FelixConfiguration
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.dispatcher import Dispatcher
 from calico.model import GlobalConfigKey, HostConfigKey, ReadyFlagKey, ResourceKey
-from calico.model.processors.confignames import NOT_PARAMETERS, SPEC_FIELDS, param_name, render
+from calico.model.processors.confignames import spec_params
 from calico.selector import Selector, SelectorParseError, parse
 from calico.syncer.api import SyncStatus
 
@@ -43,14 +43,7 @@ def scoped_config(name: str, value: Any) -> ScopedConfig | None:
             selector = parse(res.spec.node_selector)
         except SelectorParseError:
             return None
-    params: dict[str, str] = {}
-    for attr, json_name in SPEC_FIELDS:
-        field = getattr(res.spec, attr)
-        if field is None or json_name in NOT_PARAMETERS:
-            continue
-        text = render(json_name, field)
-        if text is not None:
-            params[param_name(json_name)] = text
+    params = spec_params(res.spec)
     created = str(value.get("metadata", {}).get("creationTimestamp") or "")
     return ScopedConfig((created, name), selector, params)
 

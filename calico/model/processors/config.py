@@ -13,7 +13,7 @@ from calico.api.cluster import ClusterInformation, Node
 from calico.api.felixconfig import FelixConfiguration
 from calico.model.keys import GlobalConfigKey, HostConfigKey, ReadyFlagKey, WireguardKey
 from calico.model.processors.common import Output, decode, ip_str, passthrough
-from calico.model.processors.confignames import NOT_PARAMETERS, SPEC_FIELDS, param_name, render
+from calico.model.processors.confignames import spec_params
 
 GLOBAL_CONFIG_NAME = "default"
 NODE_CONFIG_PREFIX = "node."
@@ -53,14 +53,7 @@ def felix_configuration(path: str, value: Any) -> Output:
         host = key.name[len(NODE_CONFIG_PREFIX) :]
     else:
         return passthrough(path, value)
-    params: dict[str, str] = {}
-    for attr, json_name in SPEC_FIELDS:
-        field = getattr(res.spec, attr)
-        if field is None or json_name in NOT_PARAMETERS:
-            continue
-        text = render(json_name, field)
-        if text is not None:
-            params[param_name(json_name)] = text
+    params = spec_params(res.spec)
     for name, text in (res.metadata.annotations or {}).items():
         if name.startswith(ANNOTATION_PREFIX) and name != ANNOTATION_PREFIX:
             params[name[len(ANNOTATION_PREFIX) :]] = text

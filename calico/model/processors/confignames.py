@@ -149,3 +149,16 @@ def render(json_name: str, value: Any) -> str | None:
         raise ValueError(f"{json_name}: no v1 rendering for {type(value).__name__}")
     text = str(value)
     return text or None
+
+
+def spec_params(spec: FelixConfigurationSpec) -> dict[str, str]:
+    """The v1 config parameters (name -> text) for every set field of a FelixConfiguration spec."""
+    params: dict[str, str] = {}
+    for attr, json_name in SPEC_FIELDS:
+        field = getattr(spec, attr)
+        if field is None or json_name in NOT_PARAMETERS:
+            continue
+        text = render(json_name, field)
+        if text is not None:
+            params[param_name(json_name)] = text
+    return params

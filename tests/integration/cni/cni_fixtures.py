@@ -12,26 +12,19 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from netns_support import add_netns, delete_netns, in_ns, unique_name
+from netns_support import ip as _ip
 
 from calico.cni.install import InstallOptions, install
 
 POOL_V4 = "10.77.0.0/24"
 POOL_V6 = "fd77::/120"
-
-
-def _ip(*args: str, ns: str | None = None, check: bool = True) -> str:
-    cmd = ["ip", *(["-n", ns] if ns else []), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    if check and res.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {res.stderr.strip()}")
-    return res.stdout
 
 
 @dataclass
@@ -59,8 +52,8 @@ class CNIWorld:
     # -- namespaces ------------------------------------------------------------------------
 
     def workload_ns(self) -> str:
-        name = f"cniwl-{uuid.uuid4().hex[:10]}"
-        _ip("netns", "add", name)
+        name = unique_name("cniwl", 10)
+        add_netns(name)
         self.namespaces.append(name)
         return name
 
@@ -74,9 +67,7 @@ class CNIWorld:
         return self.in_ns(self.host_ns, ["cat", f"/proc/sys/{path}"]).strip()
 
     def in_ns(self, ns: str, argv: list[str], timeout: float = 10) -> str:
-        res = subprocess.run(
-            ["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=timeout
-        )
+        res = in_ns(ns, *argv, timeout=timeout, check=False)
         assert res.returncode == 0, res.stderr
         return res.stdout
 
@@ -187,9 +178,9 @@ class CNIWorld:
 def world(tmp_path: Path) -> Iterator[CNIWorld]:
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("needs root and iproute2")
-    host_ns = f"cnihost-{uuid.uuid4().hex[:10]}"
+    host_ns = unique_name("cnihost", 10)
     w = CNIWorld(tmp_path, host_ns, tmp_path / "bin", tmp_path / "calico.db")
-    _ip("netns", "add", host_ns)
+    add_netns(host_ns)
     try:
         _ip("link", "set", "lo", "up", ns=host_ns)
         # A node has a default route; proxy ARP needs a route for 169.254.1.1 elsewhere.
@@ -206,5 +197,5 @@ def world(tmp_path: Path) -> Iterator[CNIWorld]:
         yield w
     finally:
         for ns in w.namespaces:
-            _ip("netns", "del", ns, check=False)
-        _ip("netns", "del", host_ns, check=False)
+            delete_netns(ns)
+        delete_netns(host_ns)

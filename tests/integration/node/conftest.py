@@ -5,26 +5,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from node_netns import NODE_CIDR, NodeHost, ip
+from netns_support import add_veth, ip, netns
+from node_netns import NODE_CIDR, NodeHost
 
 
 @pytest.fixture
 def host(tmp_path: Path, calico_bin: str) -> Iterator[NodeHost]:
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("needs root and iproute2 for network namespaces")
-    ns = f"calnode-{uuid.uuid4().hex[:8]}"
-    ip("netns", "add", ns)
-    try:
-        ip("-n", ns, "link", "set", "lo", "up")
-        ip("-n", ns, "link", "add", "eth9", "type", "veth", "peer", "name", "peer9")
-        ip("-n", ns, "link", "set", "eth9", "up")
-        ip("-n", ns, "addr", "add", NODE_CIDR, "dev", "eth9")
+    with netns("calnode") as ns:
+        add_veth("eth9", "peer9", ns=ns)
+        ip("link", "set", "eth9", "up", ns=ns)
+        ip("addr", "add", NODE_CIDR, "dev", "eth9", ns=ns)
         yield NodeHost(ns, tmp_path, calico_bin)
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)

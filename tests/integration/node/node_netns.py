@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import netns_support
+
 from calico.datastore.client import Client
 from calico.datastore.local import LocalBackend
 
@@ -16,7 +18,7 @@ NODE_CIDR = f"{NODE_IP}/24"
 
 
 def ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+    netns_support.ip(*args)
 
 
 @dataclass

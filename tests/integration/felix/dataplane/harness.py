@@ -18,44 +18,32 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import netns_support
+from netns_support import PY, add_veth, in_ns, link_mac, probe, py_server, run, tcp_probe
 
 from calico.api.io import parse_resource
 from calico.datastore.client import Client
 from calico.datastore.config import DatastoreConfig
 from calico.datastore.factory import open_backend
 
-PY = sys.executable
+# re-exported for the tests, fixtures and the Felix benchmark
+__all__ = ["PY", "in_ns", "run"]
+
 CALICO = str(Path(sys.executable).parent / "calico")
 HOSTNAME = "fxnode"  # no dashes: WEP names double them
 POOL = "10.65.0.0/16"
 POOL6 = "fd65::/64"
 
 
-def run(*args: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc
-
-
-def in_ns(ns: str, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return run("ip", "netns", "exec", ns, *args, **kw)
-
-
 @contextlib.contextmanager
 def netns(prefix: str) -> Iterator[str]:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    run("ip", "netns", "add", name)
-    try:
-        in_ns(name, "ip", "link", "set", "lo", "up")
+    with netns_support.netns(prefix, length=6) as name:
         yield name
-    finally:
-        run("ip", "netns", "del", name, check=False)
 
 
 def free_port() -> int:
@@ -191,7 +179,7 @@ class Felix:
 
     def get(self, path: str, port: int | None = None) -> tuple[int, str]:
         url = f"http://localhost:{port or self.health_port}{path}"
-        out = in_ns(self.host, PY, "-c", HTTP_GET, url, check=False).stdout
+        out = netns_support.run_py(self.host, HTTP_GET, url, check=False).stdout
         code, _, body = out.partition("\n")
         return int(code or 0), body
 
@@ -302,7 +290,7 @@ def workload(
     """A workload netns with eth0 <-> ``cali...`` in ``host``; its WEP written when ``ds``."""
     with netns(f"fxw-{name}") as ns:
         iface = iface_name(namespace, name)
-        run("ip", "link", "add", iface, "netns", host, "type", "veth", "peer", "eth0", "netns", ns)
+        add_veth(iface, "eth0", ns=host, peer_ns=ns)
         in_ns(ns, "ip", "link", "set", "eth0", "up")
         in_ns(ns, "ip", "addr", "add", f"{ip}/32", "dev", "eth0")
         in_ns(ns, "ip", "route", "add", "169.254.1.1", "dev", "eth0", "scope", "link")
@@ -311,7 +299,7 @@ def workload(
             in_ns(ns, "ip", "-6", "addr", "add", f"{ip6}/128", "dev", "eth0", "nodad")
             in_ns(ns, "ip", "-6", "route", "add", "default", "dev", "eth0")
         in_ns(host, "ip", "link", "set", iface, "up")
-        mac = json.loads(in_ns(ns, "ip", "-j", "link", "show", "eth0").stdout)[0]["address"]
+        mac = link_mac(ns, "eth0")
         w = Workload(name, ns, namespace, iface, ip, mac, dict(labels or {}), ip6)
         if ds is not None:
             ds.apply(wep_doc(w, ports))
@@ -330,20 +318,7 @@ def host_netns_setup(host: str, outside: str) -> None:
     """Uplink ``host`` <-> ``outside`` with a default route, so proxy-ARP answers workloads'
     gateway ARPs and NAT-outgoing can be observed from outside. ``outside`` has no route back
     to the pool: un-NATed workload traffic gets no replies, as on a real uplink."""
-    run(
-        "ip",
-        "link",
-        "add",
-        "uplink0",
-        "netns",
-        host,
-        "type",
-        "veth",
-        "peer",
-        "eth0",
-        "netns",
-        outside,
-    )
+    add_veth("uplink0", "eth0", ns=host, peer_ns=outside)
     in_ns(host, "ip", "addr", "add", f"{HOST_UPLINK_IP}/24", "dev", "uplink0")
     in_ns(host, "ip", "link", "set", "uplink0", "up")
     in_ns(host, "ip", "route", "add", "default", "via", EXTERNAL_IP, "dev", "uplink0")
@@ -382,17 +357,6 @@ for p in sys.argv[1:]:
     threading.Thread(target=tcp if kind == "tcp" else udp, args=(int(port),), daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait()
-"""
-
-TCP_PROBE = """
-import socket, sys
-try:
-    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
-    print("ok" if c.recv(2) == b"hi" else "bad")
-except socket.timeout:
-    print("timeout")
-except OSError as e:
-    print("error", e.errno)
 """
 
 UDP_PROBE = """
@@ -436,32 +400,20 @@ except socket.timeout:
 def servers(w: Workload | str, *specs: str) -> Iterator[None]:
     """Echo servers in ``w`` (or a netns): specs like ``tcp:8080``, ``udp:5353``; ``peer``
     makes TCP servers also send the client's address after the greeting."""
-    ns = w if isinstance(w, str) else w.ns
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", ns, PY, "-c", SERVER, *specs],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
+    with py_server(w if isinstance(w, str) else w.ns, SERVER, *specs):
         yield
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def tcp(src: Workload | str, dst: str, port: int, timeout: float = 0.6) -> str:
-    ns = src if isinstance(src, str) else src.ns
-    return in_ns(ns, PY, "-c", TCP_PROBE, dst, str(port), str(timeout)).stdout.strip()
+    return tcp_probe(src if isinstance(src, str) else src.ns, dst, port, timeout)
 
 
 def udp(src: Workload, dst: str, port: int, timeout: float = 0.6) -> str:
-    return in_ns(src.ns, PY, "-c", UDP_PROBE, dst, str(port), str(timeout)).stdout.strip()
+    return probe(src.ns, UDP_PROBE, dst, port, timeout)
 
 
 def icmp(src: Workload, dst: str, icmp_type: int = 8, timeout: float = 0.6) -> str:
-    return in_ns(src.ns, PY, "-c", ICMP_PROBE, dst, str(icmp_type), str(timeout)).stdout.strip()
+    return probe(src.ns, ICMP_PROBE, dst, icmp_type, timeout)
 
 
 SOURCE_PROBE = """
@@ -478,7 +430,7 @@ except OSError as e:
 
 def seen_source(src: Workload, dst: str, port: int, timeout: float = 0.6) -> str:
     """The source address a ``peer`` server at ``dst`` saw (or timeout/error)."""
-    return in_ns(src.ns, PY, "-c", SOURCE_PROBE, dst, str(port), str(timeout)).stdout.strip()
+    return probe(src.ns, SOURCE_PROBE, dst, port, timeout)
 
 
 PERSISTENT_CLIENT = """

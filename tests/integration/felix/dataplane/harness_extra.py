@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import PY, Datastore, Workload, in_ns, run
+from harness import Datastore, Workload, in_ns, run
+from netns_support import probe, py_server
 
 NF_LOG_ALL_NETNS = Path("/proc/sys/net/netfilter/nf_log_all_netns")
 
@@ -75,18 +76,8 @@ threading.Event().wait()
 @contextlib.contextmanager
 def dual_stack_servers(ns: str, *ports: int) -> Iterator[subprocess.Popen[str]]:
     """TCP servers on ``ports`` answering "hi" over IPv4 and IPv6, in netns ``ns``."""
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", ns, PY, "-c", DUAL_SERVER, *map(str, ports)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
+    with py_server(ns, DUAL_SERVER, *map(str, ports)) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 ICMP6_PROBE = """
@@ -109,7 +100,7 @@ except socket.timeout:
 
 def icmp6(src: Workload, dst: str, timeout: float = 0.6) -> str:
     """ICMPv6 echo request from ``src`` to ``dst``: "ok" on an echo reply, else "timeout"."""
-    return in_ns(src.ns, PY, "-c", ICMP6_PROBE, dst, str(timeout)).stdout.strip()
+    return probe(src.ns, ICMP6_PROBE, dst, timeout)
 
 
 @contextlib.contextmanager

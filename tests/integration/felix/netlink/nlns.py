@@ -10,47 +10,26 @@ every veth end inside it.
 
 from __future__ import annotations
 
-import ctypes
-import os
 import socket
-import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+import netns_support
+from netns_support import NetnsWorker, worker_netns
 from pyroute2 import IPRoute
 from pyroute2 import netns as pr_netns
 
-CLONE_NEWNET = 0x40000000
 NUD_PERMANENT = 0x80
-T = TypeVar("T")
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _enter(name: str) -> None:
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({name}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
-class NS:
+class NS(NetnsWorker):
     def __init__(self, name: str) -> None:
-        self.name = name
-        self._pool = ThreadPoolExecutor(1, f"ns-{name}", initializer=_enter, initargs=(name,))
+        super().__init__(name, timeout=30)
         self._ipr: IPRoute | None = None
-
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` on a thread living inside the namespace."""
-        return self._pool.submit(fn, *args, **kwargs).result(timeout=30)
 
     @property
     def ipr(self) -> IPRoute:
@@ -61,12 +40,7 @@ class NS:
 
     def ip(self, *args: str) -> str:
         """The iproute2 CLI inside the namespace (fixtures only, never the code under test)."""
-        proc = subprocess.run(
-            ["ip", "-n", self.name, *args], capture_output=True, text=True, timeout=10
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
-        return proc.stdout
+        return netns_support.ip(*args, ns=self.name)
 
     def sock(self, family: int, kind: int) -> socket.socket:
         return pr_netns.create_socket(self.name, family, kind, flags=0)
@@ -95,24 +69,17 @@ class NS:
         return {r["dst"] for r in self.routes(family) if r["oif"] == idx and r["proto"] != 2}
 
     def close(self) -> None:
-        if self._ipr is not None:
-            self._ipr.close()
-        self._pool.shutdown(wait=True)
+        try:
+            if self._ipr is not None:
+                self._ipr.close()
+        finally:
+            super().close()
 
 
 @contextmanager
 def netns(prefix: str = "calnl") -> Iterator[NS]:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
-    ns = NS(name)
-    try:
-        ns.ip("link", "set", "lo", "up")
+    with worker_netns(NS, prefix) as ns:
         yield ns
-    finally:
-        try:
-            ns.close()
-        finally:
-            subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
 
 
 @dataclass

@@ -10,83 +10,35 @@ plays the "someone else touched our table" role in drift tests.
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import subprocess
-import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
-CLONE_NEWNET = 0x40000000
-T = TypeVar("T")
-
-_libc = ctypes.CDLL(None, use_errno=True)
+from netns_support import NetnsWorker, in_ns, worker_netns
 
 
-def _enter_netns(name: str) -> None:
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({name}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
-class Netns:
+class Netns(NetnsWorker):
     """A named namespace plus a worker thread living in it."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
-        self._pool = ThreadPoolExecutor(
-            max_workers=1,
-            thread_name_prefix=f"netns-{name}",
-            initializer=_enter_netns,
-            initargs=(name,),
-        )
-
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` on the namespace's worker thread and return (or raise) its outcome."""
-        return self._pool.submit(fn, *args, **kwargs).result(timeout=60)
+        super().__init__(name, timeout=60)
 
     def nft(self, *args: str, check: bool = True) -> str:
         """The nft CLI inside the namespace (an outside actor, like an admin or kube-proxy)."""
-        proc = subprocess.run(
-            ["ip", "netns", "exec", self.name, "nft", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        )
-        if check and proc.returncode != 0:
-            raise RuntimeError(f"nft {' '.join(args)}: {proc.stderr.strip()}")
-        return proc.stdout
+        return in_ns(self.name, "nft", *args, check=check, timeout=30).stdout
 
     def listing(self, table: str = "calico") -> list[dict[str, Any]]:
         """``nft -j -a list table inet <table>`` objects (with handles), metainfo dropped."""
         out = json.loads(self.nft("-j", "-a", "list", "table", "inet", table))
         return [o for o in out["nftables"] if "metainfo" not in o]
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-
 
 @contextmanager
 def fresh_netns(prefix: str = "calnft") -> Iterator[Netns]:
     """A new, empty network namespace; deleted afterwards even when the body fails."""
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
-    ns = Netns(name)
-    try:
+    with worker_netns(Netns, prefix, length=10, lo_up=False) as ns:
         yield ns
-    finally:
-        try:
-            ns.close()
-        finally:
-            subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
 
 
 # ---- listing helpers -----------------------------------------------------------------------------

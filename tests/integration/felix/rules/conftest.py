@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 
 import pytest
-from rules_netns import PY, SERVER, Topology, in_ns, netns, run
+from rules_netns import Topology, add_veth, in_ns, link_mac, netns, servers
 
 
 def _need_root() -> None:
@@ -35,20 +33,7 @@ def topology() -> Iterator[Topology]:
         in_ns(host, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         for i, wl in enumerate((w1, w2, w3), start=1):
             iface, ip = f"calit{i}", f"10.65.0.{i}"
-            run(
-                "ip",
-                "link",
-                "add",
-                iface,
-                "netns",
-                host,
-                "type",
-                "veth",
-                "peer",
-                "eth0",
-                "netns",
-                wl,
-            )
+            add_veth(iface, "eth0", ns=host, peer_ns=wl)
             in_ns(wl, "ip", "link", "set", "eth0", "up")
             in_ns(wl, "ip", "addr", "add", f"{ip}/32", "dev", "eth0")
             in_ns(wl, "ip", "route", "add", "10.65.0.0/24", "dev", "eth0")
@@ -56,22 +41,12 @@ def topology() -> Iterator[Topology]:
             in_ns(host, "sysctl", "-qw", f"net.ipv4.conf.{iface}.proxy_arp=1")
             in_ns(host, "sysctl", "-qw", f"net.ipv4.neigh.{iface}.proxy_delay=0")
             in_ns(host, "ip", "route", "add", f"{ip}/32", "dev", iface)
-            mac = json.loads(in_ns(wl, "ip", "-j", "link", "show", "eth0").stdout)[0]["address"]
+            mac = link_mac(wl, "eth0")
             in_ns(
                 host, "ip", "neigh", "replace", ip, "lladdr", mac, "dev", iface, "nud", "permanent"
             )
             topo.workloads.append(wl)
             topo.ips.append(ip)
             topo.ifaces.append(iface)
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", w2, PY, "-c", SERVER, *SERVER_PORTS],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            assert server.stdout.readline().strip() == "ready"
+        with servers(w2, *SERVER_PORTS):
             yield topo
-        finally:
-            server.kill()
-            server.wait(timeout=10)

@@ -8,38 +8,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import netns_support
+from netns_support import PY, add_veth, in_ns, link_mac, py_server, run, run_py, tcp_probe
+
 from calico.felix.nftables.model import TABLE_FAMILY, TABLE_NAME, Chain, NftSet, VerdictMap
 
-PY = sys.executable
-
-
-def run(*args: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc
-
-
-def in_ns(ns: str, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return run("ip", "netns", "exec", ns, *args, **kw)
+# re-exported for the tests and fixtures of this folder
+__all__ = ["PY", "add_veth", "in_ns", "link_mac", "run", "servers"]
 
 
 @contextmanager
 def netns(prefix: str = "calrules") -> Iterator[str]:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    run("ip", "netns", "add", name)
-    try:
-        in_ns(name, "ip", "link", "set", "lo", "up")
+    with netns_support.netns(prefix) as name:
         yield name
-    finally:
-        run("ip", "netns", "del", name, check=False)
 
 
 @dataclass
@@ -123,14 +109,7 @@ sys.exit(rc)
 
 def program(ns: str, payload: dict[str, Any]) -> None:
     """Apply ``payload`` with a single ``json_cmd`` inside ``ns``; raise with nft's error."""
-    proc = subprocess.run(
-        ["ip", "netns", "exec", ns, PY, "-c", _LOADER],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    proc = run_py(ns, _LOADER, input=json.dumps(payload), timeout=30, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"nft rejected the ruleset: {proc.stderr.strip()}")
 
@@ -153,17 +132,6 @@ for p in sys.argv[1:]:
     threading.Thread(target=serve, args=(int(p),), daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait()
-"""
-
-TCP_PROBE = """
-import socket, sys
-try:
-    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
-    print("ok" if c.recv(2) == b"hi" else "bad")
-except socket.timeout:
-    print("timeout")
-except OSError as e:
-    print("error", e)
 """
 
 ICMP_PROBE = """
@@ -195,9 +163,14 @@ except socket.timeout:
 """
 
 
+def servers(ns: str, *ports: str) -> AbstractContextManager[subprocess.Popen[str]]:
+    """:data:`SERVER` in ``ns`` on TCP ``ports``, killed on exit."""
+    return py_server(ns, SERVER, *ports)
+
+
 def tcp_connect(ns: str, dst: str, port: int, timeout: float = 0.7) -> str:
-    return in_ns(ns, PY, "-c", TCP_PROBE, dst, str(port), str(timeout)).stdout.strip()
+    return tcp_probe(ns, dst, port, timeout)
 
 
 def icmp_probe(ns: str, dst: str, icmp_type: int, timeout: float = 0.7) -> str:
-    return in_ns(ns, PY, "-c", ICMP_PROBE, dst, str(icmp_type), str(timeout)).stdout.strip()
+    return netns_support.probe(ns, ICMP_PROBE, dst, icmp_type, timeout)

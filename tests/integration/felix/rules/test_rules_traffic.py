@@ -7,19 +7,16 @@ profile and endpoint chains, then probes with real connects (a drop shows up as 
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from rules_netns import (
-    PY,
-    SERVER,
     Topology,
+    add_veth,
     icmp_probe,
     in_ns,
     netns,
     program,
     ruleset_commands,
-    run,
+    servers,
     tcp_connect,
 )
 
@@ -190,31 +187,12 @@ def test_egress_policy_on_client_and_unknown_workload_iface(topology: Topology) 
 def test_host_endpoint_failsafe_and_default_deny() -> None:
     """A HEP with no policy or profile denies traffic to the host except failsafe ports."""
     with netns("calhep") as host, netns("calremote") as remote:
-        run(
-            "ip",
-            "link",
-            "add",
-            "eth9",
-            "netns",
-            host,
-            "type",
-            "veth",
-            "peer",
-            "eth0",
-            "netns",
-            remote,
-        )
+        add_veth("eth9", "eth0", ns=host, peer_ns=remote)
         for ns, ip in ((host, "10.66.0.1/24"), (remote, "10.66.0.2/24")):
             iface = "eth9" if ns == host else "eth0"
             in_ns(ns, "ip", "addr", "add", ip, "dev", iface)
             in_ns(ns, "ip", "link", "set", iface, "up")
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", host, PY, "-c", SERVER, "22", "2000"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        with servers(host, "22", "2000"):
             r = RuleRenderer(RenderConfig(ipv6_enabled=False))
             for hep, profiles in (
                 (HostEndpoint("eth9"), {}),
@@ -228,6 +206,3 @@ def test_host_endpoint_failsafe_and_default_deny() -> None:
                 assert tcp_connect(remote, "10.66.0.1", 22) == "ok"  # failsafe
                 expected = "ok" if profiles else "timeout"
                 assert tcp_connect(remote, "10.66.0.1", 2000) == expected
-        finally:
-            server.kill()
-            server.wait(timeout=10)
