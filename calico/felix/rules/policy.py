@@ -101,12 +101,13 @@ class RuleRenderContext:
         self.config = config
         self.layer = layer
         self.untracked = untracked
+        # Kernel log lines read "calico-packet: IN=..." as upstream's do; nft caps prefixes at 127.
         self.log_prefix = (
             config.log_prefix.replace("%t", tier)
             .replace("%k", kind)
             .replace("%n", name)
             .replace("%p", namespace)
-        )[:127]
+        )[:125] + ": "
 
     def deny(self) -> Expr:
         # reject is only valid on the input/forward/output hooks, i.e. the filter layer.

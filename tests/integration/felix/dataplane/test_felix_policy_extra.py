@@ -163,7 +163,7 @@ def test_log_action_logs_and_continues(ns_cluster: Cluster) -> None:
         kernel_netns_logging() as readable,
         resources(c, np("log-then-allow", {**SERVER_INGRESS, "ingress": rules})),
     ):
-        eventually(lambda: "calico-packet" in _log_prefixes(c.host), True)
+        eventually(lambda: "calico-packet: " in _log_prefixes(c.host), True)
         before = set(dmesg_lines()) if readable else set()
         eventually(lambda: tcp(c.w["b"], srv.ip, PORT), "timeout")  # Log did not allow
         assert tcp(a, srv.ip, PORT) == "ok"

@@ -64,7 +64,7 @@ def test_actions() -> None:
         [{"drop": None}],
         PASS,
         PASS,
-        [{"log": {"prefix": "calico-packet"}}],
+        [{"log": {"prefix": "calico-packet: "}}],
     ]
     assert inbound.rules[0].comment == "rule r1"
 
@@ -79,7 +79,7 @@ def test_reject_and_log_rate_limit_and_prefix() -> None:
         [{"reject": None}],
         [
             {"limit": {"rate": 5, "per": "minute", "burst": 5}},
-            {"log": {"prefix": "sec-gnp-web"}},
+            {"log": {"prefix": "sec-gnp-web: "}},
         ],
     ]
     # Outside the filter layer reject is not allowed by the kernel: drop instead.
