@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -145,10 +145,13 @@ _PY_NAMES = {
 
 
 class NetworkPolicySpec(_PolicySpecBase):
+    def _all_issues(self) -> list[tuple[Loc, str]]:
+        return self._issues()
+
     @model_validator(mode="after")
     def _default_and_check(self) -> Self:
         self._apply_defaults()
-        v.raise_issues(self._issues())
+        v.raise_issues(self._all_issues())
         return self
 
 
@@ -179,10 +182,13 @@ class GlobalNetworkPolicySpec(_PolicySpecBase):
             issues.append((("applyOnForward",), msg))
         return issues
 
+    def _all_issues(self) -> list[tuple[Loc, str]]:
+        return self._global_issues() + self._issues()
+
     @model_validator(mode="after")
     def _default_and_check(self) -> Self:
         self._apply_defaults()
-        v.raise_issues(self._global_issues() + self._issues())
+        v.raise_issues(self._all_issues())
         return self
 
 
@@ -199,20 +205,28 @@ def _staged_delete_issues(spec: CalicoModel, keep: tuple[str, ...]) -> list[tupl
     return issues
 
 
+_Staged = TypeVar("_Staged", "StagedNetworkPolicySpec", "StagedGlobalNetworkPolicySpec")
+
+
+def _check_staged(spec: _Staged) -> _Staged:
+    """stagedAction defaults to Set; Delete carries only the identity, Set is a full policy."""
+    if spec.staged_action is None:
+        spec.staged_action = "Set"
+    if spec.staged_action == "Delete":
+        spec.tier = spec.tier or DEFAULT_TIER
+        v.raise_issues(_staged_delete_issues(spec, ("staged_action", "tier")))
+        return spec
+    spec._apply_defaults()
+    v.raise_issues(spec._all_issues())
+    return spec
+
+
 class StagedNetworkPolicySpec(NetworkPolicySpec):
     staged_action: StagedAction | None = None
 
     @model_validator(mode="after")
     def _default_and_check(self) -> Self:
-        if self.staged_action is None:
-            self.staged_action = "Set"
-        if self.staged_action == "Delete":
-            self.tier = self.tier or DEFAULT_TIER
-            v.raise_issues(_staged_delete_issues(self, ("staged_action", "tier")))
-            return self
-        self._apply_defaults()
-        v.raise_issues(self._issues())
-        return self
+        return _check_staged(self)
 
 
 class StagedGlobalNetworkPolicySpec(GlobalNetworkPolicySpec):
@@ -220,15 +234,7 @@ class StagedGlobalNetworkPolicySpec(GlobalNetworkPolicySpec):
 
     @model_validator(mode="after")
     def _default_and_check(self) -> Self:
-        if self.staged_action is None:
-            self.staged_action = "Set"
-        if self.staged_action == "Delete":
-            self.tier = self.tier or DEFAULT_TIER
-            v.raise_issues(_staged_delete_issues(self, ("staged_action", "tier")))
-            return self
-        self._apply_defaults()
-        v.raise_issues(self._global_issues() + self._issues())
-        return self
+        return _check_staged(self)
 
 
 # --- Kubernetes NetworkPolicy shape (networking.k8s.io/v1), for StagedKubernetesNetworkPolicy.
