@@ -41,6 +41,7 @@ from calico.model import (  # noqa: E402
     TierKey,
     WorkloadEndpointKey,
 )
+from calico.model.values import decode_value  # noqa: E402
 from calico.syncer.api import SyncStatus, Update, UpdateType  # noqa: E402
 
 HOSTS = 100
@@ -128,7 +129,8 @@ class CountingSink:
 
 
 def as_update(key: Any, value: Any) -> Update:
-    return Update(key.default_path(), value, "1", UpdateType.UPDATED)
+    """The v1 JSON decoded into its typed value, as the syncer hands it over (not timed)."""
+    return Update(key, decode_value(key, value), "1", UpdateType.UPDATED)
 
 
 def run_child(index: str) -> dict[str, float]:

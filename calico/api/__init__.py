@@ -5,33 +5,42 @@ all of them. Typical use::
 
     from calico.api import load_documents, dump_resources
     resources = load_documents(text, source="policy.yaml")
+
+The names below are resolved on first use, so importing a light submodule (the kind table,
+``calico.api.kind_table``) does not pay for pydantic.
 """
 
-from calico.api.base import (
-    API_VERSION,
-    CalicoModel,
-    ObjectMeta,
-    Resource,
-    kind_class,
-    kinds,
-    resource_class,
-)
-from calico.api.errors import (
-    APIError,
-    DocumentFormatError,
-    FieldIssue,
-    ResourceValidationError,
-    UnknownKindError,
-)
-from calico.api.io import (
-    dump_resources,
-    issues_from_pydantic,
-    load_documents,
-    load_file,
-    parse_resource,
-    resource_to_wire,
-    with_default_namespace,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from calico.api.base import (
+        API_VERSION,
+        CalicoModel,
+        ObjectMeta,
+        Resource,
+        kind_class,
+        kinds,
+        resource_class,
+    )
+    from calico.api.errors import (
+        APIError,
+        DocumentFormatError,
+        FieldIssue,
+        ResourceValidationError,
+        UnknownKindError,
+    )
+    from calico.api.io import (
+        dump_resources,
+        issues_from_pydantic,
+        load_documents,
+        load_file,
+        parse_resource,
+        resource_to_wire,
+        with_default_namespace,
+    )
 
 __all__ = [
     "API_VERSION",
@@ -54,3 +63,14 @@ __all__ = [
     "resource_to_wire",
     "with_default_namespace",
 ]
+_MODULES = ("calico.api.base", "calico.api.errors", "calico.api.io")
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        for module_name in _MODULES:
+            module = importlib.import_module(module_name)
+            if name in vars(module):
+                globals()[name] = value = vars(module)[name]
+                return value
+    raise AttributeError(f"module 'calico.api' has no attribute {name!r}")

@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from calico.api.kind_table import KIND_MODULES, KINDS
+
 API_GROUP = "projectcalico.org"
 API_VERSION = "projectcalico.org/v3"
 
@@ -56,7 +58,8 @@ class ObjectMeta(CalicoModel):
 
 
 class Resource(CalicoModel):
-    """A top-level v3 resource. Subclasses set the class variables and a typed ``spec``."""
+    """A top-level v3 resource. Subclasses set ``KIND`` (and ``ALIASES``) and a typed ``spec``;
+    ``PLURAL`` and ``NAMESPACED`` come from the kind table (calico.api.kind_table)."""
 
     KIND: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""  # lower-case plural used in etcd keys and CRD names
@@ -135,41 +138,16 @@ class Resource(CalicoModel):
 
 _REGISTRY: dict[str, type[Resource]] = {}
 
-# Which module defines each kind. Modules are imported on first use so a process that touches
-# two kinds (a CNI call) does not pay for building all of them; ``kinds()`` loads everything.
-KIND_MODULES: dict[str, str] = {
-    "NetworkPolicy": "calico.api.policy",
-    "GlobalNetworkPolicy": "calico.api.policy",
-    "StagedNetworkPolicy": "calico.api.policy",
-    "StagedGlobalNetworkPolicy": "calico.api.policy",
-    "StagedKubernetesNetworkPolicy": "calico.api.policy",
-    "Tier": "calico.api.policy",
-    "Profile": "calico.api.endpoints",
-    "NetworkSet": "calico.api.endpoints",
-    "GlobalNetworkSet": "calico.api.endpoints",
-    "HostEndpoint": "calico.api.endpoints",
-    "WorkloadEndpoint": "calico.api.endpoints",
-    "IPPool": "calico.api.ipam",
-    "IPReservation": "calico.api.ipam",
-    "IPAMConfiguration": "calico.api.ipam",
-    "IPAMBlock": "calico.api.ipam",
-    "IPAMHandle": "calico.api.ipam",
-    "BlockAffinity": "calico.api.ipam",
-    "BGPConfiguration": "calico.api.bgp",
-    "BGPPeer": "calico.api.bgp",
-    "BGPFilter": "calico.api.bgp",
-    "FelixConfiguration": "calico.api.felixconfig",
-    "KubeControllersConfiguration": "calico.api.cluster",
-    "ClusterInformation": "calico.api.cluster",
-    "Node": "calico.api.cluster",
-    "CalicoNodeStatus": "calico.api.cluster",
-}
-
 
 def register(cls: type[Resource]) -> type[Resource]:
-    """Class decorator: make a resource kind loadable by name."""
-    if not cls.KIND or not cls.PLURAL:
-        raise TypeError(f"{cls.__name__} must set KIND and PLURAL")
+    """Class decorator: make a resource kind loadable by name; its plural and scope are the
+    kind table's."""
+    info = KINDS.get(cls.KIND)
+    if info is None or info.module != cls.__module__:
+        raise TypeError(
+            f"{cls.__name__}: kind {cls.KIND!r} not in calico.api.kind_table for its module"
+        )
+    cls.PLURAL, cls.NAMESPACED = info.plural, info.namespaced
     if cls.KIND in _REGISTRY and _REGISTRY[cls.KIND] is not cls:
         raise TypeError(f"kind {cls.KIND} registered twice")
     _REGISTRY[cls.KIND] = cls

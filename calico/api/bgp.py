@@ -162,7 +162,6 @@ _DEFAULT_ONLY_BGP = {
 @register
 class BGPConfiguration(Resource):
     KIND: ClassVar[str] = "BGPConfiguration"
-    PLURAL: ClassVar[str] = "bgpconfigurations"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "bgpconfiguration",
         "bgpconfigurations",
@@ -263,7 +262,6 @@ class BGPPeerSpec(CalicoModel):
 @register
 class BGPPeer(Resource):
     KIND: ClassVar[str] = "BGPPeer"
-    PLURAL: ClassVar[str] = "bgppeers"
     ALIASES: ClassVar[tuple[str, ...]] = ("bgppeer", "bgppeers", "bgpp", "bgpps", "bp", "bps")
 
     kind: str = "BGPPeer"
@@ -356,7 +354,6 @@ class BGPFilterSpec(CalicoModel):
 @register
 class BGPFilter(Resource):
     KIND: ClassVar[str] = "BGPFilter"
-    PLURAL: ClassVar[str] = "bgpfilters"
     ALIASES: ClassVar[tuple[str, ...]] = ("bgpfilter", "bgpfilters", "bgpf", "bgpfs", "bf", "bfs")
 
     kind: str = "BGPFilter"

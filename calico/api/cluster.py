@@ -99,7 +99,6 @@ class KubeControllersConfigurationStatus(CalicoModel):
 @register
 class KubeControllersConfiguration(Resource):
     KIND: ClassVar[str] = "KubeControllersConfiguration"
-    PLURAL: ClassVar[str] = "kubecontrollersconfigurations"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "kubecontrollersconfiguration",
         "kubecontrollersconfigurations",
@@ -132,7 +131,6 @@ class ClusterInformationSpec(CalicoModel):
 @register
 class ClusterInformation(Resource):
     KIND: ClassVar[str] = "ClusterInformation"
-    PLURAL: ClassVar[str] = "clusterinformations"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "clusterinformation",
         "clusterinformations",
@@ -206,7 +204,6 @@ class NodeStatus(CalicoModel):
 @register
 class Node(Resource):
     KIND: ClassVar[str] = "Node"
-    PLURAL: ClassVar[str] = "nodes"
     ALIASES: ClassVar[tuple[str, ...]] = ("node", "nodes", "no", "nos")
 
     kind: str = "Node"
@@ -288,7 +285,6 @@ class CalicoNodeStatusStatus(CalicoModel):
 @register
 class CalicoNodeStatus(Resource):
     KIND: ClassVar[str] = "CalicoNodeStatus"
-    PLURAL: ClassVar[str] = "caliconodestatuses"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "caliconodestatus",
         "caliconodestatuses",

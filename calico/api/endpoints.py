@@ -49,7 +49,6 @@ class Profile(Resource):
     """Rules and labels inherited by the endpoints that list the profile (end of all tiers)."""
 
     KIND: ClassVar[str] = "Profile"
-    PLURAL: ClassVar[str] = "profiles"
     ALIASES: ClassVar[tuple[str, ...]] = ("profile", "profiles", "pro", "pros")
 
     spec: ProfileSpec = Field(default_factory=lambda: ProfileSpec())
@@ -101,8 +100,6 @@ class GlobalNetworkSetSpec(CalicoModel):
 @register
 class NetworkSet(Resource):
     KIND: ClassVar[str] = "NetworkSet"
-    PLURAL: ClassVar[str] = "networksets"
-    NAMESPACED: ClassVar[bool] = True
     ALIASES: ClassVar[tuple[str, ...]] = ("networkset", "networksets", "netset", "netsets")
 
     spec: NetworkSetSpec = Field(default_factory=lambda: NetworkSetSpec())
@@ -116,7 +113,6 @@ class NetworkSet(Resource):
 @register
 class GlobalNetworkSet(Resource):
     KIND: ClassVar[str] = "GlobalNetworkSet"
-    PLURAL: ClassVar[str] = "globalnetworksets"
     ALIASES: ClassVar[tuple[str, ...]] = ("globalnetworkset", "globalnetworksets")
 
     spec: GlobalNetworkSetSpec = Field(default_factory=lambda: GlobalNetworkSetSpec())
@@ -202,7 +198,6 @@ class HostEndpoint(Resource):
     """A host interface (or all of them, ``*``) that policy protects."""
 
     KIND: ClassVar[str] = "HostEndpoint"
-    PLURAL: ClassVar[str] = "hostendpoints"
     ALIASES: ClassVar[tuple[str, ...]] = ("hostendpoint", "hostendpoints", "hep", "heps")
 
     spec: HostEndpointSpec
@@ -358,8 +353,6 @@ class WorkloadEndpoint(Resource):
     """A pod/VM/container interface. Normally written by the CNI plugin, not by users."""
 
     KIND: ClassVar[str] = "WorkloadEndpoint"
-    PLURAL: ClassVar[str] = "workloadendpoints"
-    NAMESPACED: ClassVar[bool] = True
     ALIASES: ClassVar[tuple[str, ...]] = ("workloadendpoint", "workloadendpoints", "wep", "weps")
 
     spec: WorkloadEndpointSpec

@@ -454,7 +454,6 @@ class FelixConfiguration(Resource):
     ``spec.nodeSelector`` (the nodes it selects)."""
 
     KIND: ClassVar[str] = "FelixConfiguration"
-    PLURAL: ClassVar[str] = "felixconfigurations"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "felixconfiguration",
         "felixconfigurations",

@@ -121,7 +121,6 @@ class IPPoolSpec(CalicoModel):
 @register
 class IPPool(Resource):
     KIND: ClassVar[str] = "IPPool"
-    PLURAL: ClassVar[str] = "ippools"
     ALIASES: ClassVar[tuple[str, ...]] = ("ippool", "ippools", "ipp", "ipps", "pool", "pools")
 
     kind: str = "IPPool"
@@ -150,7 +149,6 @@ class IPReservationSpec(CalicoModel):
 @register
 class IPReservation(Resource):
     KIND: ClassVar[str] = "IPReservation"
-    PLURAL: ClassVar[str] = "ipreservations"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "ipreservation",
         "ipreservations",
@@ -202,7 +200,6 @@ class IPAMConfigurationSpec(CalicoModel):
 @register
 class IPAMConfiguration(Resource):
     KIND: ClassVar[str] = "IPAMConfiguration"
-    PLURAL: ClassVar[str] = "ipamconfigurations"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "ipamconfiguration",
         "ipamconfigurations",
@@ -278,7 +275,6 @@ class IPAMBlockSpec(CalicoModel):
 @register
 class IPAMBlock(Resource):
     KIND: ClassVar[str] = "IPAMBlock"
-    PLURAL: ClassVar[str] = "ipamblocks"
     ALIASES: ClassVar[tuple[str, ...]] = ("ipamblock", "ipamblocks")
 
     kind: str = "IPAMBlock"
@@ -296,7 +292,6 @@ class IPAMHandleSpec(CalicoModel):
 @register
 class IPAMHandle(Resource):
     KIND: ClassVar[str] = "IPAMHandle"
-    PLURAL: ClassVar[str] = "ipamhandles"
     ALIASES: ClassVar[tuple[str, ...]] = ("ipamhandle", "ipamhandles")
 
     kind: str = "IPAMHandle"
@@ -323,7 +318,6 @@ class BlockAffinitySpec(CalicoModel):
 @register
 class BlockAffinity(Resource):
     KIND: ClassVar[str] = "BlockAffinity"
-    PLURAL: ClassVar[str] = "blockaffinities"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "blockaffinity",
         "blockaffinities",

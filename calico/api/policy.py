@@ -412,7 +412,6 @@ class Tier(Resource):
     """An ordered group of policies; ``defaultAction`` applies when no policy in it decides."""
 
     KIND: ClassVar[str] = "Tier"
-    PLURAL: ClassVar[str] = "tiers"
     ALIASES: ClassVar[tuple[str, ...]] = ("tier", "tiers")
 
     spec: TierSpec = Field(default_factory=lambda: TierSpec())
@@ -439,8 +438,6 @@ class Tier(Resource):
 @register
 class NetworkPolicy(Resource):
     KIND: ClassVar[str] = "NetworkPolicy"
-    PLURAL: ClassVar[str] = "networkpolicies"
-    NAMESPACED: ClassVar[bool] = True
     ALIASES: ClassVar[tuple[str, ...]] = (
         "networkpolicy",
         "networkpolicies",
@@ -462,7 +459,6 @@ class NetworkPolicy(Resource):
 @register
 class GlobalNetworkPolicy(Resource):
     KIND: ClassVar[str] = "GlobalNetworkPolicy"
-    PLURAL: ClassVar[str] = "globalnetworkpolicies"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "globalnetworkpolicy",
         "globalnetworkpolicies",
@@ -480,8 +476,6 @@ class GlobalNetworkPolicy(Resource):
 @register
 class StagedNetworkPolicy(Resource):
     KIND: ClassVar[str] = "StagedNetworkPolicy"
-    PLURAL: ClassVar[str] = "stagednetworkpolicies"
-    NAMESPACED: ClassVar[bool] = True
     ALIASES: ClassVar[tuple[str, ...]] = ("stagednetworkpolicy", "stagednetworkpolicies", "snp")
 
     spec: StagedNetworkPolicySpec = Field(default_factory=lambda: StagedNetworkPolicySpec())
@@ -494,7 +488,6 @@ class StagedNetworkPolicy(Resource):
 @register
 class StagedGlobalNetworkPolicy(Resource):
     KIND: ClassVar[str] = "StagedGlobalNetworkPolicy"
-    PLURAL: ClassVar[str] = "stagedglobalnetworkpolicies"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "stagedglobalnetworkpolicy",
         "stagedglobalnetworkpolicies",
@@ -513,8 +506,6 @@ class StagedGlobalNetworkPolicy(Resource):
 @register
 class StagedKubernetesNetworkPolicy(Resource):
     KIND: ClassVar[str] = "StagedKubernetesNetworkPolicy"
-    PLURAL: ClassVar[str] = "stagedkubernetesnetworkpolicies"
-    NAMESPACED: ClassVar[bool] = True
     ALIASES: ClassVar[tuple[str, ...]] = (
         "stagedkubernetesnetworkpolicy",
         "stagedkubernetesnetworkpolicies",

@@ -31,8 +31,8 @@ from calico.datastore.errors import (
     ResourceDoesNotExistError,
     UpdateConflictError,
 )
+from calico.model.resources import resource_prefix
 
-V3_PREFIX = "/calico/resources/v3/projectcalico.org/"
 POLICY_KINDS = frozenset(
     {"NetworkPolicy", "GlobalNetworkPolicy", "StagedNetworkPolicy", "StagedGlobalNetworkPolicy"}
 )
@@ -52,19 +52,15 @@ def _cls(kind: KindRef) -> type[Resource]:
 
 def resource_path(kind: KindRef, name: str, namespace: str | None = None) -> str:
     cls = _cls(kind)
-    if cls.NAMESPACED:
-        if not namespace:
-            raise InvalidValueError(f"namespace is required for {cls.KIND}({name})")
-        return f"{V3_PREFIX}{cls.PLURAL}/{namespace}/{name}"
-    return f"{V3_PREFIX}{cls.PLURAL}/{name}"
+    if cls.NAMESPACED and not namespace:
+        raise InvalidValueError(f"namespace is required for {cls.KIND}({name})")
+    return kind_prefix(cls, namespace) + name
 
 
 def kind_prefix(kind: KindRef, namespace: str | None = None) -> str:
     """Prefix listing every resource of a kind (in one namespace when given)."""
     cls = _cls(kind)
-    if cls.NAMESPACED and namespace:
-        return f"{V3_PREFIX}{cls.PLURAL}/{namespace}/"
-    return f"{V3_PREFIX}{cls.PLURAL}/"
+    return resource_prefix(cls.KIND, namespace if cls.NAMESPACED else None)
 
 
 def _describe(res: Resource) -> str:

@@ -7,10 +7,11 @@ import json
 from calico.datastore.backend import Backend
 from calico.datastore.config import DatastoreConfig
 from calico.datastore.errors import DatastoreConfigError, ResourceDoesNotExistError
+from calico.model.resources import ResourceKey
 
-# The keys ``Client.ensure_initialized`` creates (asserted equal to ``resource_path`` in tests).
-CLUSTER_INFO_KEY = "/calico/resources/v3/projectcalico.org/clusterinformations/default"
-DEFAULT_TIER_KEY = "/calico/resources/v3/projectcalico.org/tiers/default"
+# The keys ``Client.ensure_initialized`` creates.
+CLUSTER_INFO_KEY = ResourceKey("ClusterInformation", "default").default_path()
+DEFAULT_TIER_KEY = ResourceKey("Tier", "default").default_path()
 
 
 def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:

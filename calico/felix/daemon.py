@@ -212,7 +212,7 @@ class FelixDaemon:
     def _start_pipeline(self, config: Config, backend: Backend) -> None:
         from calico.felix.calc.calc_graph import build_felix_calc_pipeline
         from calico.felix.dataplane.build import build_driver
-        from calico.felix.dataplane.metrics import ClusterStatsTee, FelixMetrics, MetricsServer
+        from calico.felix.dataplane.metrics import ClusterStatsGauges, FelixMetrics, MetricsServer
         from calico.felix.status import StatusReporter
         from calico.syncer.definitions import felix_syncer
 
@@ -240,8 +240,9 @@ class FelixDaemon:
             connector,
             health=self.health,
             workload_source_spoofing=config.workload_source_spoofing,
+            stats=ClusterStatsGauges(metrics),
         )
-        syncer = felix_syncer(backend, ClusterStatsTee(calc, metrics))
+        syncer = felix_syncer(backend, calc)
         reporter = StatusReporter(
             backend,
             config.felix_hostname,

@@ -17,8 +17,8 @@ from typing import Any
 from calico.datastore import Backend
 from calico.datastore.errors import ResourceDoesNotExistError
 from calico.felix.calc.config_batcher import ConfigBatcher
-from calico.felix.calc.dispatcher import Dispatcher
-from calico.model import key_from_default_path
+from calico.felix.calc.fanout import TypeFanout
+from calico.model import ResourceKey, key_from_default_path
 from calico.model import processors as p
 from calico.model.processors.passthrough import Processor
 from calico.model.resources import resource_prefix
@@ -49,37 +49,38 @@ class _Capture:
         self.result.host_config = dict(h)
 
 
-def _feed(dispatcher: Dispatcher, processor: Processor, path: str, raw: str) -> None:
+def _feed(fanout: TypeFanout, processor: Processor, path: str, raw: str) -> None:
+    """One stored resource through its update processor into the fan-out (the datastore
+    boundary: the path is parsed here, as the syncer's watcher cache parses it)."""
+    key = key_from_default_path(path)
+    if not isinstance(key, ResourceKey):
+        log.warning("Ignoring config resource at unexpected path %r", path)
+        return
     try:
-        produced = processor(path, json.loads(raw))
+        produced = processor(key, json.loads(raw))
     except Exception as exc:  # a bad resource must not stop Felix starting
         log.warning("Ignoring unparseable config resource %s: %s", path, exc)
         return
-    for v1_path, value in produced.items():
-        try:
-            key = key_from_default_path(v1_path)
-        except ValueError:
-            continue
-        if key is not None:
-            dispatcher.on_update(key, value)
+    for v1_key, value in produced.items():
+        fanout.on_update(v1_key, value)
 
 
 def load_datastore_config(backend: Backend, hostname: str) -> DatastoreFelixConfig:
     """Raises the backend's errors (the caller retries while the datastore is unreachable)."""
     capture = _Capture()
-    dispatcher = Dispatcher()
-    ConfigBatcher(capture, hostname).register(dispatcher)  # type: ignore[arg-type]
+    fanout = TypeFanout()
+    ConfigBatcher(capture, hostname).register(fanout)  # type: ignore[arg-type]
     for kind, processor in (
         ("ClusterInformation", p.cluster_information),
         ("FelixConfiguration", p.felix_configuration),
     ):
         for kv in backend.list(resource_prefix(kind)).kvs:
-            _feed(dispatcher, processor, kv.key, kv.value)
+            _feed(fanout, processor, kv.key, kv.value)
     node_path = f"{resource_prefix('Node')}{hostname}"
     try:
         kv = backend.get(node_path)
-        _feed(dispatcher, p.node, kv.key, kv.value)
+        _feed(fanout, p.node, kv.key, kv.value)
     except ResourceDoesNotExistError:
         pass
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout.on_status(SyncStatus.IN_SYNC)
     return capture.result

@@ -1,9 +1,10 @@
 """The Key base class and the field checks every ``default_path`` uses.
 
 Keys are immutable values: frozen, slotted dataclasses compare and hash by type and fields, so
-they can index dicts in the calc graph and the syncer's dedupe cache. A key refuses to render a
-path that would parse back differently (empty identifier, a ``/`` in an unescaped field): one
-key, one path, one key again.
+they can index dicts in the calc graph and the syncer's dedupe cache. A key whose path would
+parse back differently (empty identifier, a ``/`` in an unescaped field) cannot be built: the
+constructor renders the path once and raises :class:`InvalidKeyError`, so every key in flight
+has exactly one path, which parses back to it (one key, one path, one key again).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ class Key:
 
     #: Whether ``key_from_default_path`` insists on the leading ``/`` for this type.
     LEADING_SLASH_REQUIRED: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        self.default_path()  # refuse a key that has no valid path (raises InvalidKeyError)
 
     def default_path(self) -> str:
         """The canonical datastore path (always starts with ``/``)."""

@@ -67,6 +67,7 @@ class GlobalBGPPeerKey(Key):
     def __post_init__(self) -> None:
         object.__setattr__(self, "peer_ip", to_address(self.peer_ip))
         _normalise_port(self, self.port)
+        Key.__post_init__(self)
 
     def default_path(self) -> str:
         ip = self.peer_ip
@@ -84,6 +85,7 @@ class NodeBGPPeerKey(Key):
     def __post_init__(self) -> None:
         object.__setattr__(self, "peer_ip", to_address(self.peer_ip))
         _normalise_port(self, self.port)
+        Key.__post_init__(self)
 
     def default_path(self) -> str:
         node = seg(self, "node_name", self.node_name)

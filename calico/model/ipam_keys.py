@@ -21,6 +21,7 @@ class IPPoolKey(Key):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cidr", to_network(self.cidr))
+        Key.__post_init__(self)
 
     def default_path(self) -> str:
         return f"/calico/v1/ipam/v{self.cidr.version}/pool/{cidr_segment(self.cidr)}"
@@ -34,6 +35,7 @@ class BlockKey(Key):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cidr", to_network(self.cidr))
+        Key.__post_init__(self)
 
     def default_path(self) -> str:
         version = self.cidr.version
@@ -49,6 +51,7 @@ class BlockAffinityKey(Key):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cidr", to_network(self.cidr))
+        Key.__post_init__(self)
 
     def default_path(self) -> str:
         host = seg(self, "host", self.host)

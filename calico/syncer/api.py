@@ -1,10 +1,18 @@
-"""The syncer API every consumer (felix, confd, Typha) sees: statuses, updates, callbacks."""
+"""The syncer API every consumer (felix, confd, Typha) sees: statuses, updates, callbacks.
+
+Updates carry typed v1 model keys (``calico.model`` Key objects) and typed values
+(``calico.model.values``, plain strings/booleans for config keys, the v3 resource for a
+``ResourceKey``); paths and JSON exist only where data crosses a process boundary.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
+
+from calico.model import Key
 
 
 class SyncStatus(Enum):
@@ -22,15 +30,20 @@ class UpdateType(Enum):
     DELETED = "deleted"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Update:
     """One key's change. ``value`` None means deleted (or unparseable upstream)."""
 
-    key: str
+    key: Key
     value: Any
     revision: str
     update_type: UpdateType
     ttl: float | None = None
+
+
+def sorted_keys(keys: Iterable[Key]) -> list[Key]:
+    """Keys in a stable order (by path), for the synthetic deletes of a stop or a resync."""
+    return sorted(keys, key=lambda k: k.default_path())
 
 
 @runtime_checkable

@@ -23,7 +23,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType
+from calico.model import Key
+from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType, sorted_keys
 
 BATCH_SIZE = 100
 
@@ -41,13 +42,13 @@ class DedupeBuffer:
         self._downstream = downstream
         self._batch_size = batch_size
         self._cond = threading.Condition()
-        self._order: deque[tuple[int, str | SyncStatus]] = deque()
-        self._slots: dict[str, _Slot] = {}
+        self._order: deque[tuple[int, Key | SyncStatus]] = deque()
+        self._slots: dict[Key, _Slot] = {}
         self._seq = itertools.count()
-        self._sent: set[str] = set()  # keys the consumer currently has
+        self._sent: set[Key] = set()  # keys the consumer currently has
         self._last_status: SyncStatus | None = None
-        self._keys_before_restart: set[str] | None = None
-        self._seen_since_restart: set[str] = set()
+        self._keys_before_restart: set[Key] | None = None
+        self._seen_since_restart: set[Key] = set()
         self._stopping = False
         self._idle = True
         self._thread = threading.Thread(target=self._run, name="dedupe-buffer", daemon=True)
@@ -63,7 +64,7 @@ class DedupeBuffer:
     def on_status_updated(self, status: SyncStatus) -> None:
         with self._cond:
             if status is SyncStatus.IN_SYNC and self._keys_before_restart is not None:
-                for key in sorted(self._keys_before_restart - self._seen_since_restart):
+                for key in sorted_keys(self._keys_before_restart - self._seen_since_restart):
                     self._queue_update(Update(key, None, "", UpdateType.DELETED), track=False)
                 self._keys_before_restart = None
                 self._seen_since_restart = set()

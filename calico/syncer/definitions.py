@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from calico.datastore import Backend
 from calico.model import processors as p
-from calico.model.resources import resource_prefix
 from calico.syncer.api import SyncerCallbacks
 from calico.syncer.watchersyncer import ResourceType, WatcherSyncer
 
@@ -21,8 +20,7 @@ NODE_STATUS = "node-status"
 SYNCER_TYPES = (FELIX, BGP, TUNNEL_IP_ALLOCATION, NODE_STATUS)
 
 
-def _rt(kind: str, processor: p.Processor = p.resource_passthrough) -> ResourceType:
-    return ResourceType(kind, resource_prefix(kind), processor)
+_rt = ResourceType
 
 
 def felix_resource_types() -> list[ResourceType]:

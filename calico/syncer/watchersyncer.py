@@ -3,6 +3,10 @@
 One watcher thread per resource type feeds a single queue; one dispatcher thread owns all
 consumer-visible state, so callbacks are always called from one thread, in order.
 
+The datastore boundary is here: each cache parses the stored path into its ``ResourceKey`` and
+the stored text into JSON, hands both to the type's update processor, and from then on only
+typed ``Key`` objects and values travel (see design/syncer.md).
+
 Invariants (tested in tests/integration/syncer):
 - The first status is WaitForDatastore. A cache never sends keys while waiting: it reports
   ResyncInProgress first.
@@ -21,12 +25,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from calico.datastore import Backend, DatastoreError, EventType, KVPair
-from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType
+from calico.model import Key, ResourceKey, key_from_default_path
+from calico.model.processors import Processor, resource_passthrough
+from calico.model.resources import resource_prefix
+from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType, sorted_keys
 
 log = logging.getLogger(__name__)
 
@@ -36,23 +42,18 @@ MAX_RETRY_INTERVAL = 10.0
 WATCH_POLL = 0.2
 MAX_UPDATES_PER_CALL = 1000
 
-# Converts one datastore KV (key path, decoded JSON value or None on delete) into the v1 model
-# keys/values it stands for. Returning {} means "nothing for consumers". The cache diffs what a
-# source key produced last time, so processors never need to know about deletes.
-Processor = Callable[[str, Any], Mapping[str, Any]]
-
-
-def passthrough(key: str, value: Any) -> Mapping[str, Any]:
-    return {} if value is None else {key: value}
-
 
 @dataclass(frozen=True)
 class ResourceType:
-    """One watched slice of the datastore: a key prefix and how to turn its KVs into updates."""
+    """One watched v3 kind and the update processor that turns its resources into v1 keys and
+    values. The processor never sees deletes: the cache diffs what a source produced last."""
 
-    name: str
-    prefix: str
-    processor: Processor = passthrough
+    kind: str
+    processor: Processor = resource_passthrough
+
+    @property
+    def prefix(self) -> str:
+        return resource_prefix(self.kind)
 
 
 @dataclass
@@ -78,9 +79,9 @@ class _WatcherCache:
         self.backend = backend
         self.out = out
         self.stopping = stopping
-        # source key -> (revision, {v1 key: value})
-        self.sources: dict[str, tuple[int, dict[str, Any]]] = {}
-        self.thread = threading.Thread(target=self._run, name=f"syncer-{rtype.name}", daemon=True)
+        # source resource -> (revision, {v1 key: value})
+        self.sources: dict[ResourceKey, tuple[int, dict[Key, Any]]] = {}
+        self.thread = threading.Thread(target=self._run, name=f"syncer-{rtype.kind}", daemon=True)
         self._watch: Any = None
 
     def start(self) -> None:
@@ -93,21 +94,30 @@ class _WatcherCache:
 
     # -- conversion ----------------------------------------------------------------------------
 
-    def _convert(self, key: str, raw: str | None) -> dict[str, Any]:
+    def source_key(self, path: str) -> ResourceKey | None:
+        """The resource a stored path names (None, logged, for anything else under the
+        prefix: nothing but this kind's resources can be converted)."""
+        key = key_from_default_path(path)
+        if isinstance(key, ResourceKey) and key.kind == self.rtype.kind:
+            return key
+        log.warning("Ignoring %r: not a %s resource path", path, self.rtype.kind)
+        return None
+
+    def _convert(self, key: ResourceKey, raw: str | None) -> dict[Key, Any]:
         if raw is None:
             return {}
         try:
             value = json.loads(raw)
         except ValueError:
-            log.warning("Ignoring unparseable value key=%s", key)
+            log.warning("Ignoring unparseable value key=%s", key.default_path())
             return {}
         try:
             return dict(self.rtype.processor(key, value))
         except Exception as exc:  # a bad resource must not stop the syncer
-            log.warning("Failed to process key=%s: %s", key, exc)
+            log.warning("Failed to process key=%s: %s", key.default_path(), exc)
             return {}
 
-    def _apply(self, key: str, revision: int, raw: str | None) -> list[Update]:
+    def _apply(self, key: ResourceKey, revision: int, raw: str | None) -> list[Update]:
         """Record a source KV (raw None = deleted) and return the v1 updates it causes."""
         old_rev, old = self.sources.get(key, (None, {}))
         if raw is not None and old_rev == revision:
@@ -141,7 +151,7 @@ class _WatcherCache:
             try:
                 listed = self.backend.list(self.rtype.prefix)
             except DatastoreError as exc:
-                log.warning("Failed to list %s, retrying in %.1fs: %s", self.rtype.name, retry, exc)
+                log.warning("Failed to list %s, retrying in %.1fs: %s", self.rtype.kind, retry, exc)
                 if self.stopping.wait(retry):
                     return
                 retry = min(retry * 2, MAX_RETRY_INTERVAL)
@@ -158,8 +168,10 @@ class _WatcherCache:
         updates: list[Update] = []
         seen = set()
         for kv in kvs:
-            seen.add(kv.key)
-            updates.extend(self._apply(kv.key, kv.revision, kv.value))
+            if (key := self.source_key(kv.key)) is None:
+                continue
+            seen.add(key)
+            updates.extend(self._apply(key, kv.revision, kv.value))
         for key in [k for k in self.sources if k not in seen]:
             rev = self.sources[key][0]
             updates.extend(self._apply(key, rev, None))
@@ -169,7 +181,7 @@ class _WatcherCache:
         try:
             self._watch = self.backend.watch(self.rtype.prefix, revision)
         except DatastoreError as exc:
-            log.warning("Failed to watch %s: %s", self.rtype.name, exc)
+            log.warning("Failed to watch %s: %s", self.rtype.kind, exc)
             return
         watch = self._watch
         try:
@@ -178,12 +190,14 @@ class _WatcherCache:
                 if event is None:
                     continue
                 if event.type is EventType.ERROR:
-                    log.info("Watch of %s ended, resyncing: %s", self.rtype.name, event.error)
+                    log.info("Watch of %s ended, resyncing: %s", self.rtype.kind, event.error)
                     return
                 if event.type is EventType.BOOKMARK:
                     continue
+                if (key := self.source_key(event.key)) is None:
+                    continue
                 raw = None if event.type is EventType.DELETED else event.value
-                updates = self._apply(event.key, event.revision, raw)
+                updates = self._apply(key, event.revision, raw)
                 if updates:
                     self._send(updates=updates)
         finally:
@@ -206,7 +220,7 @@ class WatcherSyncer:
         ]
         self._statuses = [SyncStatus.WAIT_FOR_DATASTORE] * len(self._caches)
         self._status: SyncStatus | None = None
-        self._sent: dict[str, str] = {}  # v1 key -> revision, for stop()'s deletes
+        self._sent: dict[Key, str] = {}  # v1 key -> revision, for stop()'s deletes
         self._dispatcher = threading.Thread(target=self._dispatch, name="syncer", daemon=True)
 
     def start(self) -> None:
@@ -225,9 +239,8 @@ class WatcherSyncer:
         self._queue.put(_Msg(-1))
         self._dispatcher.join(timeout)
         if self._sent:
-            self._deliver(
-                [Update(k, None, rev, UpdateType.DELETED) for k, rev in sorted(self._sent.items())]
-            )
+            sent = self._sent
+            self._deliver([Update(k, None, sent[k], UpdateType.DELETED) for k in sorted_keys(sent)])
             self._sent.clear()
 
     @property

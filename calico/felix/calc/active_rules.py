@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from calico.model import HostEndpointKey, PolicyKey, WorkloadEndpointKey
+from calico.model import values as v1
 from calico.selector import SelectorParseError, parse
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,13 @@ log = logging.getLogger(__name__)
 ASSUME_NEEDED_HINT = "AssumeNeededOnEveryNode"
 
 EndpointKey = WorkloadEndpointKey | HostEndpointKey
+EndpointValue = v1.WorkloadEndpoint | v1.HostEndpoint
 
 
 class RuleScannerSink(Protocol):
-    def on_policy_active(self, key: PolicyKey, value: Mapping[str, Any]) -> None: ...
+    def on_policy_active(self, key: PolicyKey, value: v1.Policy) -> None: ...
     def on_policy_inactive(self, key: PolicyKey) -> None: ...
-    def on_profile_active(self, name: str, value: Mapping[str, Any] | None) -> None: ...
+    def on_profile_active(self, name: str, value: v1.ProfileRules | None) -> None: ...
     def on_profile_inactive(self, name: str) -> None: ...
 
 
@@ -57,8 +59,8 @@ class LabelIndex(Protocol):
 IndexFactory = Callable[[Callable[[Any, Any], None], Callable[[Any, Any], None]], LabelIndex]
 
 
-def _needed_everywhere(value: Mapping[str, Any]) -> bool:
-    return ASSUME_NEEDED_HINT in (value.get("performance_hints") or ())
+def _needed_everywhere(value: v1.Policy) -> bool:
+    return ASSUME_NEEDED_HINT in value.performance_hints
 
 
 class ActiveRulesCalculator:
@@ -69,13 +71,13 @@ class ActiveRulesCalculator:
         self._scanner = scanner
         self._index = index_factory(self._on_match_started, self._on_match_stopped)
         self._listeners: list[PolicyMatchListener] = []
-        self._policies: dict[PolicyKey, Mapping[str, Any]] = {}
+        self._policies: dict[PolicyKey, v1.Policy] = {}
         self._matches: dict[PolicyKey, set[EndpointKey]] = {}
         self._active_policies: set[PolicyKey] = set()
-        self._profile_rules: dict[str, Mapping[str, Any]] = {}
+        self._profile_rules: dict[str, v1.ProfileRules] = {}
         self._profile_labels: dict[str, Mapping[str, str]] = {}
         self._endpoint_profiles: dict[EndpointKey, tuple[str, ...]] = {}
-        self._endpoint_values: dict[EndpointKey, tuple[Any, Any]] = {}
+        self._endpoint_values: dict[EndpointKey, tuple[Mapping[str, str], tuple[str, ...]]] = {}
         self._profile_refs: dict[str, int] = {}
 
     def add_match_listener(self, listener: PolicyMatchListener) -> None:
@@ -91,9 +93,9 @@ class ActiveRulesCalculator:
     def active_profiles(self) -> frozenset[str]:
         return frozenset(self._profile_refs)
 
-    # -- dispatcher handlers ------------------------------------------------------------------
+    # -- fan-out handlers ------------------------------------------------------------------
 
-    def on_policy(self, key: PolicyKey, value: Mapping[str, Any] | None) -> None:
+    def on_policy(self, key: PolicyKey, value: v1.Policy | None) -> None:
         """Called for every policy update (all hosts' policies are relevant)."""
         old = self._policies.get(key)
         if value == old:
@@ -107,17 +109,17 @@ class ActiveRulesCalculator:
             self._sync_policy(key, resend=False)
             return
         try:
-            selector = parse(value.get("selector") or "")
+            selector = parse(value.selector)
         except SelectorParseError:
             log.warning("Policy %s has an unparsable selector; treating as deleted", key)
             self.on_policy(key, None)
             return
         self._policies[key] = value
-        if old is None or old.get("selector") != value.get("selector"):
+        if old is None or old.selector != value.selector:
             self._index.update_selector(key, selector)
         self._sync_policy(key, resend=was_active)
 
-    def on_profile_rules(self, name: str, value: Mapping[str, Any] | None) -> None:
+    def on_profile_rules(self, name: str, value: v1.ProfileRules | None) -> None:
         """Called for every ProfileRulesKey update; re-sends the rules if the profile is active."""
         if self._profile_rules.get(name) == value:
             return
@@ -139,8 +141,8 @@ class ActiveRulesCalculator:
             self._profile_labels[name] = labels
             self._index.update_parent_labels(name, labels)
 
-    def on_endpoint(self, key: EndpointKey, value: Mapping[str, Any] | None) -> None:
-        """Called for each *local* WEP/HEP update (the local dispatcher filters by hostname)."""
+    def on_endpoint(self, key: EndpointKey, value: EndpointValue | None) -> None:
+        """Called for each *local* WEP/HEP update (the local fan-out filters by hostname)."""
         if value is None:
             if key not in self._endpoint_values:
                 return
@@ -148,8 +150,7 @@ class ActiveRulesCalculator:
             self._index.delete_labels(key)
             self._set_profiles(key, ())
             return
-        labels = dict(value.get("labels") or {})
-        profiles = tuple(value.get("profile_ids") or ())
+        labels, profiles = value.labels, value.profile_ids
         if self._endpoint_values.get(key) == (labels, profiles):
             return
         self._endpoint_values[key] = (labels, profiles)

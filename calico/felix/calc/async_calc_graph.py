@@ -2,13 +2,13 @@
 
 Why: the syncer must never block on policy calculation, and every calc node assumes a single
 thread. The syncer hands over batches through a bounded queue (backpressure); the loop applies
-updates one at a time, then flushes — graph first (policy resolver), then the sequencer — at most
-once per token of a 10 ms / burst-10 bucket, so a storm of small batches coalesces into few
+updates one at a time to a :class:`~calico.felix.calc.pipeline.CalcPipeline`, then flushes it at
+most once per token of a 10 ms / burst-10 bucket, so a storm of small batches coalesces into few
 dataplane batches.
 
 Contracts:
-- ``InSync`` is sent to the sink exactly once, right after the first flush that follows the
-  syncer reporting in-sync: the dataplane then knows it has a complete picture.
+- ``InSync`` is sent exactly once, right after the first flush that follows the syncer
+  reporting in-sync (the pipeline's rule): the dataplane then knows it has a complete picture.
 - Health reporter ``CalculationGraph`` (live + ready, 30 s timeout): reported at start, on every
   status change, at least every 10 s while idle and between updates while busy. Ready only while
   the last status is in-sync. A graph stuck inside one update stops reporting and times out.
@@ -24,10 +24,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
 
+from calico.felix.calc.pipeline import CalcPipeline
 from calico.felix.calc.throttle import TokenBucket
-from calico.felix.messages import InSync, ToDataplane
 from calico.health import HealthAggregator
 from calico.syncer.api import SyncStatus, Update
 
@@ -40,20 +39,6 @@ _BUSY_REPORT_GAP = 1.0  # while applying a long batch, report at most once a sec
 _WAKE = object()
 
 
-class CalcGraph(Protocol):
-    """The dispatcher tree plus nodes; ``flush`` runs the policy resolver's deferred work."""
-
-    def on_update(self, update: Update) -> None: ...
-    def on_status(self, status: SyncStatus) -> None: ...
-    def flush(self) -> None: ...
-
-
-class Flushable(Protocol):
-    """The EventSequencer, as far as this loop is concerned."""
-
-    def flush(self) -> object: ...
-
-
 class CalcGraphFailed(RuntimeError):
     """The calculation-graph thread died; ``__cause__`` is the original exception."""
 
@@ -63,9 +48,7 @@ class AsyncCalcGraph:
 
     def __init__(
         self,
-        graph: CalcGraph,
-        sequencer: Flushable,
-        sink: Callable[[list[ToDataplane]], None],
+        pipeline: CalcPipeline,
         health: HealthAggregator | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -73,9 +56,7 @@ class AsyncCalcGraph:
         max_queued_batches: int = 100,
         max_wait: float = 1.0,
     ) -> None:
-        self._graph = graph
-        self._sequencer = sequencer
-        self._sink = sink
+        self._pipeline = pipeline
         self._health = health
         self._clock = clock
         self._throttle = throttle if throttle is not None else TokenBucket(clock=clock)
@@ -86,8 +67,6 @@ class AsyncCalcGraph:
         self._error: BaseException | None = None
         # Loop-thread state.
         self._status = SyncStatus.WAIT_FOR_DATASTORE
-        self._been_in_sync = False
-        self._sent_in_sync = False
         self._dirty = False
         self._last_health_report = float("-inf")
         if health is not None:
@@ -178,7 +157,7 @@ class AsyncCalcGraph:
         for update in updates:
             if self._stopping.is_set():
                 return
-            self._graph.on_update(update)
+            self._pipeline.on_update(update)
             self._dirty = True
             if self._clock() - self._last_health_report >= _BUSY_REPORT_GAP:
                 self._report_health()
@@ -186,22 +165,15 @@ class AsyncCalcGraph:
     def _apply_status(self, status: SyncStatus) -> None:
         log.info("Calculation graph: datastore status now %s", status.value)
         self._status = status
-        self._graph.on_status(status)
+        self._pipeline.on_status_updated(status)
         self._dirty = True
-        if status is SyncStatus.IN_SYNC:
-            self._been_in_sync = True
         self._report_health()
 
     def _maybe_flush(self) -> None:
         if not self._dirty or not self._throttle.try_take():
             return
-        self._graph.flush()
-        self._sequencer.flush()
+        self._pipeline.flush()
         self._dirty = False
-        if self._been_in_sync and not self._sent_in_sync:
-            log.info("Calculation graph in sync with the datastore; sending InSync")
-            self._sink([InSync()])
-            self._sent_in_sync = True
 
     def _report_health(self) -> None:
         self._last_health_report = self._clock()
@@ -217,7 +189,5 @@ __all__ = [
     "HEALTH_NAME",
     "HEALTH_TIMEOUT",
     "AsyncCalcGraph",
-    "CalcGraph",
     "CalcGraphFailed",
-    "Flushable",
 ]

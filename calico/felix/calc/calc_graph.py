@@ -1,25 +1,28 @@
-"""The calculation graph: syncer updates in, PipelineCallbacks calls out (design/felix-calc.md).
+"""The calculation graph: typed syncer updates in, PipelineCallbacks calls out
+(design/felix-calc.md).
 
 Wiring (upstream felix/calc/calc_graph.go)::
 
-    Update ─▶ key_from_default_path ─▶ ValidationFilter ─▶ all-updates Dispatcher
-      ├─ WEP/HEP ─▶ split by hostname ─▶ local Dispatcher ─▶ ActiveRulesCalculator, PolicyResolver
-      │                               └▶ remote Dispatcher (no consumers: lookup caches only)
+    Update(Key, value) ─▶ ValidationFilter ─▶ all-updates TypeFanout
+      ├─ WEP/HEP ─▶ split by hostname ─▶ local fan-out ─▶ ActiveRulesCalculator, PolicyResolver
+      │                               └▶ remote fan-out (no consumers: lookup caches only)
       ├─ WEP/HEP/NetworkSet/ProfileLabels ─▶ IP set index (all hosts: members are cluster-wide)
       ├─ Policy/ProfileRules/ProfileLabels ─▶ ARC ─▶ RuleScanner ─▶ callbacks (+ IP set index)
       ├─ Policy/Tier ─▶ PolicyResolver ◀─ matches from the ARC
+      ├─ WEP/Node ─▶ [StatsCollector] (cluster counts for the metrics)
       └─ ResourceKey, config, pools, ... ─▶ ProfileDecoder, ConfigBatcher, EncapsulationResolver,
                                             DataplanePassthru, [VXLANResolver], [L3RouteResolver]
                                             (L3RouteResolver also takes local WEPs)
 
-``flush()`` is the PolicyResolver's flush (the only node that batches); the EventSequencer is
-flushed after it by the driver (AsyncCalcGraph or :class:`SyncCalcPipeline`).
+``CalcGraph.flush()`` is the PolicyResolver's flush (the only node that batches).
+:class:`CalcPipeline` adds the EventSequencer and the one-shot InSync; AsyncCalcGraph runs a
+pipeline on its own thread.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Literal
 
 from calico.felix.calc.active_rules import ActiveRulesCalculator
@@ -27,13 +30,15 @@ from calico.felix.calc.async_calc_graph import AsyncCalcGraph
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.config_batcher import ConfigBatcher
 from calico.felix.calc.dataplane_passthru import DataplanePassthru
-from calico.felix.calc.dispatcher import Dispatcher
 from calico.felix.calc.encap_resolver import EncapsulationResolver
 from calico.felix.calc.event_sequencer import EventSequencer
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.calc.l3_route_resolver import L3RouteResolver
+from calico.felix.calc.pipeline import CalcPipeline
 from calico.felix.calc.policy_resolver import PolicyResolver
 from calico.felix.calc.profile_decoder import ProfileDecoder
 from calico.felix.calc.rule_scanner import RuleScanner
+from calico.felix.calc.stats_collector import StatsCollector, StatsSink
 from calico.felix.calc.validation_filter import ValidationFilter
 from calico.felix.calc.vxlan_resolver import VXLANResolver
 from calico.felix.labelindex import (
@@ -44,7 +49,7 @@ from calico.felix.labelindex import (
     SelectorIndex,
     host_cidrs,
 )
-from calico.felix.messages import InSync, ToDataplane
+from calico.felix.messages import ToDataplane
 from calico.model import (
     HostEndpointKey,
     NetworkSetKey,
@@ -53,34 +58,30 @@ from calico.model import (
     ProfileRulesKey,
     TierKey,
     WorkloadEndpointKey,
-    key_from_default_path,
 )
-from calico.model.escaping import InvalidKeyError
+from calico.model import values as v1
 from calico.syncer.api import SyncStatus, Update
 
 log = logging.getLogger(__name__)
 
 IndexKind = Literal["indexed", "linear"]
+IPSetMember = v1.WorkloadEndpoint | v1.HostEndpoint | v1.NetworkSet
 
 
-def named_ports(value: Mapping[str, Any]) -> tuple[NamedPort, ...]:
+def named_ports(value: IPSetMember) -> tuple[NamedPort, ...]:
     """An endpoint's named ports (unnamed HEP ports cannot be referenced by rules)."""
-    return tuple(
-        NamedPort(p["name"], str(p.get("protocol") or ""), int(p["port"]))
-        for p in value.get("ports") or ()
-        if p.get("name")
-    )
+    if isinstance(value, v1.NetworkSet):
+        return ()
+    return tuple(NamedPort(p.name, str(p.protocol or ""), p.port) for p in value.ports if p.name)
 
 
-def endpoint_nets(key: Any, value: Mapping[str, Any]) -> tuple[str, ...]:
+def endpoint_nets(value: IPSetMember) -> tuple[str, ...]:
     """The addresses an endpoint or network set contributes to selector IP sets."""
-    if isinstance(key, WorkloadEndpointKey):
-        return host_cidrs([*(value.get("ipv4_nets") or ()), *(value.get("ipv6_nets") or ())])
-    if isinstance(key, HostEndpointKey):
-        return host_cidrs(
-            [*(value.get("expected_ipv4_addrs") or ()), *(value.get("expected_ipv6_addrs") or ())]
-        )
-    return tuple(value.get("nets") or ())
+    if isinstance(value, v1.WorkloadEndpoint):
+        return host_cidrs([*value.ipv4_nets, *value.ipv6_nets])
+    if isinstance(value, v1.HostEndpoint):
+        return host_cidrs([*value.expected_ipv4_addrs, *value.expected_ipv6_addrs])
+    return value.nets
 
 
 class IPSetMemberFeed:
@@ -89,23 +90,19 @@ class IPSetMemberFeed:
     def __init__(self, index: Any) -> None:
         self._index = index
 
-    def on_item(self, key: Any, value: Mapping[str, Any] | None) -> None:
+    def on_item(self, key: Any, value: IPSetMember | None) -> None:
         if value is None:
             self._index.delete_endpoint_or_set(key)
             return
         self._index.update_endpoint_or_set(
-            key,
-            dict(value.get("labels") or {}),
-            endpoint_nets(key, value),
-            named_ports(value),
-            tuple(value.get("profile_ids") or ()),
+            key, value.labels, endpoint_nets(value), named_ports(value), value.profile_ids
         )
 
-    def on_profile_labels(self, key: ProfileLabelsKey, value: Mapping[str, str] | None) -> None:
+    def on_profile_labels(self, key: ProfileLabelsKey, value: v1.ProfileLabels | None) -> None:
         if value is None:
             self._index.delete_parent_labels(key.name)
         else:
-            self._index.update_parent_labels(key.name, value)
+            self._index.update_parent_labels(key.name, value.labels)
 
 
 def _index_classes(index: IndexKind) -> tuple[type, type]:
@@ -130,12 +127,13 @@ class CalcGraph:
         vxlan_enabled: bool | None = None,
         enable_vxlan_resolver: bool = False,
         route_source: str | None = None,
+        stats: StatsSink | None = None,
     ) -> None:
         self.hostname = hostname
         selector_index_cls, ipset_index_cls = _index_classes(index)
-        self.all_updates = Dispatcher()
-        self.local_endpoints = Dispatcher()
-        self.remote_endpoints = Dispatcher()
+        self.all_updates = TypeFanout()
+        self.local_endpoints = TypeFanout()
+        self.remote_endpoints = TypeFanout()
         self._filter = ValidationFilter(
             self.all_updates.on_update, workload_source_spoofing=workload_source_spoofing
         )
@@ -166,7 +164,8 @@ class CalcGraph:
             ProfileRulesKey, lambda k, v: self.active_rules.on_profile_rules(k.name, v)
         )
         self.all_updates.register(
-            ProfileLabelsKey, lambda k, v: self.active_rules.on_profile_labels(k.name, v)
+            ProfileLabelsKey,
+            lambda k, v: self.active_rules.on_profile_labels(k.name, v and v.labels),
         )
         for key_type in (WorkloadEndpointKey, HostEndpointKey):
             self.local_endpoints.register(key_type, self.active_rules.on_endpoint)
@@ -175,6 +174,8 @@ class CalcGraph:
         self._register_helper_nodes(
             callbacks, ipip_enabled, vxlan_enabled, enable_vxlan_resolver, route_source
         )
+        if stats is not None:
+            StatsCollector(stats).register(self.all_updates)
 
     def _register_helper_nodes(
         self,
@@ -203,18 +204,11 @@ class CalcGraph:
     # -- input --------------------------------------------------------------------------------
 
     def on_update(self, update: Update) -> None:
-        """Called for each syncer update; unknown or unparsable key paths are ignored."""
-        try:
-            key = key_from_default_path(update.key)
-        except (InvalidKeyError, ValueError):
-            key = None
-        if key is None:
-            log.debug("Ignoring update for unknown key %r", update.key)
-            return
-        self._filter.on_update(key, update.value)
+        """Called for each syncer update (typed key and value)."""
+        self._filter.on_update(update.key, update.value)
 
     def on_key_update(self, key: Any, value: Any) -> None:
-        """As :meth:`on_update` for an already-parsed key (tests, benchmarks)."""
+        """As :meth:`on_update`, without the Update wrapper (tests, benchmarks)."""
         self._filter.on_update(key, value)
 
     def on_status(self, status: SyncStatus) -> None:
@@ -235,34 +229,6 @@ class CalcGraph:
             self.remote_endpoints.on_update(key, value)
 
 
-class SyncCalcPipeline:
-    """A synchronous driver with AsyncCalcGraph's contract, for tests and benchmarks: the
-    caller decides when to ``flush()``; ``InSync`` follows the first flush after in-sync."""
-
-    def __init__(self, graph: CalcGraph, sequencer: Any, sink: Callable[[list[Any]], None]):
-        self.graph = graph
-        self.sequencer = sequencer
-        self._sink = sink
-        self._been_in_sync = False
-        self._sent_in_sync = False
-
-    def on_updates(self, updates: list[Update]) -> None:
-        for update in updates:
-            self.graph.on_update(update)
-
-    def on_status_updated(self, status: SyncStatus) -> None:
-        self.graph.on_status(status)
-        if status is SyncStatus.IN_SYNC:
-            self._been_in_sync = True
-
-    def flush(self) -> None:
-        self.graph.flush()
-        self.sequencer.flush()
-        if self._been_in_sync and not self._sent_in_sync:
-            self._sent_in_sync = True
-            self._sink([InSync()])
-
-
 def build_felix_calc_pipeline(
     hostname: str,
     sink: Callable[[list[ToDataplane]], None],
@@ -273,9 +239,11 @@ def build_felix_calc_pipeline(
     **graph_options: Any,
 ) -> Any:
     """Graph + EventSequencer + driver. Returns an (unstarted) ``AsyncCalcGraph`` implementing
-    SyncerCallbacks, or a :class:`SyncCalcPipeline` when ``synchronous``."""
+    SyncerCallbacks, or the :class:`CalcPipeline` itself when ``synchronous`` (the caller
+    decides when to flush: tests, benchmarks)."""
     sequencer = EventSequencer(sink)
     graph = CalcGraph(hostname, sequencer, index=index, **graph_options)
+    pipeline = CalcPipeline(graph, sequencer, sink)
     if synchronous:
-        return SyncCalcPipeline(graph, sequencer, sink)
-    return AsyncCalcGraph(graph, sequencer, sink, health)
+        return pipeline
+    return AsyncCalcGraph(pipeline, health)

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from calico.api import APIError, parse_resource
 from calico.api.felixconfig import FelixConfiguration
 from calico.felix.calc.callbacks import PipelineCallbacks
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.model import GlobalConfigKey, HostConfigKey, ReadyFlagKey, ResourceKey
 from calico.model.processors.confignames import spec_params
 from calico.selector import Selector, SelectorParseError, parse
@@ -29,14 +28,9 @@ class ScopedConfig:
     params: Mapping[str, str]
 
 
-def scoped_config(name: str, value: Any) -> ScopedConfig | None:
-    """Parse a passed-through FelixConfiguration; None if it is invalid (ignored)."""
-    try:
-        res = parse_resource(dict(value), source=f"FelixConfiguration {name}")
-    except (APIError, TypeError, ValueError):
-        return None
-    if not isinstance(res, FelixConfiguration):
-        return None
+def scoped_config(name: str, res: FelixConfiguration) -> ScopedConfig | None:
+    """The selector and parameters of a passed-through FelixConfiguration; None if its
+    selector does not parse (the config is then ignored)."""
     selector = None
     if res.spec.node_selector:
         try:
@@ -44,7 +38,7 @@ def scoped_config(name: str, value: Any) -> ScopedConfig | None:
         except SelectorParseError:
             return None
     params = spec_params(res.spec)
-    created = str(value.get("metadata", {}).get("creationTimestamp") or "")
+    created = res.metadata.creation_timestamp or ""
     return ScopedConfig((created, name), selector, params)
 
 
@@ -76,22 +70,22 @@ class ConfigBatcher:
         self._dirty = True
         self._sent: tuple[dict[str, str], dict[str, str], dict[str, str]] | None = None
 
-    def register(self, dispatcher: Dispatcher) -> None:
-        dispatcher.register(GlobalConfigKey, self.on_global)
-        dispatcher.register(HostConfigKey, self.on_host)
-        dispatcher.register(ReadyFlagKey, self.on_ready_flag)
-        dispatcher.register(ResourceKey, self.on_resource)
-        dispatcher.register_status_handler(self.on_status)
+    def register(self, fanout: TypeFanout) -> None:
+        fanout.register(GlobalConfigKey, self.on_global)
+        fanout.register(HostConfigKey, self.on_host)
+        fanout.register(ReadyFlagKey, self.on_ready_flag)
+        fanout.register(ResourceKey, self.on_resource)
+        fanout.register_status_handler(self.on_status)
 
-    def on_global(self, key: GlobalConfigKey, value: Any) -> None:
+    def on_global(self, key: GlobalConfigKey, value: str | None) -> None:
         self._set(self._global, key.name, value)
 
-    def on_host(self, key: HostConfigKey, value: Any) -> None:
+    def on_host(self, key: HostConfigKey, value: str | None) -> None:
         # Other hosts' keys are ignored but not filtered out: the VXLAN resolver needs them.
         if key.hostname == self._hostname:
             self._set(self._host, key.name, value)
 
-    def on_ready_flag(self, key: ReadyFlagKey, value: Any) -> None:
+    def on_ready_flag(self, key: ReadyFlagKey, value: bool | None) -> None:
         ready = value is True
         if ready != self._ready:
             self._ready = ready
@@ -101,7 +95,7 @@ class ConfigBatcher:
 
     def on_resource(self, key: ResourceKey, value: Any) -> None:
         if key.kind == "FelixConfiguration" and _is_scoped_name(key.name):
-            cfg = scoped_config(key.name, value) if value is not None else None
+            cfg = scoped_config(key.name, value) if isinstance(value, FelixConfiguration) else None
             if cfg is None:
                 self._dirty |= self._scoped.pop(key.name, None) is not None
             elif cfg != self._scoped.get(key.name):
@@ -110,7 +104,7 @@ class ConfigBatcher:
         elif key.kind == "Node" and key.name == self._hostname:
             labels = None
             if value is not None:
-                labels = dict((value.get("metadata") or {}).get("labels") or {})
+                labels = dict(value.metadata.labels or {})
             if labels != self._node_labels:
                 self._node_labels = labels
                 self._dirty = True
@@ -135,11 +129,11 @@ class ConfigBatcher:
                     merged.setdefault(name, text)
         return merged
 
-    def _set(self, target: dict[str, str], name: str, value: Any) -> None:
+    def _set(self, target: dict[str, str], name: str, value: str | None) -> None:
         if value is None:
             self._dirty |= target.pop(name, None) is not None
-        elif target.get(name) != str(value):
-            target[name] = str(value)
+        elif target.get(name) != value:
+            target[name] = value
             self._dirty = True
         self._maybe_send()
 

@@ -8,12 +8,13 @@ L3 route and VXLAN resolvers so host metadata, route next hops and VTEP parents 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from calico.api.bgp import BGPConfiguration
+from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import (
     GlobalBGPConfigUpdate,
     HostMetadataV4V6Update,
@@ -22,6 +23,7 @@ from calico.felix.messages import (
     WireguardEndpointV6Update,
 )
 from calico.model import IPPoolKey, ResourceKey, WireguardKey
+from calico.model import values as v1
 
 Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 
@@ -38,8 +40,8 @@ class NodeAddresses:
     others: tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...] = ()
 
 
-def _interface(text: Any) -> Interface | None:
-    if not isinstance(text, str) or not text:
+def _interface(text: str | None) -> Interface | None:
+    if not text:
         return None
     try:
         return ipaddress.ip_interface(text)
@@ -47,27 +49,17 @@ def _interface(text: Any) -> Interface | None:
         return None
 
 
-def _spec(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = node.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _listed(spec: Mapping[str, Any]) -> list[tuple[str, Interface]]:
-    out = []
-    for entry in spec.get("addresses") or ():
-        if isinstance(entry, Mapping) and (iface := _interface(entry.get("address"))):
-            out.append((str(entry.get("type") or ""), iface))
-    return out
-
-
-def node_addresses(node: Mapping[str, Any]) -> NodeAddresses:
+def node_addresses(node: Node) -> NodeAddresses:
     """The BGP addresses when the node has any; otherwise the first InternalIP (then
     ExternalIP) of each family from ``spec.addresses`` (BGP-less clusters, e.g. VXLAN-only)."""
-    spec = _spec(node)
-    listed = _listed(spec)
-    bgp = spec.get("bgp") if isinstance(spec.get("bgp"), Mapping) else {}
-    v4 = _interface(bgp.get("ipv4Address"))
-    v6 = _interface(bgp.get("ipv6Address"))
+    spec = node.spec
+    listed = [
+        (entry.type or "", iface)
+        for entry in spec.addresses or ()
+        if (iface := _interface(entry.address)) is not None
+    ]
+    v4 = _interface(spec.bgp.ipv4_address) if spec.bgp else None
+    v6 = _interface(spec.bgp.ipv6_address) if spec.bgp else None
     if v4 is None and v6 is None:
         for wanted in ("InternalIP", "ExternalIP"):
             for kind, iface in listed:
@@ -89,45 +81,42 @@ def pool_id(key: IPPoolKey) -> str:
     return str(key.cidr).replace("/", "-")
 
 
-def ipam_pool(value: Mapping[str, Any]) -> IPAMPool:
+def ipam_pool(value: v1.IPPool) -> IPAMPool:
     return IPAMPool(
-        cidr=str(value.get("cidr", "")),
-        masquerade=bool(value.get("masquerade", False)),
-        ipip_mode=ENCAP_V3.get(str(value.get("ipip_mode") or ""), "Never"),
-        vxlan_mode=ENCAP_V3.get(str(value.get("vxlan_mode") or ""), "Never"),
+        cidr=value.cidr,
+        masquerade=value.masquerade,
+        ipip_mode=ENCAP_V3.get(value.ipip_mode, "Never"),
+        vxlan_mode=ENCAP_V3.get(value.vxlan_mode, "Never"),
     )
 
 
-def host_metadata(name: str, node: Mapping[str, Any]) -> HostMetadataV4V6Update:
+def host_metadata(name: str, node: Node) -> HostMetadataV4V6Update:
     addrs = node_addresses(node)
-    bgp = _spec(node).get("bgp")
-    asn = bgp.get("asNumber") if isinstance(bgp, Mapping) else None
-    meta = node.get("metadata")
-    labels = (meta.get("labels") if isinstance(meta, Mapping) else None) or {}
+    bgp = node.spec.bgp
+    asn = bgp.as_number if bgp is not None else None
+    labels = node.metadata.labels or {}
     return HostMetadataV4V6Update(
         hostname=name,
         ipv4_addr=str(addrs.v4.ip) if addrs.v4 else "",
         ipv6_addr=str(addrs.v6.ip) if addrs.v6 else "",
         asnumber=str(asn) if asn not in (None, "") else "",
-        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        labels=tuple(sorted(labels.items())),
     )
 
 
-def _cidrs(spec: Mapping[str, Any], field: str) -> tuple[str, ...]:
-    return tuple(
-        str(item["cidr"])
-        for item in spec.get(field) or ()
-        if isinstance(item, Mapping) and item.get("cidr")
-    )
+def _cidrs(entries: list[Any] | None) -> tuple[str, ...]:
+    return tuple(entry.cidr for entry in entries or () if entry.cidr)
 
 
-def global_bgp_config(value: Mapping[str, Any] | None) -> GlobalBGPConfigUpdate:
+def global_bgp_config(value: BGPConfiguration | None) -> GlobalBGPConfigUpdate:
     """A deleted ``default`` BGPConfiguration advertises no service CIDRs."""
-    spec = _spec(value) if value else {}
+    if value is None:
+        return GlobalBGPConfigUpdate()
+    spec = value.spec
     return GlobalBGPConfigUpdate(
-        service_cluster_cidrs=_cidrs(spec, "serviceClusterIPs"),
-        service_external_cidrs=_cidrs(spec, "serviceExternalIPs"),
-        service_loadbalancer_cidrs=_cidrs(spec, "serviceLoadBalancerIPs"),
+        service_cluster_cidrs=_cidrs(spec.service_cluster_ips),
+        service_external_cidrs=_cidrs(spec.service_external_ips),
+        service_loadbalancer_cidrs=_cidrs(spec.service_load_balancer_ips),
     )
 
 
@@ -148,12 +137,12 @@ class DataplanePassthru:
         self._wg_v6: dict[str, WireguardEndpointV6Update] = {}
         self._bgp: GlobalBGPConfigUpdate | None = None
 
-    def register(self, dispatcher: Dispatcher) -> None:
-        dispatcher.register(IPPoolKey, self.on_pool)
-        dispatcher.register(WireguardKey, self.on_wireguard)
-        dispatcher.register(ResourceKey, self.on_resource)
+    def register(self, fanout: TypeFanout) -> None:
+        fanout.register(IPPoolKey, self.on_pool)
+        fanout.register(WireguardKey, self.on_wireguard)
+        fanout.register(ResourceKey, self.on_resource)
 
-    def on_pool(self, key: IPPoolKey, value: Any) -> None:
+    def on_pool(self, key: IPPoolKey, value: v1.IPPool | None) -> None:
         pid = pool_id(key)
         if value is None:
             if self._pools.pop(pid, None) is not None:
@@ -164,19 +153,17 @@ class DataplanePassthru:
             self._pools[pid] = pool
             self._cb.on_ip_pool_update(pid, pool)
 
-    def on_wireguard(self, key: WireguardKey, value: Any) -> None:
+    def on_wireguard(self, key: WireguardKey, value: v1.Wireguard | None) -> None:
         """An endpoint exists per family once the node has published that family's public
         key; losing the key (or the node) withdraws it."""
-        node, value = key.node_name, value or {}
+        node, value = key.node_name, value or v1.Wireguard()
         v4 = None
-        if value.get("publicKey"):
-            v4 = WireguardEndpointUpdate(
-                node, str(value["publicKey"]), str(value.get("interfaceIPv4Addr") or "")
-            )
+        if value.public_key:
+            v4 = WireguardEndpointUpdate(node, value.public_key, value.interface_ipv4_addr or "")
         v6 = None
-        if value.get("publicKeyV6"):
+        if value.public_key_v6:
             v6 = WireguardEndpointV6Update(
-                node, str(value["publicKeyV6"]), str(value.get("interfaceIPv6Addr") or "")
+                node, value.public_key_v6, value.interface_ipv6_addr or ""
             )
         if v4 != self._wg_v4.get(node):
             if v4 is None:

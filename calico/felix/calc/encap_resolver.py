@@ -5,12 +5,12 @@ restarts on a difference, so nothing is sent before the pool picture is complete
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 
 from calico.felix.calc.callbacks import PipelineCallbacks
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import Encapsulation
 from calico.model import IPPoolKey
+from calico.model.values import IPPool
 from calico.syncer.api import SyncStatus
 
 _OFF = ("", "never")
@@ -41,18 +41,18 @@ class EncapsulationResolver:
         self._in_sync = False
         self._sent: Encapsulation | None = None
 
-    def register(self, dispatcher: Dispatcher) -> None:
-        dispatcher.register(IPPoolKey, self.on_pool)
-        dispatcher.register_status_handler(self.on_status)
+    def register(self, fanout: TypeFanout) -> None:
+        fanout.register(IPPoolKey, self.on_pool)
+        fanout.register_status_handler(self.on_status)
 
-    def on_pool(self, key: IPPoolKey, value: Any) -> None:
+    def on_pool(self, key: IPPoolKey, value: IPPool | None) -> None:
         for pools in (self._ipip, self._vxlan_v4, self._vxlan_v6):
             pools.discard(key)
         if value is not None:
             v4 = isinstance(key.cidr, ipaddress.IPv4Network)
-            if v4 and str(value.get("ipip_mode") or "") not in _OFF:
+            if v4 and value.ipip_mode not in _OFF:
                 self._ipip.add(key)  # IPIP is IPv4-only (validation rejects it on v6 pools)
-            if str(value.get("vxlan_mode") or "") not in _OFF:
+            if value.vxlan_mode not in _OFF:
                 (self._vxlan_v4 if v4 else self._vxlan_v6).add(key)
         self._maybe_send()
 

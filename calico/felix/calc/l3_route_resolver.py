@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.dataplane_passthru import node_addresses
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import IPPoolType, RouteType, RouteUpdate
 from calico.model import BlockKey, IPPoolKey, ResourceKey, WorkloadEndpointKey
+from calico.model import values as v1
 
 #: (IP version, network address as int, prefix length): cheap to mask, hash and sort.
 Cidr = tuple[int, int, int]
@@ -76,10 +78,9 @@ class PoolInfo:
     cross_subnet: bool
 
 
-def pool_info(value: Mapping[str, Any]) -> PoolInfo:
+def pool_info(value: v1.IPPool) -> PoolInfo:
     """VXLAN wins over IPIP when a pool (wrongly) has both; no encap -> NO_ENCAP."""
-    ipip = str(value.get("ipip_mode") or "")
-    vxlan = str(value.get("vxlan_mode") or "")
+    ipip, vxlan = value.ipip_mode, value.vxlan_mode
     if vxlan not in _OFF:
         kind = IPPoolType.VXLAN
     elif ipip not in _OFF:
@@ -87,7 +88,7 @@ def pool_info(value: Mapping[str, Any]) -> PoolInfo:
     else:
         kind = IPPoolType.NO_ENCAP
     cross = "cross-subnet" in (ipip, vxlan)
-    return PoolInfo(kind, bool(value.get("masquerade")), cross)
+    return PoolInfo(kind, value.masquerade, cross)
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,8 @@ class NodeInfo:
         return str(iface.ip) if iface else ""
 
 
-def _opt_cidr(value: Any) -> Cidr | None:
-    if not isinstance(value, str) or not value:
+def _opt_cidr(value: str | None) -> Cidr | None:
+    if not value:
         return None
     try:
         return to_cidr(ipaddress.ip_interface(value).ip)
@@ -113,44 +114,42 @@ def _opt_cidr(value: Any) -> Cidr | None:
         return None
 
 
-def node_info(node: Mapping[str, Any]) -> NodeInfo | None:
+def node_info(node: Node) -> NodeInfo | None:
     """None for a node without any usable address (it then contributes nothing)."""
     addrs = node_addresses(node)
     if addrs.v4 is None and addrs.v6 is None:
         return None
     hosts = {to_cidr(a.ip) for a in (addrs.v4, addrs.v6) if a is not None}
     hosts.update(to_cidr(ip) for ip in addrs.others)
-    spec = node.get("spec") or {}
-    bgp = spec.get("bgp") or {}
-    wg = spec.get("wireguard") or {}
+    spec, bgp, wg = node.spec, node.spec.bgp, node.spec.wireguard
     tunnels = {
         (cidr, kind)
         for text, kind in (
-            (bgp.get("ipv4IPIPTunnelAddr"), RefType.IPIP),
-            (spec.get("ipv4VXLANTunnelAddr"), RefType.VXLAN),
-            (spec.get("ipv6VXLANTunnelAddr"), RefType.VXLAN),
-            (wg.get("interfaceIPv4Address"), RefType.WIREGUARD),
-            (wg.get("interfaceIPv6Address"), RefType.WIREGUARD),
+            (bgp.ipv4_ipip_tunnel_addr if bgp else None, RefType.IPIP),
+            (spec.ipv4_vxlan_tunnel_addr, RefType.VXLAN),
+            (spec.ipv6_vxlan_tunnel_addr, RefType.VXLAN),
+            (wg.interface_ipv4_address if wg else None, RefType.WIREGUARD),
+            (wg.interface_ipv6_address if wg else None, RefType.WIREGUARD),
         )
         if (cidr := _opt_cidr(text)) is not None
     }
     return NodeInfo(addrs.v4, addrs.v6, frozenset(hosts), frozenset(tunnels))
 
 
-def block_routes(value: Mapping[str, Any]) -> dict[Cidr, tuple[str, bool]]:
+def block_routes(value: v1.AllocationBlock) -> dict[Cidr, tuple[str, bool]]:
     """``{cidr: (node, borrowed)}``: the block itself via its affine host (if any), and each
     IP allocated by a different node (``secondary.node`` attribute) via that node - borrowed
     when the block belongs to someone else. Allocations with no recorded node get no route."""
     out: dict[Cidr, tuple[str, bool]] = {}
-    block = to_cidr(value["cidr"])
-    affinity = str(value.get("affinity") or "")
+    block = to_cidr(value.cidr)
+    affinity = value.affinity or ""
     host = affinity[len("host:") :] if affinity.startswith("host:") else ""
-    attrs = value.get("attributes") or []
-    net = ipaddress.ip_network(value["cidr"], strict=False)
-    for ordinal, attr_index in enumerate(value.get("allocations") or []):
+    attrs = value.attributes
+    net = ipaddress.ip_network(value.cidr, strict=False)
+    for ordinal, attr_index in enumerate(value.allocations):
         if attr_index is None or not 0 <= attr_index < len(attrs):
             continue
-        node = str(((attrs[attr_index] or {}).get("secondary") or {}).get("node") or "")
+        node = attrs[attr_index].secondary.get("node") or ""
         if node and node != host:
             ip = net.network_address + ordinal
             out[to_cidr(ip)] = (node, bool(host))
@@ -159,9 +158,8 @@ def block_routes(value: Mapping[str, Any]) -> dict[Cidr, tuple[str, bool]]:
     return out
 
 
-def wep_cidrs(value: Mapping[str, Any]) -> frozenset[Cidr]:
-    nets = list(value.get("ipv4_nets") or []) + list(value.get("ipv6_nets") or [])
-    return frozenset(to_cidr(n) for n in nets)
+def wep_cidrs(value: v1.WorkloadEndpoint) -> frozenset[Cidr]:
+    return frozenset(to_cidr(n) for n in (*value.ipv4_nets, *value.ipv6_nets))
 
 
 # --- per-CIDR facts and the route they make -------------------------------------------------
@@ -266,25 +264,25 @@ class L3RouteResolver:
         self._sent_by_node: dict[str, set[Cidr]] = {}
         self._dirty: set[Cidr] = set()
 
-    def register(self, dispatcher: Dispatcher, local_dispatcher: Dispatcher | None = None) -> None:
-        """``local_dispatcher`` (local endpoints only), if given, takes the WEP handler in
+    def register(self, fanout: TypeFanout, local_fanout: TypeFanout | None = None) -> None:
+        """``local_fanout`` (local endpoints only), if given, takes the WEP handler in
         CalicoIPAM mode; the handler filters on hostname itself either way."""
-        dispatcher.register(ResourceKey, self.on_resource)
-        dispatcher.register(IPPoolKey, self.on_pool)
+        fanout.register(ResourceKey, self.on_resource)
+        fanout.register(IPPoolKey, self.on_pool)
         if self._route_source == "WorkloadIPs":
-            dispatcher.register(WorkloadEndpointKey, self.on_workload)
+            fanout.register(WorkloadEndpointKey, self.on_workload)
         else:
-            dispatcher.register(BlockKey, self.on_block)
-            (local_dispatcher or dispatcher).register(WorkloadEndpointKey, self.on_workload)
+            fanout.register(BlockKey, self.on_block)
+            (local_fanout or fanout).register(WorkloadEndpointKey, self.on_workload)
 
     # -- handlers ---------------------------------------------------------------------------
 
-    def on_pool(self, key: IPPoolKey, value: Any) -> None:
+    def on_pool(self, key: IPPoolKey, value: v1.IPPool | None) -> None:
         info = pool_info(value) if value is not None else None
         self._change(to_cidr(key.cidr), lambda e: setattr(e, "pool", info))
         self._flush()
 
-    def on_block(self, key: BlockKey, value: Any) -> None:
+    def on_block(self, key: BlockKey, value: v1.AllocationBlock | None) -> None:
         src = to_cidr(key.cidr)
         old = self._blocks.pop(src, {})
         new = block_routes(value) if value is not None else {}
@@ -297,7 +295,7 @@ class L3RouteResolver:
                 self._change(cidr, lambda e, r=route: e.blocks.__setitem__(src, r))
         self._flush()
 
-    def on_workload(self, key: WorkloadEndpointKey, value: Any) -> None:
+    def on_workload(self, key: WorkloadEndpointKey, value: v1.WorkloadEndpoint | None) -> None:
         if self._route_source == "CalicoIPAM" and key.hostname != self._me:
             return
         old = self._weps.pop(key, frozenset())
@@ -308,7 +306,7 @@ class L3RouteResolver:
         self._change_refs(new - old, old - new, ref)
         self._flush()
 
-    def on_resource(self, key: ResourceKey, value: Any) -> None:
+    def on_resource(self, key: ResourceKey, value: Node | None) -> None:
         if key.kind != "Node":
             return
         name = key.name

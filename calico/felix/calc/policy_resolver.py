@@ -21,7 +21,6 @@ policies an end-of-tier drop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from calico.felix.calc.policy_sorter import PolicySorter, Tier, policy_meta
@@ -36,9 +35,11 @@ from calico.felix.messages import (
     WorkloadEndpointID,
 )
 from calico.model import HostEndpointKey, PolicyKey, TierKey, WorkloadEndpointKey
+from calico.model import values as v1
 from calico.syncer.api import SyncStatus
 
 EndpointKey = WorkloadEndpointKey | HostEndpointKey
+EndpointValue = v1.WorkloadEndpoint | v1.HostEndpoint
 
 
 class EndpointCallbacks(Protocol):
@@ -58,47 +59,43 @@ def hep_id(key: HostEndpointKey) -> HostEndpointID:
     return HostEndpointID(key.endpoint_id)
 
 
-def _tup(value: Any) -> tuple[str, ...]:
-    return tuple(value or ())
+def _nats(nats: tuple[v1.IPNAT, ...]) -> tuple[NatInfo, ...]:
+    return tuple(NatInfo(ext_ip=n.ext_ip, int_ip=n.int_ip) for n in nats)
 
 
-def _nats(value: Any) -> tuple[NatInfo, ...]:
-    return tuple(NatInfo(ext_ip=n["ext_ip"], int_ip=n["int_ip"]) for n in value or ())
-
-
-def workload_message(value: Mapping[str, Any], tiers: tuple[TierInfo, ...]) -> WorkloadEndpoint:
+def workload_message(value: v1.WorkloadEndpoint, tiers: tuple[TierInfo, ...]) -> WorkloadEndpoint:
     """A v1 workload endpoint plus its tiers as the dataplane message."""
     return WorkloadEndpoint(
-        state=value.get("state") or "active",
-        name=value.get("name") or "",
-        mac=value.get("mac") or "",
-        profile_ids=_tup(value.get("profile_ids")),
-        ipv4_nets=_tup(value.get("ipv4_nets")),
-        ipv6_nets=_tup(value.get("ipv6_nets")),
+        state=value.state or "active",
+        name=value.name,
+        mac=value.mac or "",
+        profile_ids=value.profile_ids,
+        ipv4_nets=value.ipv4_nets,
+        ipv6_nets=value.ipv6_nets,
         tiers=tiers,
-        ipv4_nat=_nats(value.get("ipv4_nat")),
-        ipv6_nat=_nats(value.get("ipv6_nat")),
-        allow_spoofed_source_prefixes=_tup(value.get("allow_spoofed_source_ips")),
-        annotations=tuple(sorted((value.get("annotations") or {}).items())),
+        ipv4_nat=_nats(value.ipv4_nat),
+        ipv6_nat=_nats(value.ipv6_nat),
+        allow_spoofed_source_prefixes=value.allow_spoofed_source_ips,
+        annotations=tuple(sorted(value.annotations.items())),
     )
 
 
 def host_message(
-    value: Mapping[str, Any],
+    value: v1.HostEndpoint,
     tiers: tuple[TierInfo, ...],
     untracked: tuple[TierInfo, ...],
     pre_dnat: tuple[TierInfo, ...],
     forward: tuple[TierInfo, ...],
 ) -> HostEndpoint:
     return HostEndpoint(
-        name=value.get("name") or "",
-        profile_ids=_tup(value.get("profile_ids")),
+        name=value.name,
+        profile_ids=value.profile_ids,
         tiers=tiers,
         untracked_tiers=untracked,
         pre_dnat_tiers=pre_dnat,
         forward_tiers=forward,
-        expected_ipv4_addrs=_tup(value.get("expected_ipv4_addrs")),
-        expected_ipv6_addrs=_tup(value.get("expected_ipv6_addrs")),
+        expected_ipv4_addrs=value.expected_ipv4_addrs,
+        expected_ipv6_addrs=value.expected_ipv6_addrs,
     )
 
 
@@ -156,7 +153,7 @@ class PolicyResolver:
     def __init__(self, callbacks: EndpointCallbacks) -> None:
         self._callbacks = callbacks
         self._sorter = PolicySorter()
-        self._endpoints: dict[EndpointKey, Mapping[str, Any]] = {}
+        self._endpoints: dict[EndpointKey, EndpointValue] = {}
         self._policies_by_endpoint: dict[EndpointKey, set[PolicyKey]] = {}
         self._endpoints_by_policy: dict[PolicyKey, set[EndpointKey]] = {}
         self._dirty: set[EndpointKey] = set()
@@ -166,19 +163,19 @@ class PolicyResolver:
     def sorter(self) -> PolicySorter:
         return self._sorter
 
-    # -- dispatcher handlers ----------------------------------------------------------------
+    # -- fan-out handlers ----------------------------------------------------------------
 
-    def on_policy(self, key: PolicyKey, value: Mapping[str, Any] | None) -> None:
+    def on_policy(self, key: PolicyKey, value: v1.Policy | None) -> None:
         meta = None if value is None else policy_meta(key, value)
         if self._sorter.on_policy(key, meta):
             self._dirty.update(self._endpoints_by_policy.get(key, ()))
 
-    def on_tier(self, key: TierKey, value: Mapping[str, Any] | None) -> None:
+    def on_tier(self, key: TierKey, value: v1.Tier | None) -> None:
         if self._sorter.on_tier(key.name, value):
             for pkey in self._sorter.policies_in_tier(key.name):
                 self._dirty.update(self._endpoints_by_policy.get(pkey, ()))
 
-    def on_endpoint(self, key: EndpointKey, value: Mapping[str, Any] | None) -> None:
+    def on_endpoint(self, key: EndpointKey, value: EndpointValue | None) -> None:
         """Called for each local endpoint update."""
         if value is None:
             if self._endpoints.pop(key, None) is not None:
@@ -216,7 +213,7 @@ class PolicyResolver:
     def _emit(self, key: EndpointKey) -> None:
         value = self._endpoints.get(key)
         if isinstance(key, WorkloadEndpointKey):
-            if value is None:
+            if not isinstance(value, v1.WorkloadEndpoint):
                 self._callbacks.on_workload_endpoint_update(wep_id(key), None)
                 return
             normal, _u, _p, _f = self._tiers_for(key)
@@ -224,7 +221,7 @@ class PolicyResolver:
                 wep_id(key), workload_message(value, normal)
             )
         else:
-            if value is None:
+            if not isinstance(value, v1.HostEndpoint):
                 self._callbacks.on_host_endpoint_update(hep_id(key), None)
                 return
             normal, untracked, pre_dnat, forward = self._tiers_for(key)

@@ -12,12 +12,11 @@ Deny); an invalid tier disappears once its last policy goes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from calico.felix.calc.rule_scanner import is_staged
 from calico.model import PolicyKey
+from calico.model import values as v1
 
 DEFAULT_TIER = "default"
 
@@ -36,18 +35,17 @@ class PolicyMeta:
     staged: bool = False
 
 
-def policy_meta(key: PolicyKey, value: Mapping[str, Any]) -> PolicyMeta:
+def policy_meta(key: PolicyKey, value: v1.Policy) -> PolicyMeta:
     """Extract the sort/split metadata; an empty ``types`` means ingress and egress."""
-    types = [str(t).lower() for t in value.get("types") or ()]
-    order = value.get("order")
+    types = [t.lower() for t in value.types]
     return PolicyMeta(
-        tier=value.get("tier") or DEFAULT_TIER,
-        order=math.inf if order is None else float(order),
+        tier=value.tier or DEFAULT_TIER,
+        order=math.inf if value.order is None else value.order,
         ingress=not types or "ingress" in types,
         egress=not types or "egress" in types,
-        untracked=bool(value.get("untracked")),
-        pre_dnat=bool(value.get("pre_dnat")),
-        apply_on_forward=bool(value.get("apply_on_forward")),
+        untracked=value.untracked,
+        pre_dnat=value.pre_dnat,
+        apply_on_forward=value.apply_on_forward,
         staged=is_staged(key.kind),
     )
 
@@ -76,7 +74,7 @@ class PolicySorter:
         self._tier_of: dict[PolicyKey, str] = {}
         self._rank: dict[str, int] | None = None
 
-    def on_tier(self, name: str, value: Mapping[str, Any] | None) -> bool:
+    def on_tier(self, name: str, value: v1.Tier | None) -> bool:
         """Called for TierKey updates; returns True if ordering or default action changed."""
         tier = self._tiers.get(name)
         if value is None:
@@ -87,8 +85,8 @@ class PolicySorter:
                 del self._tiers[name]
             self._rank = None
             return True
-        order = value.get("order")
-        new = (True, None if order is None else float(order), _action(value))
+        action = "Pass" if value.default_action == "Pass" else "Deny"
+        new = (True, value.order, action)
         if tier is None:
             tier = self._tiers[name] = Tier(name)
         elif (tier.valid, tier.order, tier.default_action) == new:
@@ -156,7 +154,3 @@ class PolicySorter:
                 out.append((tier, []))
             out[-1][1].append(key)
         return out
-
-
-def _action(value: Mapping[str, Any]) -> str:
-    return "Pass" if value.get("defaultAction") == "Pass" else "Deny"

@@ -5,11 +5,9 @@ dataplane wants them back as namespace / service-account objects with the origin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from calico.api.endpoints import Profile
 from calico.felix.calc.callbacks import PipelineCallbacks
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import NamespaceID, ServiceAccountID
 from calico.model import ResourceKey
 
@@ -31,11 +29,10 @@ def classify(profile_name: str) -> NamespaceID | ServiceAccountID | None:
     return None
 
 
-def decode_labels(prefix: str, value: Any) -> dict[str, str]:
+def decode_labels(prefix: str, profile: Profile) -> dict[str, str]:
     """``spec.labelsToApply`` with ``prefix`` stripped where present (others kept as is)."""
-    spec = value.get("spec") if isinstance(value, Mapping) else None
-    labels = (spec.get("labelsToApply") if isinstance(spec, Mapping) else None) or {}
-    return {k.removeprefix(prefix): str(v) for k, v in labels.items()}
+    labels = profile.spec.labels_to_apply or {}
+    return {k.removeprefix(prefix): v for k, v in labels.items()}
 
 
 class ProfileDecoder:
@@ -45,10 +42,10 @@ class ProfileDecoder:
     def __init__(self, callbacks: PipelineCallbacks) -> None:
         self._cb = callbacks
 
-    def register(self, dispatcher: Dispatcher) -> None:
-        dispatcher.register(ResourceKey, self.on_resource)
+    def register(self, fanout: TypeFanout) -> None:
+        fanout.register(ResourceKey, self.on_resource)
 
-    def on_resource(self, key: ResourceKey, value: Any) -> None:
+    def on_resource(self, key: ResourceKey, value: Profile | None) -> None:
         if key.kind != "Profile":
             return
         ident = classify(key.name)

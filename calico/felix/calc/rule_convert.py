@@ -1,4 +1,5 @@
-"""v1 rule JSON + the IP set IDs the RuleScanner chose -> ``messages.Rule``, and rule IDs.
+"""A v1 rule (``calico.model.values.Rule``) + the IP set IDs the RuleScanner chose ->
+``messages.Rule``, and rule IDs.
 
 Rule IDs follow upstream's scheme (felix/calc/rule_convert.go): hash the seed with SHA-224, then
 for each rule in order hash *the previous digest* plus a serialisation of the rule (with an empty
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from calico.felix.messages import HTTPMatch, ICMPTypeCode, PortRange, Rule
+from calico.model import values as v1
 
 RULE_ID_LENGTH = 16
 
@@ -81,66 +83,52 @@ def infer_ip_version(ip_version: int | None, protocol: int | str | None) -> int 
     return None
 
 
-def _icmp(rule: Mapping[str, Any], prefix: str) -> ICMPTypeCode | None:
-    icmp_type = rule.get(f"{prefix}icmp_type")
-    if icmp_type is None:
-        return None
-    return ICMPTypeCode(int(icmp_type), rule.get(f"{prefix}icmp_code"))
+def _icmp(icmp_type: int | None, icmp_code: int | None) -> ICMPTypeCode | None:
+    return None if icmp_type is None else ICMPTypeCode(icmp_type, icmp_code)
 
 
-def _http(rule: Mapping[str, Any]) -> HTTPMatch | None:
-    http = rule.get("http")
+def _http(http: v1.HTTPMatch | None) -> HTTPMatch | None:
     if http is None:
         return None
-    paths: list[tuple[str, str]] = []
-    for path in http.get("paths") or ():
-        for kind in ("exact", "prefix"):
-            if path.get(kind):
-                paths.append((kind, path[kind]))
-                break
-    return HTTPMatch(methods=tuple(http.get("methods") or ()), paths=tuple(paths))
+    paths = tuple(
+        ("exact", p.exact) if p.exact else ("prefix", p.prefix)
+        for p in http.paths
+        if p.exact or p.prefix
+    )
+    return HTTPMatch(methods=http.methods, paths=paths)
 
 
-def _metadata(rule: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    annotations = (rule.get("metadata") or {}).get("annotations") or {}
-    return tuple(sorted(annotations.items()))
-
-
-def convert_rule(rule: Mapping[str, Any], ipset_ids: Mapping[str, Sequence[str]]) -> Rule:
+def convert_rule(rule: v1.Rule, ipset_ids: Mapping[str, Sequence[str]]) -> Rule:
     """One v1 rule as a ``messages.Rule`` without its ID.
 
     ``ipset_ids`` maps the fields in :data:`IPSET_FIELDS` to the IDs that replace the rule's
     selectors, named ports and services (computed by the RuleScanner); named ports are dropped
     from the port lists here because their sets carry them.
     """
-    protocol = rule.get("protocol")
-    ports = {
-        side: split_ports(rule.get(side))[0]
-        for side in ("src_ports", "dst_ports", "!src_ports", "!dst_ports")
-    }
+    metadata = rule.metadata.annotations if rule.metadata is not None else {}
     return Rule(
-        action=rule.get("action", "allow"),
-        ip_version=infer_ip_version(rule.get("ip_version"), protocol),
-        protocol=protocol,
-        not_protocol=rule.get("!protocol"),
-        src_net=tuple(rule.get("src_nets") or ()),
-        src_ports=ports["src_ports"],
-        dst_net=tuple(rule.get("dst_nets") or ()),
-        dst_ports=ports["dst_ports"],
-        icmp=_icmp(rule, ""),
-        not_src_net=tuple(rule.get("!src_nets") or ()),
-        not_src_ports=ports["!src_ports"],
-        not_dst_net=tuple(rule.get("!dst_nets") or ()),
-        not_dst_ports=ports["!dst_ports"],
-        not_icmp=_icmp(rule, "!"),
-        http_match=_http(rule),
-        original_src_selector=rule.get("orig_src_selector") or "",
-        original_dst_selector=rule.get("orig_dst_selector") or "",
-        original_not_src_selector=rule.get("!orig_src_selector") or "",
-        original_not_dst_selector=rule.get("!orig_dst_selector") or "",
-        original_src_namespace_selector=rule.get("orig_src_namespace_selector") or "",
-        original_dst_namespace_selector=rule.get("orig_dst_namespace_selector") or "",
-        metadata=_metadata(rule),
+        action=rule.action,
+        ip_version=infer_ip_version(rule.ip_version, rule.protocol),
+        protocol=rule.protocol,
+        not_protocol=rule.not_protocol,
+        src_net=rule.src_nets,
+        src_ports=split_ports(rule.src_ports)[0],
+        dst_net=rule.dst_nets,
+        dst_ports=split_ports(rule.dst_ports)[0],
+        icmp=_icmp(rule.icmp_type, rule.icmp_code),
+        not_src_net=rule.not_src_nets,
+        not_src_ports=split_ports(rule.not_src_ports)[0],
+        not_dst_net=rule.not_dst_nets,
+        not_dst_ports=split_ports(rule.not_dst_ports)[0],
+        not_icmp=_icmp(rule.not_icmp_type, rule.not_icmp_code),
+        http_match=_http(rule.http),
+        original_src_selector=rule.orig_src_selector,
+        original_dst_selector=rule.orig_dst_selector,
+        original_not_src_selector=rule.orig_not_src_selector,
+        original_not_dst_selector=rule.orig_not_dst_selector,
+        original_src_namespace_selector=rule.orig_src_namespace_selector,
+        original_dst_namespace_selector=rule.orig_dst_namespace_selector,
+        metadata=tuple(sorted(metadata.items())),
         **{name: tuple(ipset_ids.get(name, ())) for name in IPSET_FIELDS},
     )
 

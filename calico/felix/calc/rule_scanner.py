@@ -38,6 +38,7 @@ from calico.felix.calc.rule_convert import (
 )
 from calico.felix.messages import IPSetType, Policy, PolicyID, Profile, ProfileID, Rule
 from calico.model import PolicyKey
+from calico.model import values as v1
 from calico.selector import make_unique_id, parse
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,9 @@ def _canonical(selector: str) -> str:
     return parse(selector).canonical
 
 
-def scan_rule(rule: Mapping[str, Any]) -> tuple[Rule, list[IPSetData]]:
+def scan_rule(rule: v1.Rule) -> tuple[Rule, list[IPSetData]]:
     """One v1 rule -> (Rule without ID, the IP sets it references, in a stable order)."""
-    proto = named_port_protocol(rule.get("protocol"))
+    proto = named_port_protocol(rule.protocol)
     ids: dict[str, list[str]] = {}
     all_sets: list[IPSetData] = []
 
@@ -105,11 +106,11 @@ def scan_rule(rule: Mapping[str, Any]) -> tuple[Rule, list[IPSetData]]:
 
     for side in ("src", "dst"):
         positive, negated = _combine(
-            rule.get(f"{side}_selector") or "", rule.get(f"!{side}_selector") or ""
+            getattr(rule, f"{side}_selector"), getattr(rule, f"not_{side}_selector")
         )
         pos = _canonical(positive) if positive else ""
-        numeric, named = split_ports(rule.get(f"{side}_ports"))
-        _not_numeric, not_named = split_ports(rule.get(f"!{side}_ports"))
+        numeric, named = split_ports(getattr(rule, f"{side}_ports"))
+        _not_numeric, not_named = split_ports(getattr(rule, f"not_{side}_ports"))
         port_sel = pos or ALL_SELECTOR
         for port in named:
             add(f"{side}_named_port_ip_set_ids", IPSetData(port_sel, proto, port))
@@ -119,22 +120,20 @@ def scan_rule(rule: Mapping[str, Any]) -> tuple[Rule, list[IPSetData]]:
             add(f"{side}_ip_set_ids", IPSetData(pos))
         if negated:
             add(f"not_{side}_ip_set_ids", IPSetData(_canonical(negated)))
-    if service := rule.get("dst_service"):
-        svc = f"{rule.get('dst_service_ns') or ''}/{service}"
+    if rule.dst_service:
+        svc = f"{rule.dst_service_ns}/{rule.dst_service}"
         add("dst_ip_port_set_ids", IPSetData(service=svc, service_include_ports=True))
-    if service := rule.get("src_service"):
-        svc = f"{rule.get('src_service_ns') or ''}/{service}"
+    if rule.src_service:
+        svc = f"{rule.src_service_ns}/{rule.src_service}"
         add("src_ip_set_ids", IPSetData(service=svc))
     return convert_rule(rule, ids), all_sets
 
 
-def scan_rules(
-    rules: Sequence[Mapping[str, Any]] | None, seed: str
-) -> tuple[tuple[Rule, ...], list[IPSetData]]:
+def scan_rules(rules: Sequence[v1.Rule], seed: str) -> tuple[tuple[Rule, ...], list[IPSetData]]:
     """A rule list -> (Rules with IDs, every IP set referenced)."""
     out: list[Rule] = []
     sets: list[IPSetData] = []
-    for rule in rules or ():
+    for rule in rules:
         parsed, rule_sets = scan_rule(rule)
         out.append(parsed)
         sets.extend(rule_sets)
@@ -151,41 +150,35 @@ def policy_id(key: PolicyKey) -> PolicyID:
     return PolicyID(name=key.name, kind=key.kind, namespace=key.namespace)
 
 
-def parse_policy(key: PolicyKey, value: Mapping[str, Any]) -> tuple[Policy, list[IPSetData]]:
+def parse_policy(key: PolicyKey, value: v1.Policy) -> tuple[Policy, list[IPSetData]]:
     """A v1 policy -> (Policy message, the IP sets its rules use)."""
-    inbound, in_sets = scan_rules(
-        value.get("inbound_rules"), POLICY_INBOUND_SEED.format(name=key.name)
-    )
+    inbound, in_sets = scan_rules(value.inbound_rules, POLICY_INBOUND_SEED.format(name=key.name))
     outbound, out_sets = scan_rules(
-        value.get("outbound_rules"), POLICY_OUTBOUND_SEED.format(name=key.name)
+        value.outbound_rules, POLICY_OUTBOUND_SEED.format(name=key.name)
     )
     policy = Policy(
-        namespace=value.get("namespace") or "",
+        namespace=value.namespace,
         inbound_rules=inbound,
         outbound_rules=outbound,
-        untracked=bool(value.get("untracked")),
-        pre_dnat=bool(value.get("pre_dnat")),
-        apply_on_forward=bool(value.get("apply_on_forward")),
-        original_selector=value.get("selector") or "",
+        untracked=value.untracked,
+        pre_dnat=value.pre_dnat,
+        apply_on_forward=value.apply_on_forward,
+        original_selector=value.selector,
         staged=is_staged(key.kind),
-        tier=value.get("tier") or "default",
+        tier=value.tier or "default",
     )
     return policy, in_sets + out_sets
 
 
-def parse_profile(name: str, value: Mapping[str, Any] | None) -> tuple[Profile, list[IPSetData]]:
+def parse_profile(name: str, value: v1.ProfileRules | None) -> tuple[Profile, list[IPSetData]]:
     """A v1 profile's rules -> (Profile, IP sets); ``None`` (missing) -> the deny-all profile."""
     if value is None:
         return Profile(
             inbound_rules=with_rule_ids(deny_all_rules(), PROFILE_INBOUND_SEED.format(name=name)),
             outbound_rules=with_rule_ids(deny_all_rules(), PROFILE_OUTBOUND_SEED.format(name=name)),
         ), []
-    inbound, in_sets = scan_rules(
-        value.get("inbound_rules"), PROFILE_INBOUND_SEED.format(name=name)
-    )
-    outbound, out_sets = scan_rules(
-        value.get("outbound_rules"), PROFILE_OUTBOUND_SEED.format(name=name)
-    )
+    inbound, in_sets = scan_rules(value.inbound_rules, PROFILE_INBOUND_SEED.format(name=name))
+    outbound, out_sets = scan_rules(value.outbound_rules, PROFILE_OUTBOUND_SEED.format(name=name))
     return Profile(inbound_rules=inbound, outbound_rules=outbound), in_sets + out_sets
 
 
@@ -229,7 +222,7 @@ class RuleScanner:
 
     # -- called by the ActiveRulesCalculator -------------------------------------------------
 
-    def on_policy_active(self, key: PolicyKey, value: Mapping[str, Any]) -> None:
+    def on_policy_active(self, key: PolicyKey, value: v1.Policy) -> None:
         """Called when a policy becomes active or an active policy changes."""
         policy, sets = parse_policy(key, value)
         self._update_refs(key, sets)
@@ -240,7 +233,7 @@ class RuleScanner:
         self._callbacks.on_policy_inactive(policy_id(key))
         self._update_refs(key, [])
 
-    def on_profile_active(self, name: str, value: Mapping[str, Any] | None) -> None:
+    def on_profile_active(self, name: str, value: v1.ProfileRules | None) -> None:
         """Called when a profile becomes active or changes; ``None`` = missing (deny-all)."""
         profile, sets = parse_profile(name, value)
         self._update_refs(("profile", name), sets)

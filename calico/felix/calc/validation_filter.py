@@ -6,8 +6,10 @@ as a delete so that whatever the key held before is withdrawn rather than left s
 
 Contracts:
 
-* Only the value shapes the graph consumes are checked (endpoints, policies, profiles, tiers,
-  network sets); other keys pass through untouched.
+* Only the value types the graph's rule and label machinery consume are checked (endpoints,
+  policies, profiles, tiers, network sets); other keys pass through untouched. Values are
+  typed (``calico.model.values``), so the checks are semantic, plus a type check that turns a
+  value of the wrong class (a bug upstream of the graph) into a deletion too.
 * A workload endpoint with an empty interface name, or one asking for source-spoofing while
   ``workload_source_spoofing`` is not ``Any``, is invalid (as upstream).
 * Each key is logged once when it becomes invalid (and again only after it was valid or deleted
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from calico.felix.calc.rule_convert import parse_port
@@ -31,6 +33,7 @@ from calico.model import (
     TierKey,
     WorkloadEndpointKey,
 )
+from calico.model import values as v1
 from calico.selector import SelectorParseError
 from calico.selector import validate as validate_selector
 
@@ -50,53 +53,38 @@ def _check(cond: bool, reason: str) -> None:
 
 
 def _labels(value: Any, what: str = "labels") -> None:
-    if value is None:
-        return
     _check(isinstance(value, Mapping), f"{what} is not an object")
     for k, v in value.items():
         _check(isinstance(k, str) and isinstance(v, str), f"{what}: non-string entry {k!r}")
 
 
-def _str_list(value: Any, what: str) -> list[str]:
-    if value is None:
-        return []
-    _check(isinstance(value, list | tuple), f"{what} is not a list")
-    _check(all(isinstance(v, str) for v in value), f"{what} has a non-string entry")
-    return list(value)
-
-
-def _nets(value: Any, what: str) -> None:
-    for net in _str_list(value, what):
+def _nets(value: Iterable[str], what: str) -> None:
+    for net in value:
         try:
             ipaddress.ip_network(net, strict=False)
         except ValueError:
             raise Invalid(f"{what}: bad CIDR {net!r}") from None
 
 
-def _addrs(value: Any, what: str) -> None:
-    for addr in _str_list(value, what):
+def _addrs(value: Iterable[str], what: str) -> None:
+    for addr in value:
         try:
             ipaddress.ip_address(addr)
         except ValueError:
             raise Invalid(f"{what}: bad IP {addr!r}") from None
 
 
-def _selector(value: Any, what: str) -> None:
-    if value is None or value == "":
+def _selector(value: str, what: str) -> None:
+    if not value:
         return
-    _check(isinstance(value, str), f"{what} is not a string")
     try:
         validate_selector(value)
     except SelectorParseError as exc:
         raise Invalid(f"{what}: {exc}") from None
 
 
-def _ports(value: Any, what: str) -> None:
-    if value is None:
-        return
-    _check(isinstance(value, list | tuple), f"{what} is not a list")
+def _ports(value: Iterable[int | str], what: str) -> None:
     for port in value:
-        _check(isinstance(port, int | str) and not isinstance(port, bool), f"{what}: {port!r}")
         parsed = parse_port(port)
         if isinstance(parsed, str):
             _check(bool(parsed) and ":" not in parsed, f"{what}: bad port {port!r}")
@@ -104,95 +92,92 @@ def _ports(value: Any, what: str) -> None:
             _check(0 <= parsed.first <= parsed.last <= 65535, f"{what}: bad range {port!r}")
 
 
-def _named_ports(value: Any) -> None:
-    if value is None:
-        return
-    _check(isinstance(value, list | tuple), "ports is not a list")
-    for port in value:
-        _check(isinstance(port, Mapping), "ports entry is not an object")
-        _check(isinstance(port.get("port"), int), f"ports: bad port number in {port!r}")
-
-
-def _rule(rule: Any) -> None:
-    _check(isinstance(rule, Mapping), "rule is not an object")
-    _check(rule.get("action", "allow") in ACTIONS, f"unknown action {rule.get('action')!r}")
+def _rule(rule: v1.Rule) -> None:
+    _check(rule.action in ACTIONS, f"unknown action {rule.action!r}")
     for side in ("src", "dst"):
-        for prefix in ("", "!"):
-            _selector(rule.get(f"{prefix}{side}_selector"), f"{prefix}{side}_selector")
-            _nets(rule.get(f"{prefix}{side}_nets"), f"{prefix}{side}_nets")
-            _ports(rule.get(f"{prefix}{side}_ports"), f"{prefix}{side}_ports")
-    _check(rule.get("ip_version") in (None, 4, 6), "ip_version must be 4 or 6")
+        for prefix, label in (("", ""), ("not_", "!")):
+            field = f"{prefix}{side}"
+            _selector(getattr(rule, f"{field}_selector"), f"{label}{side}_selector")
+            _nets(getattr(rule, f"{field}_nets"), f"{label}{side}_nets")
+            _ports(getattr(rule, f"{field}_ports"), f"{label}{side}_ports")
+    _check(rule.ip_version in (None, 4, 6), "ip_version must be 4 or 6")
 
 
-def _rules(value: Any, what: str) -> None:
-    if value is None:
-        return
-    _check(isinstance(value, list | tuple), f"{what} is not a list")
-    for rule in value:
+def _rules(rules: Iterable[v1.Rule]) -> None:
+    for rule in rules:
         _rule(rule)
 
 
-def _policy(value: Mapping[str, Any]) -> None:
-    _selector(value.get("selector"), "selector")
-    order = value.get("order")
-    _check(order is None or isinstance(order, int | float), "order is not a number")
-    types = _str_list(value.get("types"), "types")
-    _check(all(t.lower() in POLICY_TYPES for t in types), f"bad types {types!r}")
-    _rules(value.get("inbound_rules"), "inbound_rules")
-    _rules(value.get("outbound_rules"), "outbound_rules")
+def _policy(value: v1.Policy) -> None:
+    _selector(value.selector, "selector")
+    _check(all(t.lower() in POLICY_TYPES for t in value.types), f"bad types {value.types!r}")
+    _rules(value.inbound_rules)
+    _rules(value.outbound_rules)
 
 
-def _tier(value: Mapping[str, Any]) -> None:
-    order = value.get("order")
-    _check(order is None or isinstance(order, int | float), "order is not a number")
-    action = value.get("defaultAction")
-    _check(action in (None, "Deny", "Pass"), f"bad defaultAction {action!r}")
+def _workload(value: v1.WorkloadEndpoint, workload_source_spoofing: str) -> None:
+    _check(bool(value.name), "workload endpoint has no interface name")
+    _labels(value.labels)
+    _nets(value.ipv4_nets, "ipv4_nets")
+    _nets(value.ipv6_nets, "ipv6_nets")
+    if value.allow_spoofed_source_ips:
+        _check(workload_source_spoofing == "Any", "source spoofing is not allowed")
+
+
+def _host(value: v1.HostEndpoint) -> None:
+    _labels(value.labels)
+    _addrs(value.expected_ipv4_addrs, "expected_ipv4_addrs")
+    _addrs(value.expected_ipv6_addrs, "expected_ipv6_addrs")
+
+
+def _tier(value: v1.Tier) -> None:
+    action = value.default_action
+    _check(action in ("", "Deny", "Pass"), f"bad defaultAction {action!r}")
+
+
+def _network_set(value: v1.NetworkSet) -> None:
+    _labels(value.labels)
+    _nets(value.nets, "nets")
+
+
+def _profile_rules(value: v1.ProfileRules) -> None:
+    _rules(value.inbound_rules)
+    _rules(value.outbound_rules)
+
+
+def _profile_labels(value: v1.ProfileLabels) -> None:
+    _labels(value.labels)
+
+
+#: Key type -> (the value class it must carry, the semantic check).
+_CHECKS: dict[type, tuple[type, Callable[..., None]]] = {
+    WorkloadEndpointKey: (v1.WorkloadEndpoint, _workload),
+    HostEndpointKey: (v1.HostEndpoint, _host),
+    PolicyKey: (v1.Policy, _policy),
+    ProfileRulesKey: (v1.ProfileRules, _profile_rules),
+    ProfileLabelsKey: (v1.ProfileLabels, _profile_labels),
+    TierKey: (v1.Tier, _tier),
+    NetworkSetKey: (v1.NetworkSet, _network_set),
+}
 
 
 def validate(key: Any, value: Any, *, workload_source_spoofing: str = "Disabled") -> None:
-    """Raise :class:`Invalid` if ``value`` must not reach the graph for ``key``."""
+    """Raise :class:`Invalid` if ``value`` must not reach the graph for ``key``.
+
+    Only the value types the graph's rule and label machinery consume are checked; the types
+    come from the update processors (or a wire decoder), so the checks are semantic: parsable
+    selectors, real CIDRs and addresses, known actions, port ranges."""
     if value is None:
         return
-    if isinstance(key, ProfileLabelsKey):
-        _labels(value)
+    check = _CHECKS.get(type(key))
+    if check is None:
         return
-    checked = (
-        WorkloadEndpointKey,
-        HostEndpointKey,
-        PolicyKey,
-        ProfileRulesKey,
-        TierKey,
-        NetworkSetKey,
-    )
-    if not isinstance(key, checked):
-        return
-    _check(isinstance(value, Mapping), "value is not an object")
-    if isinstance(key, WorkloadEndpointKey):
-        _check(bool(value.get("name")), "workload endpoint has no interface name")
-        _labels(value.get("labels"))
-        _str_list(value.get("profile_ids"), "profile_ids")
-        _nets(value.get("ipv4_nets"), "ipv4_nets")
-        _nets(value.get("ipv6_nets"), "ipv6_nets")
-        _named_ports(value.get("ports"))
-        if value.get("allow_spoofed_source_ips"):
-            _check(workload_source_spoofing == "Any", "source spoofing is not allowed")
-    elif isinstance(key, HostEndpointKey):
-        _labels(value.get("labels"))
-        _str_list(value.get("profile_ids"), "profile_ids")
-        _addrs(value.get("expected_ipv4_addrs"), "expected_ipv4_addrs")
-        _addrs(value.get("expected_ipv6_addrs"), "expected_ipv6_addrs")
-        _named_ports(value.get("ports"))
-    elif isinstance(key, PolicyKey):
-        _policy(value)
-    elif isinstance(key, ProfileRulesKey):
-        _rules(value.get("inbound_rules"), "inbound_rules")
-        _rules(value.get("outbound_rules"), "outbound_rules")
-    elif isinstance(key, TierKey):
-        _tier(value)
+    cls, semantic = check
+    _check(isinstance(value, cls), f"{type(key).__name__} value is not a {cls.__name__}")
+    if cls is v1.WorkloadEndpoint:
+        semantic(value, workload_source_spoofing)
     else:
-        _labels(value.get("labels"))
-        _nets(value.get("nets"), "nets")
-        _str_list(value.get("profile_ids"), "profile_ids")
+        semantic(value)
 
 
 class ValidationFilter:

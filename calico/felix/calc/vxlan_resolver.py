@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
 
+from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.dataplane_passthru import node_addresses
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import VXLANTunnelEndpointUpdate
 from calico.model import HostConfigKey, ResourceKey
 from calico.model.processors.common import mac_str
@@ -62,14 +62,14 @@ class VXLANResolver:
         self._nodes: dict[str, _NodeState] = {}
         self._sent: dict[str, VXLANTunnelEndpointUpdate] = {}
 
-    def register(self, dispatcher: Dispatcher) -> None:
-        dispatcher.register(ResourceKey, self.on_resource)
-        dispatcher.register(HostConfigKey, self.on_host_config)
+    def register(self, fanout: TypeFanout) -> None:
+        fanout.register(ResourceKey, self.on_resource)
+        fanout.register(HostConfigKey, self.on_host_config)
 
     def _state(self, node: str) -> _NodeState:
         return self._nodes.setdefault(node, _NodeState())
 
-    def on_resource(self, key: ResourceKey, value: Any) -> None:
+    def on_resource(self, key: ResourceKey, value: Node | None) -> None:
         if key.kind != "Node":
             return
         state = self._state(key.name)
@@ -78,14 +78,14 @@ class VXLANResolver:
         state.parent_v6 = str(addrs.v6.ip) if addrs and addrs.v6 else ""
         self._update(key.name)
 
-    def on_host_config(self, key: HostConfigKey, value: Any) -> None:
+    def on_host_config(self, key: HostConfigKey, value: str | None) -> None:
         if key.name not in _FIELDS:
             return
         config = self._state(key.hostname).config
         if value is None:
             config.pop(key.name, None)
         else:
-            config[key.name] = str(value)
+            config[key.name] = value
         self._update(key.hostname)
 
     def vtep(self, node: str) -> VXLANTunnelEndpointUpdate | None:

@@ -4,8 +4,8 @@ Counters are exported under their exact upstream names (``felix_resyncs_started`
 ``..._total``): dashboards and alerts written for upstream Felix query those names, and
 prometheus-client would otherwise add a ``_total`` suffix. They are typed ``untyped`` for that
 reason; ``rate()``/``increase()`` work on them all the same. Cluster-wide counts
-(``felix_cluster_num_*``) are taken from the syncer stream by :class:`ClusterStatsTee`, because
-the dataplane only ever sees local endpoints.
+(``felix_cluster_num_*``) and resyncs come from the calc graph's StatsCollector (the dataplane
+only ever sees local endpoints) through :class:`ClusterStatsGauges`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from prometheus_client.exposition import MetricsHandler
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from calico.model import ResourceKey, WorkloadEndpointKey, key_from_default_path
-from calico.syncer.api import SyncerCallbacks, SyncStatus, Update
+from calico.felix.calc.stats_collector import ClusterStats
 
 log = logging.getLogger(__name__)
 
@@ -102,47 +101,20 @@ class FelixMetrics:
     cluster_num_workload_endpoints: Gauge
 
 
-class ClusterStatsTee:
-    """SyncerCallbacks wrapper: counts hosts (Nodes), all workload endpoints and resyncs, then
-    forwards everything unchanged to ``downstream``. Runs on the syncer's callback thread."""
+class ClusterStatsGauges:
+    """The calc graph's StatsSink (calico.felix.calc.stats_collector): cluster-wide counts and
+    resyncs into Felix's metrics. Called on the calc-graph thread; prometheus-client metrics are
+    thread-safe."""
 
-    def __init__(self, downstream: SyncerCallbacks, metrics: FelixMetrics) -> None:
-        self._down = downstream
+    def __init__(self, metrics: FelixMetrics) -> None:
         self._metrics = metrics
-        self._hosts: set[str] = set()
-        self._weps: set[str] = set()
-        self._status: SyncStatus | None = None
 
-    def on_status_updated(self, status: SyncStatus) -> None:
-        if status is SyncStatus.RESYNC_IN_PROGRESS and self._status is not status:
-            self._metrics.resyncs_started.inc()
-        self._status = status
-        self._down.on_status_updated(status)
+    def on_cluster_stats(self, stats: ClusterStats) -> None:
+        self._metrics.cluster_num_hosts.set(stats.num_hosts)
+        self._metrics.cluster_num_workload_endpoints.set(stats.num_workload_endpoints)
 
-    def on_updates(self, updates: list[Update]) -> None:
-        changed = False
-        for u in updates:
-            if "/workload/" not in u.key and "/node" not in u.key.lower():
-                continue
-            try:
-                key = key_from_default_path(u.key)
-            except ValueError:
-                continue
-            if isinstance(key, WorkloadEndpointKey):
-                target, ident = self._weps, u.key
-            elif isinstance(key, ResourceKey) and key.kind == "Node":
-                target, ident = self._hosts, key.name
-            else:
-                continue
-            if u.value is None:
-                target.discard(ident)
-            else:
-                target.add(ident)
-            changed = True
-        if changed:
-            self._metrics.cluster_num_hosts.set(len(self._hosts))
-            self._metrics.cluster_num_workload_endpoints.set(len(self._weps))
-        self._down.on_updates(updates)
+    def on_resync_started(self) -> None:
+        self._metrics.resyncs_started.inc()
 
 
 class MetricsServer:

@@ -1,9 +1,9 @@
-"""Update processors: v3 resources as stored -> the v1 model keys/values consumers use.
+"""Update processors: v3 resources as stored -> the typed v1 model keys/values consumers use.
 
-A processor is ``(datastore path, decoded JSON) -> {v1 key path: JSON-able value}``; it never
-sees deletes (the syncer diffs what each source key produced) and raises ``ValueError`` for a
-resource it cannot convert. ``PROCESSORS`` maps each v3 kind to its processor; kinds without
-an entry are passed through unchanged (``resource_passthrough``). See design/model.md.
+A processor is ``(ResourceKey, decoded JSON) -> {v1 Key: typed value}``; it never sees deletes
+(the syncer diffs what each source key produced) and raises ``ValueError`` for a resource it
+cannot convert. ``PROCESSORS`` maps each v3 kind to its processor; kinds without an entry are
+passed through as the validated v3 resource (``resource_passthrough``). See design/model.md.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from calico.model.processors.common import resource_key
+from calico.model.base import Key
 from calico.model.processors.config import cluster_information, felix_configuration, node
 from calico.model.processors.endpoints import (
     global_network_set,
@@ -32,6 +32,7 @@ from calico.model.processors.policy import (
 )
 from calico.model.processors.rules import rule_v1, rules_v1
 from calico.model.processors.selectors import entity_selector, prefix_selector
+from calico.model.resources import ResourceKey
 
 #: The Felix syncer's processor for each v3 kind (others pass through).
 PROCESSORS: Mapping[str, Processor] = {
@@ -55,10 +56,9 @@ PROCESSORS: Mapping[str, Processor] = {
 }
 
 
-def process(path: str, value: Any) -> Mapping[str, Any]:
-    """Convert any v3 resource with the processor for its kind (the path names the kind)."""
-    kind = resource_key(path).kind
-    return PROCESSORS.get(kind, resource_passthrough)(path, value)
+def process(key: ResourceKey, value: Any) -> Mapping[Key, Any]:
+    """Convert any v3 resource with the processor for its kind."""
+    return PROCESSORS.get(key.kind, resource_passthrough)(key, value)
 
 
 __all__ = [

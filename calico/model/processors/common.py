@@ -1,9 +1,11 @@
 """Helpers every update processor shares: decoding a stored v3 KV, and v1 value formatting.
 
-Processors are called with the datastore path and the decoded JSON as stored. They re-validate
-through the v3 models (so defaults such as a policy's ``types`` and ``tier`` are applied even
-to values written by hand) and report any failure as ``ValueError``: the syncer logs it and
-emits nothing for that source key.
+Processors are called with the resource's ``ResourceKey`` (parsed from the datastore path at
+the syncer's boundary) and the decoded JSON as stored. They re-validate through the v3 models
+(so defaults such as a policy's ``types`` and ``tier`` are applied even to values written by
+hand) and report any failure as ``ValueError``: the syncer logs it and emits nothing for that
+source key. They return typed keys and values (``calico.model.values``); a ResourceKey's value
+is the decoded v3 resource.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from calico.api import APIError, Resource, parse_resource
-from calico.model.paths import key_from_default_path
+from calico.api import APIError, Resource, kind_class, parse_resource
+from calico.model.base import Key
 from calico.model.resources import ResourceKey
+from calico.model.values import EndpointPort
 
 R = TypeVar("R", bound=Resource)
-Output = dict[str, Any]
+Output = dict[Key, Any]
 
 NAMESPACE_LABEL = "projectcalico.org/namespace"
 ORCHESTRATOR_LABEL = "projectcalico.org/orchestrator"
@@ -27,21 +30,22 @@ SERVICE_ACCOUNT_LABEL_PREFIX = "pcsa."
 NAMESPACE_PROFILE_PREFIX = "kns."
 
 
-def resource_key(path: str) -> ResourceKey:
-    """The v3 ResourceKey a datastore path names (ValueError for anything else)."""
-    key = key_from_default_path(path)
-    if not isinstance(key, ResourceKey):
-        raise ValueError(f"{path!r} is not a v3 resource path")
-    return key
+def decode_resource(key: ResourceKey, value: Any) -> Resource:
+    """Validate a stored value as the v3 resource ``key`` names; the key (not the value) is
+    authoritative for kind, name and namespace."""
+    cls = kind_class(key.kind)
+    if cls is None:
+        raise ValueError(f"{key.kind} {key.name!r}: not a projectcalico.org/v3 kind")
+    return decode(key, value, cls)
 
 
-def decode(path: str, value: Any, cls: type[R]) -> tuple[ResourceKey, R]:
-    """Validate a stored value as ``cls``; the path (not the value) names the resource."""
-    key = resource_key(path)
+def decode(key: ResourceKey, value: Any, cls: type[R]) -> R:
+    """Validate a stored value as ``cls``."""
+    where = f"{key.kind} {key.namespace + '/' if key.namespace else ''}{key.name}"
     if key.kind != cls.KIND:
-        raise ValueError(f"{path!r} holds a {key.kind}, expected {cls.KIND}")
+        raise ValueError(f"{where}: expected a {cls.KIND}")
     if not isinstance(value, Mapping):
-        raise ValueError(f"{path!r}: value is not a JSON object")
+        raise ValueError(f"{where}: value is not a JSON object")
     data = dict(value)
     meta = dict(data.get("metadata") or {})
     meta.setdefault("name", key.name)
@@ -51,17 +55,17 @@ def decode(path: str, value: Any, cls: type[R]) -> tuple[ResourceKey, R]:
     data.setdefault("apiVersion", "projectcalico.org/v3")
     data.setdefault("kind", cls.KIND)
     try:
-        res = parse_resource(data, source=path)
+        res = parse_resource(data, source=where)
     except APIError as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(res, cls):
-        raise ValueError(f"{path!r}: decoded a {type(res).__name__}, expected {cls.KIND}")
-    return key, res
+        raise ValueError(f"{where}: decoded a {type(res).__name__}, expected {cls.KIND}")
+    return res
 
 
-def passthrough(path: str, value: Any) -> Output:
-    """The v3 resource unchanged, under its canonical ResourceKey path."""
-    return {resource_key(path).default_path(): value}
+def passthrough(key: ResourceKey, value: Any) -> Output:
+    """The v3 resource itself, validated, under its ResourceKey."""
+    return {key: decode_resource(key, value)}
 
 
 # --- v1 value formatting (the JSON shapes upstream's model types marshal to) -----------------
@@ -90,23 +94,20 @@ def protocol_v1(protocol: int | str) -> int | str:
     return protocol.lower() if isinstance(protocol, str) else protocol
 
 
-def split_by_version(items: list[str], fmt: Any) -> tuple[list[str], list[str]]:
-    """Format each address/network and split into (IPv4, IPv6) lists, keeping order."""
+def split_by_version(items: list[str], fmt: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Format each address/network and split into (IPv4, IPv6), keeping order."""
     v4: list[str] = []
     v6: list[str] = []
     for item in items:
         text = fmt(item)
         (v6 if ":" in text else v4).append(text)
-    return v4, v6
+    return tuple(v4), tuple(v6)
 
 
-def endpoint_ports(ports: list[Any] | None, *, named_only: bool) -> list[dict[str, Any]]:
-    """model.EndpointPort JSON ``{name, protocol, port}``; unnamed ports are dropped for WEPs."""
-    out = []
-    for port in ports or []:
-        if named_only and not port.name:
-            continue
-        out.append(
-            {"name": port.name or "", "protocol": protocol_v1(port.protocol), "port": port.port}
-        )
-    return out
+def endpoint_ports(ports: list[Any] | None, *, named_only: bool) -> tuple[EndpointPort, ...]:
+    """model.EndpointPort ``{name, protocol, port}``; unnamed ports are dropped for WEPs."""
+    return tuple(
+        EndpointPort(port.name or "", protocol_v1(port.protocol), port.port)
+        for port in ports or []
+        if port.name or not named_only
+    )

@@ -17,6 +17,7 @@ from calico.api.endpoints import (
     Profile,
     WorkloadEndpoint,
 )
+from calico.model import values as v1
 from calico.model.keys import HostEndpointKey, NetworkSetKey, ProfileLabelsKey, ProfileRulesKey
 from calico.model.names import wep_key_from_v3
 from calico.model.processors.common import (
@@ -32,10 +33,10 @@ from calico.model.processors.common import (
     ip_str,
     mac_str,
     net_str,
-    passthrough,
     split_by_version,
 )
 from calico.model.processors.rules import rules_v1
+from calico.model.resources import ResourceKey
 
 
 def _wep_labels(res: WorkloadEndpoint, namespace: str) -> dict[str, str]:
@@ -53,98 +54,89 @@ def _wep_labels(res: WorkloadEndpoint, namespace: str) -> dict[str, str]:
     return labels
 
 
-def workload_endpoint(path: str, value: Any) -> Output:
-    """model.WorkloadEndpoint JSON. A WEP without IPs is not sent: Felix could not render
-    rules for it yet (the CNI plugin fills the IPs in a moment later)."""
-    key, res = decode(path, value, WorkloadEndpoint)
+def workload_endpoint(key: ResourceKey, value: Any) -> Output:
+    """model.WorkloadEndpoint. A WEP without IPs is not sent: Felix could not render rules
+    for it yet (the CNI plugin fills the IPs in a moment later)."""
+    res = decode(key, value, WorkloadEndpoint)
     spec = res.spec
     if not spec.ip_networks:
         return {}
     v4_nets, v6_nets = split_by_version(spec.ip_networks, net_str)
-    out: dict[str, Any] = {
-        "state": "active",
-        "name": spec.interface_name or "",
-        "active_instance_id": "",
-        "mac": mac_str(spec.mac) if spec.mac else None,
-        "profile_ids": list(spec.profiles) if spec.profiles else None,
-        "ipv4_nets": v4_nets or None,
-        "ipv6_nets": v6_nets or None,
-    }
-    nats: dict[str, list[dict[str, str]]] = {"ipv4_nat": [], "ipv6_nat": []}
+    nats: dict[int, list[v1.IPNAT]] = {4: [], 6: []}
     for nat in spec.ip_nats or []:
-        entry = {"int_ip": ip_str(nat.internal_ip), "ext_ip": ip_str(nat.external_ip)}
-        nats["ipv6_nat" if ":" in entry["int_ip"] else "ipv4_nat"].append(entry)
-    out.update({k: v for k, v in nats.items() if v})
-    out["labels"] = _wep_labels(res, key.namespace)
-    if spec.ipv4_gateway:
-        out["ipv4_gateway"] = ip_str(spec.ipv4_gateway)
-    if spec.ipv6_gateway:
-        out["ipv6_gateway"] = ip_str(spec.ipv6_gateway)
-    if ports := endpoint_ports(spec.ports, named_only=True):
-        out["ports"] = ports
-    if res.metadata.generate_name:
-        out["generate_name"] = res.metadata.generate_name
-    if spec.allow_spoofed_source_prefixes:
-        out["allow_spoofed_source_ips"] = [net_str(p) for p in spec.allow_spoofed_source_prefixes]
-    if res.metadata.annotations:
-        out["annotations"] = dict(res.metadata.annotations)
-    return {wep_key_from_v3(key.namespace, key.name).default_path(): out}
+        int_ip = ip_str(nat.internal_ip)
+        nats[6 if ":" in int_ip else 4].append(v1.IPNAT(int_ip, ip_str(nat.external_ip)))
+    endpoint = v1.WorkloadEndpoint(
+        state="active",
+        name=spec.interface_name or "",
+        mac=mac_str(spec.mac) if spec.mac else None,
+        profile_ids=tuple(spec.profiles or ()),
+        ipv4_nets=v4_nets,
+        ipv6_nets=v6_nets,
+        ipv4_nat=tuple(nats[4]),
+        ipv6_nat=tuple(nats[6]),
+        labels=_wep_labels(res, key.namespace),
+        ipv4_gateway=ip_str(spec.ipv4_gateway) if spec.ipv4_gateway else None,
+        ipv6_gateway=ip_str(spec.ipv6_gateway) if spec.ipv6_gateway else None,
+        ports=endpoint_ports(spec.ports, named_only=True),
+        generate_name=res.metadata.generate_name or "",
+        allow_spoofed_source_ips=tuple(
+            net_str(p) for p in spec.allow_spoofed_source_prefixes or ()
+        ),
+        annotations=dict(res.metadata.annotations or {}),
+    )
+    return {wep_key_from_v3(key.namespace, key.name): endpoint}
 
 
-def host_endpoint(path: str, value: Any) -> Output:
-    """model.HostEndpoint JSON, filed under the node the endpoint belongs to."""
-    key, res = decode(path, value, HostEndpoint)
+def host_endpoint(key: ResourceKey, value: Any) -> Output:
+    """model.HostEndpoint, filed under the node the endpoint belongs to."""
+    res = decode(key, value, HostEndpoint)
     spec = res.spec
     v4, v6 = split_by_version(spec.expected_ips or [], ip_str)
-    out: dict[str, Any] = {}
-    if spec.interface_name:
-        out["name"] = spec.interface_name
-    if v4:
-        out["expected_ipv4_addrs"] = v4
-    if v6:
-        out["expected_ipv6_addrs"] = v6
-    out["labels"] = dict(res.metadata.labels) if res.metadata.labels else None
-    if spec.profiles:
-        out["profile_ids"] = list(spec.profiles)
-    if ports := endpoint_ports(spec.ports, named_only=False):
-        out["ports"] = ports
-    return {HostEndpointKey(spec.node or "", key.name).default_path(): out}
+    endpoint = v1.HostEndpoint(
+        name=spec.interface_name or "",
+        expected_ipv4_addrs=v4,
+        expected_ipv6_addrs=v6,
+        labels=dict(res.metadata.labels or {}),
+        profile_ids=tuple(spec.profiles or ()),
+        ports=endpoint_ports(spec.ports, named_only=False),
+    )
+    return {HostEndpointKey(spec.node or "", key.name): endpoint}
 
 
-def profile(path: str, value: Any) -> Output:
+def profile(key: ResourceKey, value: Any) -> Output:
     """Rules and labels as the v1 profile keys, plus the v3 Profile itself (Felix's
     ProfileDecoder reads namespace/service-account labels from it)."""
-    key, res = decode(path, value, Profile)
+    res = decode(key, value, Profile)
     out: Output = {
-        ProfileRulesKey(key.name).default_path(): {
-            "inbound_rules": rules_v1(res.spec.ingress),
-            "outbound_rules": rules_v1(res.spec.egress),
-        }
+        ProfileRulesKey(key.name): v1.ProfileRules(
+            inbound_rules=rules_v1(res.spec.ingress), outbound_rules=rules_v1(res.spec.egress)
+        )
     }
     if res.spec.labels_to_apply:
-        out[ProfileLabelsKey(key.name).default_path()] = dict(res.spec.labels_to_apply)
-    out.update(passthrough(path, value))
+        out[ProfileLabelsKey(key.name)] = v1.ProfileLabels(dict(res.spec.labels_to_apply))
+    out[key] = res
     return out
 
 
-def network_set(path: str, value: Any) -> Output:
+def network_set(key: ResourceKey, value: Any) -> Output:
     """Namespaced sets are named ``<ns>/<name>``, carry the namespace label and inherit the
     namespace's labels through its ``kns.<ns>`` profile."""
-    key, res = decode(path, value, NetworkSet)
+    res = decode(key, value, NetworkSet)
     labels = dict(res.metadata.labels or {})
     labels[NAMESPACE_LABEL] = key.namespace
-    out = {
-        "nets": [net_str(n) for n in res.spec.nets or []] or None,
-        "labels": labels,
-        "profile_ids": [NAMESPACE_PROFILE_PREFIX + key.namespace],
-    }
-    return {NetworkSetKey(f"{key.namespace}/{key.name}").default_path(): out}
+    netset = v1.NetworkSet(
+        nets=tuple(net_str(n) for n in res.spec.nets or ()),
+        labels=labels,
+        profile_ids=(NAMESPACE_PROFILE_PREFIX + key.namespace,),
+    )
+    return {NetworkSetKey(f"{key.namespace}/{key.name}"): netset}
 
 
-def global_network_set(path: str, value: Any) -> Output:
-    key, res = decode(path, value, GlobalNetworkSet)
-    out = {
-        "nets": [net_str(n) for n in res.spec.nets or []] or None,
-        "labels": dict(res.metadata.labels) if res.metadata.labels else None,
-    }
-    return {NetworkSetKey(key.name).default_path(): out}
+def global_network_set(key: ResourceKey, value: Any) -> Output:
+    res = decode(key, value, GlobalNetworkSet)
+    netset = v1.NetworkSet(
+        nets=tuple(net_str(n) for n in res.spec.nets or ()),
+        labels=dict(res.metadata.labels or {}),
+    )
+    return {NetworkSetKey(key.name): netset}

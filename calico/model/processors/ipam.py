@@ -6,49 +6,48 @@ from __future__ import annotations
 from typing import Any
 
 from calico.api.ipam import BlockAffinity, IPAMBlock, IPPool
+from calico.model import values as v1
 from calico.model.ipam_keys import BlockAffinityKey, BlockKey, IPPoolKey
 from calico.model.processors.common import Output, decode, net_str
+from calico.model.resources import ResourceKey
 
 IPIP_INTERFACE = "tunl0"
 _ENCAP_V1 = {"Always": "always", "CrossSubnet": "cross-subnet", "Never": "never"}
 
 
-def ip_pool(path: str, value: Any) -> Output:
-    """model.IPPool JSON: encap modes in v1 spelling, ``ipip`` names the tunnel device when
-    IPIP is on, ``ipam`` is "allocatable" (not disabled)."""
-    _, res = decode(path, value, IPPool)
-    spec = res.spec
+def ip_pool(key: ResourceKey, value: Any) -> Output:
+    """model.IPPool: encap modes in v1 spelling, ``ipip`` names the tunnel device when IPIP is
+    on, ``ipam`` is "allocatable" (not disabled)."""
+    spec = decode(key, value, IPPool).spec
     cidr = net_str(spec.cidr)
     ipip_on = spec.ipip_mode in ("Always", "CrossSubnet")
-    out = {
-        "cidr": cidr,
-        "ipip": IPIP_INTERFACE if ipip_on else "",
-        "ipip_mode": _ENCAP_V1[spec.ipip_mode],
-        "vxlan_mode": _ENCAP_V1[spec.vxlan_mode],
-        "masquerade": spec.nat_outgoing,
-        "ipam": not spec.disabled,
-        "disabled": spec.disabled,
-        "disableBGPExport": spec.disable_bgp_export,
-        "assignment_mode": spec.assignment_mode,
-        "allowed_uses": list(spec.allowed_uses),
-    }
-    return {IPPoolKey(cidr).default_path(): out}
+    pool = v1.IPPool(
+        cidr=cidr,
+        ipip=IPIP_INTERFACE if ipip_on else "",
+        ipip_mode=_ENCAP_V1[spec.ipip_mode],
+        vxlan_mode=_ENCAP_V1[spec.vxlan_mode],
+        masquerade=spec.nat_outgoing,
+        ipam=not spec.disabled,
+        disabled=spec.disabled,
+        disable_bgp_export=spec.disable_bgp_export,
+        assignment_mode=spec.assignment_mode,
+        allowed_uses=tuple(spec.allowed_uses),
+    )
+    return {IPPoolKey(cidr): pool}
 
 
-def ipam_block(path: str, value: Any) -> Output:
-    """The block's spec as stored (already upstream's AllocationBlock field names)."""
-    _, res = decode(path, value, IPAMBlock)
-    block = res.spec.to_wire()
-    block["cidr"] = net_str(res.spec.cidr)
-    return {BlockKey(block["cidr"]).default_path(): block}
+def ipam_block(key: ResourceKey, value: Any) -> Output:
+    """The block's spec (already upstream's AllocationBlock field names) as a typed value."""
+    spec = decode(key, value, IPAMBlock).spec
+    block = v1.AllocationBlock.from_json({**spec.to_wire(), "cidr": net_str(spec.cidr)})
+    return {BlockKey(block.cidr): block}
 
 
-def block_affinity(path: str, value: Any) -> Output:
+def block_affinity(key: ResourceKey, value: Any) -> Output:
     """``{state, deleted}`` under the host's affinity key. Pending claims are not sent: confd
     must not advertise a block the host may yet fail to claim."""
-    _, res = decode(path, value, BlockAffinity)
-    spec = res.spec
+    spec = decode(key, value, BlockAffinity).spec
     if spec.state == "pending":
         return {}
-    key = BlockAffinityKey(spec.node, spec.cidr)
-    return {key.default_path(): {"state": spec.state, "deleted": spec.deleted}}
+    affinity = v1.BlockAffinity(state=spec.state, deleted=spec.deleted)
+    return {BlockAffinityKey(spec.node, spec.cidr): affinity}

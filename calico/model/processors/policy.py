@@ -1,4 +1,4 @@
-"""Policy kinds and tiers -> ``PolicyKey`` / ``TierKey`` values (model.Policy, model.Tier JSON).
+"""Policy kinds and tiers -> ``PolicyKey`` / ``TierKey`` values (model.Policy, model.Tier).
 
 Namespaced policies are confined to their namespace by rewriting the main selector
 (``(<sel>) && projectcalico.org/namespace == '<ns>'``); global policies fold their
@@ -22,6 +22,7 @@ from calico.api.policy import (
     StagedNetworkPolicy,
     Tier,
 )
+from calico.model import values as v1
 from calico.model.keys import PolicyKey, TierKey
 from calico.model.processors.common import (
     NAMESPACE_LABEL,
@@ -34,48 +35,48 @@ from calico.model.processors.common import (
 from calico.model.processors.k8spolicy import k8s_policy_spec
 from calico.model.processors.rules import rules_v1
 from calico.model.processors.selectors import and_prefixed
+from calico.model.resources import ResourceKey
 
 
 def _policy_value(
-    spec: NetworkPolicySpec | GlobalNetworkPolicySpec, namespace: str, selector: str
-) -> dict[str, Any]:
-    """model.Policy JSON with Go's omitempty: unset/false/empty fields are left out."""
-    out: dict[str, Any] = {}
-    if namespace:
-        out["namespace"] = namespace
-    out["tier"] = spec.tier or DEFAULT_TIER
-    if spec.order is not None:
-        out["order"] = spec.order
-    if inbound := rules_v1(spec.ingress, namespace):
-        out["inbound_rules"] = inbound
-    if outbound := rules_v1(spec.egress, namespace):
-        out["outbound_rules"] = outbound
-    out["selector"] = selector
-    if isinstance(spec, GlobalNetworkPolicySpec):
-        if spec.do_not_track:
-            out["untracked"] = True
-        if spec.pre_dnat:
-            out["pre_dnat"] = True
-        if spec.apply_on_forward:
-            out["apply_on_forward"] = True
-    if spec.types:
-        out["types"] = [t.lower() for t in spec.types]
-    if spec.performance_hints:
-        out["performance_hints"] = list(spec.performance_hints)
-    return out
+    spec: NetworkPolicySpec | GlobalNetworkPolicySpec,
+    namespace: str,
+    selector: str,
+    staged_action: str | None = None,
+) -> v1.Policy:
+    """model.Policy; Go's omitempty leaves unset/false/empty fields out of its JSON."""
+    is_global = isinstance(spec, GlobalNetworkPolicySpec)
+    return v1.Policy(
+        namespace=namespace,
+        tier=spec.tier or DEFAULT_TIER,
+        order=float(spec.order) if spec.order is not None else None,
+        inbound_rules=rules_v1(spec.ingress, namespace),
+        outbound_rules=rules_v1(spec.egress, namespace),
+        selector=selector,
+        untracked=bool(is_global and spec.do_not_track),
+        pre_dnat=bool(is_global and spec.pre_dnat),
+        apply_on_forward=bool(is_global and spec.apply_on_forward),
+        types=tuple(t.lower() for t in spec.types or ()),
+        performance_hints=tuple(spec.performance_hints or ()),
+        staged_action=staged_action,
+    )
 
 
-def namespaced_policy_value(spec: NetworkPolicySpec, namespace: str) -> dict[str, Any]:
+def namespaced_policy_value(
+    spec: NetworkPolicySpec, namespace: str, staged_action: str | None = None
+) -> v1.Policy:
     selector = spec.selector or ""
     ns_clause = f"{NAMESPACE_LABEL} == '{namespace}'"
     selector = f"({selector}) && {ns_clause}" if selector else ns_clause
     selector = and_prefixed(
         selector, spec.service_account_selector or "", SERVICE_ACCOUNT_LABEL_PREFIX
     )
-    return _policy_value(spec, namespace, selector)
+    return _policy_value(spec, namespace, selector, staged_action)
 
 
-def global_policy_value(spec: GlobalNetworkPolicySpec) -> dict[str, Any]:
+def global_policy_value(
+    spec: GlobalNetworkPolicySpec, staged_action: str | None = None
+) -> v1.Policy:
     # The all() substitutions are plain text replaces on the combined selector, so an all() in
     # the main selector is rewritten too - upstream's quirk, kept for identical selectors.
     selector = spec.selector or ""
@@ -87,53 +88,49 @@ def global_policy_value(spec: GlobalNetworkPolicySpec) -> dict[str, Any]:
             selector, spec.service_account_selector, SERVICE_ACCOUNT_LABEL_PREFIX
         )
         selector = selector.replace("all()", f"has({SERVICE_ACCOUNT_LABEL})")
-    return _policy_value(spec, "", selector)
+    return _policy_value(spec, "", selector, staged_action)
 
 
-def network_policy(path: str, value: Any) -> Output:
-    key, res = decode(path, value, NetworkPolicy)
+def network_policy(key: ResourceKey, value: Any) -> Output:
+    res = decode(key, value, NetworkPolicy)
     pkey = PolicyKey(key.kind, key.namespace, key.name)
-    return {pkey.default_path(): namespaced_policy_value(res.spec, key.namespace)}
+    return {pkey: namespaced_policy_value(res.spec, key.namespace)}
 
 
-def global_network_policy(path: str, value: Any) -> Output:
-    key, res = decode(path, value, GlobalNetworkPolicy)
-    return {PolicyKey(key.kind, "", key.name).default_path(): global_policy_value(res.spec)}
+def global_network_policy(key: ResourceKey, value: Any) -> Output:
+    res = decode(key, value, GlobalNetworkPolicy)
+    return {PolicyKey(key.kind, "", key.name): global_policy_value(res.spec)}
 
 
-def staged_network_policy(path: str, value: Any) -> Output:
-    key, res = decode(path, value, StagedNetworkPolicy)
+def staged_network_policy(key: ResourceKey, value: Any) -> Output:
+    res = decode(key, value, StagedNetworkPolicy)
     if res.spec.staged_action == "Delete":
         return {}
-    policy = namespaced_policy_value(res.spec, key.namespace)
-    policy["staged_action"] = res.spec.staged_action
-    return {PolicyKey(key.kind, key.namespace, key.name).default_path(): policy}
+    policy = namespaced_policy_value(res.spec, key.namespace, res.spec.staged_action)
+    return {PolicyKey(key.kind, key.namespace, key.name): policy}
 
 
-def staged_global_network_policy(path: str, value: Any) -> Output:
-    key, res = decode(path, value, StagedGlobalNetworkPolicy)
+def staged_global_network_policy(key: ResourceKey, value: Any) -> Output:
+    res = decode(key, value, StagedGlobalNetworkPolicy)
     if res.spec.staged_action == "Delete":
         return {}
-    policy = global_policy_value(res.spec)
-    policy["staged_action"] = res.spec.staged_action
-    return {PolicyKey(key.kind, "", key.name).default_path(): policy}
+    policy = global_policy_value(res.spec, res.spec.staged_action)
+    return {PolicyKey(key.kind, "", key.name): policy}
 
 
-def staged_kubernetes_network_policy(path: str, value: Any) -> Output:
-    key, res = decode(path, value, StagedKubernetesNetworkPolicy)
+def staged_kubernetes_network_policy(key: ResourceKey, value: Any) -> Output:
+    res = decode(key, value, StagedKubernetesNetworkPolicy)
     if res.spec.staged_action == "Delete":
         return {}
-    policy = namespaced_policy_value(k8s_policy_spec(res.spec), key.namespace)
-    policy["staged_action"] = res.spec.staged_action
-    return {PolicyKey(key.kind, key.namespace, key.name).default_path(): policy}
+    spec = k8s_policy_spec(res.spec)
+    policy = namespaced_policy_value(spec, key.namespace, res.spec.staged_action)
+    return {PolicyKey(key.kind, key.namespace, key.name): policy}
 
 
-def tier(path: str, value: Any) -> Output:
-    """model.Tier JSON: ``order`` (omitted when unset = last) and ``defaultAction``; anything
-    but Pass is Deny."""
-    key, res = decode(path, value, Tier)
-    out: dict[str, Any] = {}
-    if res.spec.order is not None:
-        out["order"] = res.spec.order
-    out["defaultAction"] = "Pass" if res.spec.default_action == "Pass" else "Deny"
-    return {TierKey(key.name).default_path(): out}
+def tier(key: ResourceKey, value: Any) -> Output:
+    """model.Tier: ``order`` (omitted when unset = last) and ``defaultAction``; anything but
+    Pass is Deny."""
+    res = decode(key, value, Tier)
+    order = float(res.spec.order) if res.spec.order is not None else None
+    action = "Pass" if res.spec.default_action == "Pass" else "Deny"
+    return {TierKey(key.name): v1.Tier(order=order, default_action=action)}

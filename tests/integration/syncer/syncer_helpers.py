@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from calico.model import Key
 from calico.syncer.api import SyncStatus, Update, UpdateType
 
 
@@ -14,7 +15,7 @@ class Recorder:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.log: list[SyncStatus | Update] = []
-        self.state: dict[str, object] = {}
+        self.state: dict[Key, object] = {}
         self.errors: list[str] = []
 
     def on_status_updated(self, status: SyncStatus) -> None:

@@ -11,6 +11,8 @@ from syncer_helpers import Recorder
 from calico.api import parse_resource
 from calico.datastore.client import Client
 from calico.datastore.local import LocalBackend
+from calico.model import IPPoolKey
+from calico.model.values import encode_value
 from calico.syncer.api import SyncStatus
 from calico.syncer.definitions import (
     bgp_syncer,
@@ -102,11 +104,12 @@ def populate(c: Client) -> None:
 
 
 def run(syncer: Any, recorder: Recorder) -> dict[str, object]:
+    """The consumer's view once in sync, as paths and upstream's v1 JSON."""
     syncer.start()
     try:
         recorder.wait_status(SyncStatus.IN_SYNC)
         with recorder.cond:
-            return dict(recorder.state)
+            return {k.default_path(): encode_value(k, v) for k, v in recorder.state.items()}
     finally:
         syncer.stop()
 
@@ -156,7 +159,7 @@ def test_felix_syncer_follows_changes(client: Client, recorder: Recorder) -> Non
     try:
         recorder.wait_status(SyncStatus.IN_SYNC)
         pool = client.create(make("IPPool", "p", {"cidr": "10.9.0.0/16"}))
-        key = "/calico/v1/ipam/v4/pool/10.9.0.0-16"
+        key = IPPoolKey("10.9.0.0/16")
         recorder.wait_for(lambda r: key in r.state)
         client.delete("IPPool", pool.metadata.name)
         recorder.wait_for(lambda r: key not in r.state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ipaddress import ip_address, ip_network
+from typing import Any
 
 import pytest
 
@@ -323,44 +324,193 @@ def test_resource_kind_is_canonicalised() -> None:
     assert ResourceKey("node", "n").default_path().endswith("/nodes/n")
 
 
-UNRENDERABLE: list[Key] = [
-    GlobalConfigKey(""),
-    HostConfigKey("a/b", "x"),
-    HostConfigKey("h", ""),
-    WorkloadEndpointKey("", "k8s", "w", "e"),
-    WorkloadEndpointKey("h/x", "k8s", "w", "e"),
-    WorkloadEndpointKey("h", "k8s", "", "e"),
-    HostEndpointKey("h", ""),
-    HostMetadataKey(""),
-    WireguardKey("a/b"),
-    PolicyKey("tier", "default", "metadata"),  # would collide with TierKey's path
-    PolicyKey("profile", "p", "rules"),
-    PolicyKey("NetworkPolicy", "a/b", "n"),
-    PolicyKey("NetworkPolicy", "ns", "a/b"),
-    PolicyKey("", "", "n"),
-    TierKey(""),
-    ProfileRulesKey(""),
-    NetworkSetKey(""),
-    IPAMHandleKey("a/b"),
-    BlockAffinityKey("", "10.0.0.0/26"),
-    GlobalBGPConfigKey("peer_v4/10.0.0.1"),  # would collide with the peering path
-    NodeBGPConfigKey("n", "peer_v6/x"),
-    NodeBGPConfigKey("", "as_num"),
-    ResourceKey("Unknown", "x"),
-    ResourceKey("Node", "x", "ns"),
-    ResourceKey("NetworkPolicy", "x"),
-    ResourceKey("Node", "a/b"),
-    HostEndpointStatusKey("h", ""),
-    ActiveStatusReportKey("h", "a/b"),
-    LastStatusReportKey("", "no-region"),
-    WorkloadEndpointStatusKey("h", "o", "w", "e", ""),
+#: Keys whose path would not parse back to them: (type, constructor arguments).
+UNRENDERABLE: list[tuple[type[Key], tuple[Any, ...]]] = [
+    (GlobalConfigKey, ("",)),
+    (
+        HostConfigKey,
+        (
+            "a/b",
+            "x",
+        ),
+    ),
+    (
+        HostConfigKey,
+        (
+            "h",
+            "",
+        ),
+    ),
+    (
+        WorkloadEndpointKey,
+        (
+            "",
+            "k8s",
+            "w",
+            "e",
+        ),
+    ),
+    (
+        WorkloadEndpointKey,
+        (
+            "h/x",
+            "k8s",
+            "w",
+            "e",
+        ),
+    ),
+    (
+        WorkloadEndpointKey,
+        (
+            "h",
+            "k8s",
+            "",
+            "e",
+        ),
+    ),
+    (
+        HostEndpointKey,
+        (
+            "h",
+            "",
+        ),
+    ),
+    (HostMetadataKey, ("",)),
+    (WireguardKey, ("a/b",)),
+    (
+        PolicyKey,
+        (
+            "tier",
+            "default",
+            "metadata",
+        ),
+    ),  # would collide with TierKey's path
+    (
+        PolicyKey,
+        (
+            "profile",
+            "p",
+            "rules",
+        ),
+    ),
+    (
+        PolicyKey,
+        (
+            "NetworkPolicy",
+            "a/b",
+            "n",
+        ),
+    ),
+    (
+        PolicyKey,
+        (
+            "NetworkPolicy",
+            "ns",
+            "a/b",
+        ),
+    ),
+    (
+        PolicyKey,
+        (
+            "",
+            "",
+            "n",
+        ),
+    ),
+    (TierKey, ("",)),
+    (ProfileRulesKey, ("",)),
+    (NetworkSetKey, ("",)),
+    (IPAMHandleKey, ("a/b",)),
+    (
+        BlockAffinityKey,
+        (
+            "",
+            "10.0.0.0/26",
+        ),
+    ),
+    (GlobalBGPConfigKey, ("peer_v4/10.0.0.1",)),  # would collide with the peering path
+    (
+        NodeBGPConfigKey,
+        (
+            "n",
+            "peer_v6/x",
+        ),
+    ),
+    (
+        NodeBGPConfigKey,
+        (
+            "",
+            "as_num",
+        ),
+    ),
+    (
+        ResourceKey,
+        (
+            "Unknown",
+            "x",
+        ),
+    ),
+    (
+        ResourceKey,
+        (
+            "Node",
+            "x",
+            "ns",
+        ),
+    ),
+    (
+        ResourceKey,
+        (
+            "NetworkPolicy",
+            "x",
+        ),
+    ),
+    (
+        ResourceKey,
+        (
+            "Node",
+            "a/b",
+        ),
+    ),
+    (
+        HostEndpointStatusKey,
+        (
+            "h",
+            "",
+        ),
+    ),
+    (
+        ActiveStatusReportKey,
+        (
+            "h",
+            "a/b",
+        ),
+    ),
+    (
+        LastStatusReportKey,
+        (
+            "",
+            "no-region",
+        ),
+    ),
+    (
+        WorkloadEndpointStatusKey,
+        (
+            "h",
+            "o",
+            "w",
+            "e",
+            "",
+        ),
+    ),
 ]
 
 
-@pytest.mark.parametrize("key", UNRENDERABLE, ids=repr)
-def test_unrenderable_keys_raise(key: Key) -> None:
+@pytest.mark.parametrize(("cls", "args"), UNRENDERABLE, ids=lambda v: repr(v))
+def test_keys_without_a_valid_path_cannot_be_built(cls: type[Key], args: tuple[Any, ...]) -> None:
+    """The constructor renders the path once: no key in flight lacks a valid path."""
     with pytest.raises(InvalidKeyError):
-        key.default_path()
+        cls(*args)
 
 
 def test_invalid_constructor_values() -> None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from processor_json import at_path
 
-from calico.model.processors import cluster_information, felix_configuration, node
+from calico.model import processors as p
 from calico.model.processors.confignames import go_float, param_name
+
+cluster_information = at_path(p.cluster_information)
+felix_configuration = at_path(p.felix_configuration)
+node = at_path(p.node)
 
 V3 = "/calico/resources/v3/projectcalico.org/"
 

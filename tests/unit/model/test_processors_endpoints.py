@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from calico.model.processors import (
-    global_network_set,
-    host_endpoint,
-    network_set,
-    profile,
-    workload_endpoint,
-)
+from processor_json import at_path
+
+from calico.model import processors as p
+
+global_network_set = at_path(p.global_network_set)
+host_endpoint = at_path(p.host_endpoint)
+network_set = at_path(p.network_set)
+profile = at_path(p.profile)
+workload_endpoint = at_path(p.workload_endpoint)
 
 V3 = "/calico/resources/v3/projectcalico.org/"
 WEP_NAME = "node1-k8s-nginx--abc-eth0"

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from calico.model.processors import block_affinity, ip_pool, ipam_block
+from processor_json import at_path
+
+from calico.model import processors as p
+
+block_affinity = at_path(p.block_affinity)
+ip_pool = at_path(p.ip_pool)
+ipam_block = at_path(p.ipam_block)
 
 V3 = "/calico/resources/v3/projectcalico.org/"
 

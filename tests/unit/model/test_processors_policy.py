@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from processor_json import at_path
 
-from calico.model.processors import (
-    global_network_policy,
-    network_policy,
-    staged_global_network_policy,
-    staged_kubernetes_network_policy,
-    staged_network_policy,
-    tier,
-)
+from calico.model import processors as p
+
+global_network_policy = at_path(p.global_network_policy)
+network_policy = at_path(p.network_policy)
+staged_global_network_policy = at_path(p.staged_global_network_policy)
+staged_kubernetes_network_policy = at_path(p.staged_kubernetes_network_policy)
+staged_network_policy = at_path(p.staged_network_policy)
+tier = at_path(p.tier)
 
 V3 = "/calico/resources/v3/projectcalico.org/"
 

@@ -1,5 +1,6 @@
-"""Property test: on any resource the v3 models accept, processors return JSON-able values
-under parseable v1 keys, and never raise anything but ValueError."""
+"""Property test: on any resource the v3 models accept, processors return typed values under
+keys whose paths parse back to them, whose v1 JSON decodes back to the same value, and never
+raise anything but ValueError."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from calico.api import APIError, parse_resource
-from calico.model import key_from_default_path
+from calico.model import ResourceKey, key_from_default_path
 from calico.model.processors import process
+from calico.model.values import decode_value, encode_value
 
 V3 = "/calico/resources/v3/projectcalico.org/"
 SELECTORS = st.sampled_from(
@@ -123,10 +125,13 @@ def test_processors_total_on_valid_resources(item: tuple[str, dict[str, Any]]) -
         parse_resource(json.loads(json.dumps(value)))
     except APIError:
         assume(False)
+    source = key_from_default_path(path)
+    assert isinstance(source, ResourceKey)
     try:
-        out = process(path, value)
+        out = process(source, value)
     except ValueError:
         return
-    for key, v1 in out.items():
-        assert key_from_default_path(key) is not None, key
-        json.dumps(v1)
+    for key, typed in out.items():
+        assert key_from_default_path(key.default_path()) == key
+        data = json.loads(json.dumps(encode_value(key, typed)))
+        assert decode_value(key, data) == typed

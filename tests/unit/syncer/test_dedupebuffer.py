@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calico.model import GlobalConfigKey
 from calico.syncer.api import SyncStatus, Update, UpdateType
 from calico.syncer.dedupebuffer import DedupeBuffer
 
@@ -29,21 +30,23 @@ class Recorder:
         self.events.extend(updates)
 
     def updates(self) -> list[tuple[str, object, UpdateType]]:
-        return [(u.key, u.value, u.update_type) for u in self.events if isinstance(u, Update)]
+        return [(u.key.name, u.value, u.update_type) for u in self.events if isinstance(u, Update)]
 
     def state(self) -> dict[str, object]:
         out: dict[str, object] = {}
         for u in self.events:
             if isinstance(u, Update):
                 if u.value is None:
-                    out.pop(u.key, None)
+                    out.pop(u.key.name, None)
                 else:
-                    out[u.key] = u.value
+                    out[u.key.name] = u.value
         return out
 
 
-def up(key: str, value: object, rev: str = "1") -> Update:
-    return Update(key, value, rev, UpdateType.NEW if value is not None else UpdateType.DELETED)
+def up(name: str, value: object, rev: str = "1") -> Update:
+    """An update of the config key ``name`` (any key type would do; the buffer is generic)."""
+    kind = UpdateType.NEW if value is not None else UpdateType.DELETED
+    return Update(GlobalConfigKey(name), value, rev, kind)
 
 
 @pytest.fixture
@@ -134,7 +137,7 @@ def test_restart_synthesises_deletes_for_vanished_keys() -> None:
     buf.stop()
     assert rec.state() == {"a": 1, "d": 4}
     tail = rec.events[rec.events.index(SyncStatus.RESYNC_IN_PROGRESS) :]
-    assert [(u.key, u.update_type) for u in tail if isinstance(u, Update)] == [
+    assert [(u.key.name, u.update_type) for u in tail if isinstance(u, Update)] == [
         ("a", UpdateType.UPDATED),
         ("d", UpdateType.NEW),
         ("b", UpdateType.DELETED),

@@ -229,13 +229,13 @@ def _valid(snapshot: Mapping[Any, Any]) -> dict[Any, Any]:
     return out
 
 
-def _labels(value: Mapping[str, Any], profile_labels: Mapping[str, Mapping[str, str]]):
+def _labels(value: Any, profile_labels: Mapping[str, Mapping[str, str]]):
     """Own labels over profile labels; among profiles the first listed wins."""
     merged: dict[str, str] = {}
-    for name in value.get("profile_ids") or ():
+    for name in value.profile_ids:
         for k, v in (profile_labels.get(name) or {}).items():
             merged.setdefault(k, v)
-    merged.update(value.get("labels") or {})
+    merged.update(value.labels)
     return merged
 
 
@@ -244,19 +244,13 @@ def _host(addr: str) -> str:
     return f"{ip}/{32 if ip.version == 4 else 128}"
 
 
-def _item_nets(key: Any, value: Mapping[str, Any]) -> list[str]:
+def _item_nets(key: Any, value: Any) -> list[str]:
     if isinstance(key, WorkloadEndpointKey):
-        return [
-            _host(a) for a in [*(value.get("ipv4_nets") or ()), *(value.get("ipv6_nets") or ())]
-        ]
+        return [_host(a) for a in [*value.ipv4_nets, *value.ipv6_nets]]
     if isinstance(key, HostEndpointKey):
-        addrs = [
-            *(value.get("expected_ipv4_addrs") or ()),
-            *(value.get("expected_ipv6_addrs") or ()),
-        ]
-        return [_host(a) for a in addrs]
+        return [_host(a) for a in [*value.expected_ipv4_addrs, *value.expected_ipv6_addrs]]
     out = []
-    for net in value.get("nets") or ():
+    for net in value.nets:
         n = ipaddress.ip_network(net, strict=False)
         if n.prefixlen == 0:
             out.extend(str(s) for s in n.subnets(new_prefix=1))
@@ -272,7 +266,7 @@ def _port_proto(protocol: Any) -> str:
     return text if text in ("tcp", "udp", "sctp") else "tcp"
 
 
-def _members(data: IPSetData, items: list[tuple[Any, dict[str, str], Mapping[str, Any]]]):
+def _members(data: IPSetData, items: list[tuple[Any, dict[str, str], Any]]):
     if data.service:
         return set()
     sel = parse(data.selector)
@@ -284,42 +278,43 @@ def _members(data: IPSetData, items: list[tuple[Any, dict[str, str], Mapping[str
         if data.named_port is None:
             out.update(nets)
             continue
-        for port in value.get("ports") or ():
-            if port.get("name") != data.named_port:
+        for port in getattr(value, "ports", ()):
+            if port.name != data.named_port:
                 continue
-            proto = _port_proto(port.get("protocol") or "")
+            proto = _port_proto(port.protocol or "")
             if proto != data.named_port_protocol:
                 continue
             for net in nets:
-                out.add(f"{net.split('/')[0]},{proto}:{port['port']}")
+                out.add(f"{net.split('/')[0]},{proto}:{port.port}")
     return out
 
 
-def _tier_sort_key(name: str, tiers: Mapping[str, Mapping[str, Any]]):
+def _tier_sort_key(name: str, tiers: Mapping[str, Any]):
     tier = tiers.get(name)
     if tier is None:
         return (1, 1, 0.0, name)
-    order = tier.get("order")
+    order = tier.order
     return (0, 1 if order is None else 0, 0.0 if order is None else float(order), name)
 
 
 def _endpoint_tiers(
     matched: list[PolicyKey],
-    policies: Mapping[PolicyKey, Mapping[str, Any]],
-    tiers: Mapping[str, Mapping[str, Any]],
+    policies: Mapping[PolicyKey, Any],
+    tiers: Mapping[str, Any],
 ) -> tuple[tuple[TierInfo, ...], ...]:
     by_tier: dict[str, list[PolicyKey]] = {}
     for key in matched:
-        by_tier.setdefault(policies[key].get("tier") or "default", []).append(key)
+        by_tier.setdefault(policies[key].tier or "default", []).append(key)
     normal: list[TierInfo] = []
     untracked: list[TierInfo] = []
     pre_dnat: list[TierInfo] = []
     forward: list[TierInfo] = []
     for name in sorted(by_tier, key=lambda n: _tier_sort_key(n, tiers)):
-        action = "Pass" if (tiers.get(name) or {}).get("defaultAction") == "Pass" else "Deny"
+        tier = tiers.get(name)
+        action = "Pass" if tier is not None and tier.default_action == "Pass" else "Deny"
 
         def order(k: PolicyKey) -> tuple[float, str]:
-            o = policies[k].get("order")
+            o = policies[k].order
             return (math.inf if o is None else float(o), f"{k.name}/{k.namespace}/{k.kind}")
 
         lists: dict[str, tuple[list[PolicyID], list[PolicyID]]] = {
@@ -327,18 +322,18 @@ def _endpoint_tiers(
         }
         for key in sorted(by_tier[name], key=order):
             pol = policies[key]
-            types = [t.lower() for t in pol.get("types") or ()]
+            types = [t.lower() for t in pol.types]
             ing = not types or "ingress" in types
             egr = not types or "egress" in types
             pid = policy_id(key)
             targets: list[tuple[str, bool, bool]] = []
-            if pol.get("untracked"):
+            if pol.untracked:
                 targets.append(("untracked", ing, egr))
-            elif pol.get("pre_dnat"):
+            elif pol.pre_dnat:
                 targets.append(("pre_dnat", ing, False))
             else:
                 targets.append(("normal", ing, egr))
-                if pol.get("apply_on_forward"):
+                if pol.apply_on_forward:
                     targets.append(("forward", ing, egr))
             for list_name, i, e in targets:
                 if i:
@@ -360,7 +355,7 @@ def _endpoint_tiers(
 def desired_state(snapshot: Mapping[Any, Any], hostname: str) -> DataplaneState:
     """Everything the dataplane should hold once the graph has processed ``snapshot``."""
     snap = _valid(snapshot)
-    profile_labels = {k.name: v for k, v in snap.items() if isinstance(k, ProfileLabelsKey)}
+    profile_labels = {k.name: v.labels for k, v in snap.items() if isinstance(k, ProfileLabelsKey)}
     profile_rules = {k.name: v for k, v in snap.items() if isinstance(k, ProfileRulesKey)}
     tiers = {k.name: v for k, v in snap.items() if isinstance(k, TierKey)}
     policies = {k: v for k, v in snap.items() if isinstance(k, PolicyKey)}
@@ -379,17 +374,17 @@ def desired_state(snapshot: Mapping[Any, Any], hostname: str) -> DataplaneState:
     matches: dict[Any, list[PolicyKey]] = {k: [] for k, _l, _v in local}
     needed_sets: dict[str, IPSetData] = {}
     for pkey, pol in policies.items():
-        sel = parse(pol.get("selector") or "")
+        sel = parse(pol.selector)
         matched = [k for k, labels, _v in local if sel.evaluate_interpreted(labels)]
         for k in matched:
             matches[k].append(pkey)
-        hinted = "AssumeNeededOnEveryNode" in (pol.get("performance_hints") or ())
+        hinted = "AssumeNeededOnEveryNode" in pol.performance_hints
         if matched or hinted:
             policy, sets = parse_policy(pkey, pol)
             assert policy.staged == is_staged(pkey.kind)
             state.policies[policy_id(pkey)] = policy
             needed_sets.update((s.id, s) for s in sets)
-    for name in {p for _k, _l, v in local for p in v.get("profile_ids") or ()}:
+    for name in {p for _k, _l, v in local for p in v.profile_ids}:
         profile, sets = parse_profile(name, profile_rules.get(name))
         state.profiles[ProfileID(name)] = profile
         needed_sets.update((s.id, s) for s in sets)

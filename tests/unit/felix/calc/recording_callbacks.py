@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from calico.api import load_documents, resource_to_wire
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import (
     Encapsulation,
     GlobalBGPConfigUpdate,
@@ -32,8 +32,9 @@ from calico.felix.messages import (
     WorkloadEndpoint,
     WorkloadEndpointID,
 )
-from calico.model import ResourceKey, key_from_default_path
+from calico.model import ResourceKey
 from calico.model.processors import process
+from calico.model.values import decode_value, encode_value
 
 Call = tuple[Any, ...]
 
@@ -167,6 +168,14 @@ class RecordingCallbacks:
 # --- feeding v3 resources through the real processors ---------------------------------------
 
 
+def wire_round_trip(key: Any, value: Any) -> Any:
+    """``value`` through its v1 JSON and back, as across a process boundary (Typha); the
+    round trip must not change it."""
+    decoded = decode_value(key, json.loads(json.dumps(encode_value(key, value))))
+    assert decoded == value, (key, value, decoded)
+    return decoded
+
+
 def updates_from_yaml(text: str, *, delete: bool = False) -> list[tuple[Any, Any]]:
     """``(key, value)`` pairs the Felix syncer would emit for the resources in ``text``
     (values JSON round-tripped, as through Typha). ``delete=True`` gives the deletions of
@@ -174,15 +183,13 @@ def updates_from_yaml(text: str, *, delete: bool = False) -> list[tuple[Any, Any
     out: list[tuple[Any, Any]] = []
     for res in load_documents(text):
         wire = resource_to_wire(res)
-        path = ResourceKey(res.KIND, res.metadata.name, res.metadata.namespace or "")
-        for v1_path, value in process(path.default_path(), wire).items():
-            key = key_from_default_path(v1_path)
-            assert key is not None, v1_path
-            out.append((key, None if delete else json.loads(json.dumps(value))))
+        source = ResourceKey(res.KIND, res.metadata.name, res.metadata.namespace or "")
+        for key, value in process(source, wire).items():
+            out.append((key, None if delete else wire_round_trip(key, value)))
     return out
 
 
-def feed(dispatcher: Dispatcher, text: str, *, delete: bool = False) -> None:
-    """Dispatch every update ``updates_from_yaml`` makes of ``text``."""
+def feed(fanout: TypeFanout, text: str, *, delete: bool = False) -> None:
+    """Fan out every update ``updates_from_yaml`` makes of ``text``."""
     for key, value in updates_from_yaml(text, delete=delete):
-        dispatcher.on_update(key, value)
+        fanout.on_update(key, value)

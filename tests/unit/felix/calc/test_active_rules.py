@@ -9,6 +9,7 @@ import pytest
 from calico.felix.calc.active_rules import ActiveRulesCalculator
 from calico.felix.labelindex import LinearSelectorIndex, SelectorIndex
 from calico.model import HostEndpointKey, PolicyKey, WorkloadEndpointKey
+from calico.model import values as v1
 
 P1 = PolicyKey("GlobalNetworkPolicy", "", "p1")
 EP1 = WorkloadEndpointKey("h1", "k8s", "ns/pod1", "eth0")
@@ -36,17 +37,23 @@ def arc(request: pytest.FixtureRequest) -> tuple[ActiveRulesCalculator, Recorder
     return calc, scanner, listener
 
 
-def ep(labels: dict[str, str], profiles: list[str] | None = None) -> dict[str, Any]:
-    return {"name": "cali1", "labels": labels, "profile_ids": profiles}
+def ep(labels: dict[str, str], profiles: list[str] | None = None) -> v1.WorkloadEndpoint:
+    return v1.WorkloadEndpoint.from_json(
+        {"name": "cali1", "labels": labels, "profile_ids": profiles}
+    )
+
+
+def pol(data: dict[str, Any]) -> v1.Policy:
+    return v1.Policy.from_json(data)
 
 
 def test_policy_active_only_while_it_matches_a_local_endpoint(arc) -> None:
     calc, scanner, listener = arc
-    pol = {"selector": "app == 'web'", "inbound_rules": []}
-    calc.on_policy(P1, pol)
+    p1 = pol({"selector": "app == 'web'", "inbound_rules": []})
+    calc.on_policy(P1, p1)
     assert scanner.take() == [] and calc.active_policies == frozenset()
     calc.on_endpoint(EP1, ep({"app": "web"}))
-    assert scanner.take() == [("on_policy_active", P1, pol)]
+    assert scanner.take() == [("on_policy_active", P1, p1)]
     assert listener.take() == [("on_policy_match", P1, EP1)]
     calc.on_endpoint(EP2, ep({"app": "web"}))
     assert scanner.take() == []  # already active
@@ -63,11 +70,11 @@ def test_policy_active_only_while_it_matches_a_local_endpoint(arc) -> None:
 def test_active_policy_is_resent_on_change_but_not_on_no_op(arc) -> None:
     calc, scanner, _ = arc
     calc.on_endpoint(HEP, ep({"app": "web"}))
-    calc.on_policy(P1, {"selector": "all()"})
+    calc.on_policy(P1, pol({"selector": "all()"}))
     scanner.take()
-    calc.on_policy(P1, {"selector": "all()"})
+    calc.on_policy(P1, pol({"selector": "all()"}))
     assert scanner.take() == []
-    new = {"selector": "all()", "inbound_rules": [{"action": "deny"}]}
+    new = pol({"selector": "all()", "inbound_rules": [{"action": "deny"}]})
     calc.on_policy(P1, new)
     assert scanner.take() == [("on_policy_active", P1, new)]
     calc.on_policy(P1, None)
@@ -76,20 +83,22 @@ def test_active_policy_is_resent_on_change_but_not_on_no_op(arc) -> None:
 
 def test_inherited_profile_labels_make_a_policy_active(arc) -> None:
     calc, scanner, _ = arc
-    calc.on_policy(P1, {"selector": "pcns.team == 'a'"})
+    calc.on_policy(P1, pol({"selector": "pcns.team == 'a'"}))
     calc.on_endpoint(EP1, ep({}, ["kns.ns"]))
     assert [c[0] for c in scanner.take()] == ["on_profile_active"]
     calc.on_profile_labels("kns.ns", {"pcns.team": "a"})
-    assert scanner.take() == [("on_policy_active", P1, {"selector": "pcns.team == 'a'"})]
+    assert scanner.take() == [("on_policy_active", P1, pol({"selector": "pcns.team == 'a'"}))]
     calc.on_endpoint(EP1, ep({"pcns.team": "b"}, ["kns.ns"]))  # own labels win
     assert scanner.take() == [("on_policy_inactive", P1)]
 
 
 def test_performance_hint_keeps_policy_active(arc) -> None:
     calc, scanner, listener = arc
-    pol = {"selector": "nothing == 'matches'", "performance_hints": ["AssumeNeededOnEveryNode"]}
-    calc.on_policy(P1, pol)
-    assert scanner.take() == [("on_policy_active", P1, pol)]
+    hinted = pol(
+        {"selector": "nothing == 'matches'", "performance_hints": ["AssumeNeededOnEveryNode"]}
+    )
+    calc.on_policy(P1, hinted)
+    assert scanner.take() == [("on_policy_active", P1, hinted)]
     assert listener.take() == []
 
 
@@ -98,7 +107,7 @@ def test_profiles_are_reference_counted_and_missing_ones_sent_as_none(arc) -> No
     calc.on_endpoint(EP1, ep({}, ["a", "b"]))
     assert scanner.take() == [("on_profile_active", "a", None), ("on_profile_active", "b", None)]
     calc.on_endpoint(EP2, ep({}, ["a"]))
-    rules = {"inbound_rules": [{"action": "allow"}]}
+    rules = v1.ProfileRules.from_json({"inbound_rules": [{"action": "allow"}]})
     calc.on_profile_rules("a", rules)
     calc.on_profile_rules("zzz", rules)  # not active: nothing
     assert scanner.take() == [("on_profile_active", "a", rules)]

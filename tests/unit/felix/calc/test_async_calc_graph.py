@@ -19,9 +19,11 @@ from calico.felix.calc.async_calc_graph import (
     AsyncCalcGraph,
     CalcGraphFailed,
 )
+from calico.felix.calc.pipeline import CalcPipeline
 from calico.felix.calc.throttle import TokenBucket
 from calico.felix.messages import InSync, ToDataplane
 from calico.health import HealthAggregator
+from calico.model import GlobalConfigKey
 from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType
 
 
@@ -44,17 +46,18 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
-        self.block_key: str | None = None
+        self.block_key: str | None = None  # names of GlobalConfigKeys
         self.blocked = threading.Event()
         self.release = threading.Event()
         self.fail_key: str | None = None
 
     # graph
     def on_update(self, update: Update) -> None:
-        self.events.append(("update", update.key))
-        if update.key == self.fail_key:
+        name = update.key.name
+        self.events.append(("update", name))
+        if name == self.fail_key:
             raise ValueError("boom")
-        if update.key == self.block_key:
+        if name == self.block_key:
             self.blocked.set()
             self.release.wait(5)
 
@@ -84,8 +87,8 @@ class FakeSequencer:
         return 0
 
 
-def upd(key: str) -> Update:
-    return Update(key=key, value={}, revision="1", update_type=UpdateType.NEW)
+def upd(name: str) -> Update:
+    return Update(key=GlobalConfigKey(name), value="v", revision="1", update_type=UpdateType.NEW)
 
 
 def wait_for(pred: Callable[[], bool], timeout: float = 3.0) -> None:
@@ -114,9 +117,7 @@ def make(clock: FakeClock, rec: Recorder) -> Iterator[Callable[..., AsyncCalcGra
         health: HealthAggregator | None = None, burst: int = 10, **kw: Any
     ) -> AsyncCalcGraph:
         acg = AsyncCalcGraph(
-            rec,
-            FakeSequencer(rec),
-            rec.sink,
+            CalcPipeline(rec, FakeSequencer(rec), rec.sink),
             health,
             clock=clock,
             throttle=TokenBucket(interval=0.010, burst=burst, clock=clock),

@@ -9,8 +9,8 @@ InSync and flushes at random points. After a final flush we require:
 * no message ever referenced an IP set, policy or profile not sent before it, and nothing
   endpoint-related was emitted before the syncer reported InSync.
 
-Values are built directly in the processors' v1 JSON shape (the scenario tests go through the
-real processors).
+Values are built in upstream's v1 JSON shape and decoded with the model's value codec (the
+scenario tests go through the real processors).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from calico.model import (
     TierKey,
     WorkloadEndpointKey,
 )
+from calico.model.values import decode_value
 from calico.syncer.api import SyncStatus, Update, UpdateType
 
 HOST = "h1"
@@ -248,10 +249,10 @@ def run(ops: list[tuple[str, Any, Any]], index: str) -> tuple[Recorder, dict[Any
                 rec.status_in_sync = True
                 pipeline.on_status_updated(SyncStatus.IN_SYNC)
         else:
-            new = value if kind == "set" else None
+            new = decode_value(key, value) if kind == "set" else None
             snapshot[key] = new
             utype = UpdateType.DELETED if new is None else UpdateType.UPDATED
-            pipeline.on_updates([Update(key.default_path(), new, "1", utype)])
+            pipeline.on_updates([Update(key, new, "1", utype)])
     pipeline.flush()
     return rec, snapshot
 

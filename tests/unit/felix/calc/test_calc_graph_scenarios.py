@@ -11,7 +11,8 @@ from typing import Any
 from oracle import ENDPOINT_MESSAGES, DataplaneState, desired_state
 from recording_callbacks import updates_from_yaml
 
-from calico.felix.calc.calc_graph import SyncCalcPipeline, build_felix_calc_pipeline
+from calico.felix.calc.calc_graph import build_felix_calc_pipeline
+from calico.felix.calc.pipeline import CalcPipeline
 from calico.felix.calc.rule_scanner import IPSetData
 from calico.felix.messages import (
     ActivePolicyRemove,
@@ -26,6 +27,8 @@ from calico.felix.messages import (
     TierInfo,
     WorkloadEndpointID,
 )
+from calico.model import IPAMHandleKey, PolicyKey
+from calico.model import values as v1
 from calico.selector import parse
 from calico.syncer.api import SyncStatus, Update, UpdateType
 
@@ -53,9 +56,7 @@ class Harness:
         self.batches: list[list[Any]] = []
         self.state = DataplaneState()
         self.snapshot: dict[Any, Any] = {}
-        self.pipeline: SyncCalcPipeline = build_felix_calc_pipeline(
-            HOST, self._sink, synchronous=True
-        )
+        self.pipeline: CalcPipeline = build_felix_calc_pipeline(HOST, self._sink, synchronous=True)
         self.in_sync = False
 
     def _sink(self, batch: list[Any]) -> None:
@@ -66,7 +67,7 @@ class Harness:
         for key, value in updates_from_yaml(text, delete=delete):
             self.snapshot[key] = value
             utype = UpdateType.DELETED if value is None else UpdateType.UPDATED
-            self.pipeline.on_updates([Update(key.default_path(), value, "1", utype)])
+            self.pipeline.on_updates([Update(key, value, "1", utype)])
 
     def sync(self) -> list[Any]:
         if not self.in_sync:
@@ -386,16 +387,17 @@ spec: {selector: app == 'web', ingress: [{action: Allow}]}
     )
     h.sync()
     assert h.state.policies
-    bad = {"selector": "app ==", "tier": "default"}
-    key_path = "/calico/v1/policy/GlobalNetworkPolicy//gp"
-    h.pipeline.on_updates([Update(key_path, bad, "2", UpdateType.UPDATED)])
+    bad = v1.Policy(selector="app ==", tier="default")
+    key = PolicyKey("GlobalNetworkPolicy", "", "gp")
+    h.pipeline.on_updates([Update(key, bad, "2", UpdateType.UPDATED)])
     h.flush()
     assert h.state.policies == {} and h.state.weps[WEP1].tiers == ()
 
 
 def test_unknown_keys_are_ignored_and_ip_set_update_lists_members() -> None:
     h = Harness()
-    h.pipeline.on_updates([Update("/not/a/calico/key", {"x": 1}, "1", UpdateType.NEW)])
+    # A key type no calculation node consumes (IPAM handles) is dropped by the fan-out.
+    h.pipeline.on_updates([Update(IPAMHandleKey("h1"), {"x": 1}, "1", UpdateType.NEW)])
     h.apply(
         wep("pod1", "{app: web}")
         + """
@@ -432,7 +434,7 @@ def test_async_pipeline_end_to_end() -> None:
     calc.start()
     try:
         updates = updates_from_yaml(wep("pod1", "{app: web}"))
-        calc.on_updates([Update(k.default_path(), v, "1", UpdateType.NEW) for k, v in updates])
+        calc.on_updates([Update(k, v, "1", UpdateType.NEW) for k, v in updates])
         calc.on_status_updated(SyncStatus.IN_SYNC)
         assert done.wait(10)
     finally:

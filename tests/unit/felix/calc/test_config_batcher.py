@@ -7,7 +7,7 @@ import pytest
 from recording_callbacks import RecordingCallbacks, feed
 
 from calico.felix.calc.config_batcher import ConfigBatcher
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.syncer.api import SyncStatus
 
 BASE = """
@@ -64,73 +64,73 @@ spec: {{clusterGUID: abc, datastoreReady: {flag}}}
 
 
 @pytest.fixture
-def setup() -> tuple[Dispatcher, RecordingCallbacks]:
+def setup() -> tuple[TypeFanout, RecordingCallbacks]:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    ConfigBatcher(rec, "node1").register(dispatcher)
-    return dispatcher, rec
+    fanout = TypeFanout()
+    ConfigBatcher(rec, "node1").register(fanout)
+    return fanout, rec
 
 
-def test_buffers_until_in_sync(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    dispatcher.on_status(SyncStatus.RESYNC_IN_PROGRESS)
-    feed(dispatcher, BASE)
+def test_buffers_until_in_sync(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    fanout.on_status(SyncStatus.RESYNC_IN_PROGRESS)
+    feed(fanout, BASE)
     assert rec.take() == []
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout.on_status(SyncStatus.IN_SYNC)
     assert rec.take() == [("on_config_update", GLOBAL, {}, HOST)]
-    dispatcher.on_status(SyncStatus.IN_SYNC)
-    feed(dispatcher, BASE)  # no-op
+    fanout.on_status(SyncStatus.IN_SYNC)
+    feed(fanout, BASE)  # no-op
     assert rec.take() == []
 
 
-def test_changes_after_in_sync(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, BASE)
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+def test_changes_after_in_sync(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, BASE)
+    fanout.on_status(SyncStatus.IN_SYNC)
     rec.take()
-    feed(dispatcher, node("zone: a"))  # the Node's tunnel address is host config too
+    feed(fanout, node("zone: a"))  # the Node's tunnel address is host config too
     assert rec.take() == [
         ("on_config_update", GLOBAL, {}, {**HOST, "IPv4VXLANTunnelAddr": "10.0.1.0"})
     ]
-    feed(dispatcher, BASE.split("---")[1], delete=True)
+    feed(fanout, BASE.split("---")[1], delete=True)
     assert rec.take() == [("on_config_update", GLOBAL, {}, {"IPv4VXLANTunnelAddr": "10.0.1.0"})]
-    feed(dispatcher, BASE.split("---")[2], delete=True)  # another host's config
+    feed(fanout, BASE.split("---")[2], delete=True)  # another host's config
     assert rec.take() == []
 
 
-def test_selector_scoped_configs(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+def test_selector_scoped_configs(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    fanout.on_status(SyncStatus.IN_SYNC)
     rec.take()
     old = scoped("old", "zone == 'a'", "2024-01-01T00:00:00Z", logSeverityScreen="Error")
     new = scoped("new", "zone == 'a'", "2025-01-01T00:00:00Z", logSeverityScreen="Debug")
     other = scoped("other", "zone == 'b'", "2023-01-01T00:00:00Z", logSeverityScreen="Fatal")
-    feed(dispatcher, new + "---" + old + "---" + other)
+    feed(fanout, new + "---" + old + "---" + other)
     assert rec.take() == []  # no Node labels known yet: nothing matches, nothing changed
     host = {"IPv4VXLANTunnelAddr": "10.0.1.0"}
-    feed(dispatcher, node("zone: a"))
+    feed(fanout, node("zone: a"))
     # One emission per dispatched key: the tunnel-address host key, then the labels.
     assert rec.take() == [
         ("on_config_update", {}, {}, host),
         ("on_config_update", {}, {"LogSeverityScreen": "Error"}, host),
     ]
-    feed(dispatcher, old, delete=True)
+    feed(fanout, old, delete=True)
     assert rec.take() == [("on_config_update", {}, {"LogSeverityScreen": "Debug"}, host)]
-    feed(dispatcher, node("zone: b"))
+    feed(fanout, node("zone: b"))
     assert rec.take() == [("on_config_update", {}, {"LogSeverityScreen": "Fatal"}, host)]
-    feed(dispatcher, new, delete=True)  # does not match this node: no change
+    feed(fanout, new, delete=True)  # does not match this node: no change
     assert rec.take() == []
 
 
-def test_datastore_not_ready(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, ready("false"))
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+def test_datastore_not_ready(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, ready("false"))
+    fanout.on_status(SyncStatus.IN_SYNC)
     cfg = ("on_config_update", {"ClusterGUID": "abc"}, {}, {})
     assert rec.take() == [("on_datastore_not_ready",), cfg]
-    feed(dispatcher, ready("true"))  # recorded, but emits nothing by itself
+    feed(fanout, ready("true"))  # recorded, but emits nothing by itself
     assert rec.take() == []
-    feed(dispatcher, ready("false"))
+    feed(fanout, ready("false"))
     assert rec.take() == [("on_datastore_not_ready",), cfg]
-    feed(dispatcher, ready("false"), delete=True)
+    feed(fanout, ready("false"), delete=True)
     assert rec.take() == [("on_datastore_not_ready",), ("on_config_update", {}, {}, {})]

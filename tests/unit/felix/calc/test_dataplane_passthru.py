@@ -7,7 +7,7 @@ import pytest
 from recording_callbacks import RecordingCallbacks, feed
 
 from calico.felix.calc.dataplane_passthru import DataplanePassthru
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import (
     GlobalBGPConfigUpdate,
     HostMetadataV4V6Update,
@@ -64,27 +64,27 @@ spec:
 
 
 @pytest.fixture
-def setup() -> tuple[Dispatcher, RecordingCallbacks]:
+def setup() -> tuple[TypeFanout, RecordingCallbacks]:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    DataplanePassthru(rec, "node1").register(dispatcher)
-    return dispatcher, rec
+    fanout = TypeFanout()
+    DataplanePassthru(rec, "node1").register(fanout)
+    return fanout, rec
 
 
-def test_ip_pool_update_dedup_and_remove(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, POOL)
-    feed(dispatcher, POOL)
+def test_ip_pool_update_dedup_and_remove(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, POOL)
+    feed(fanout, POOL)
     expected = IPAMPool("10.0.0.0/16", masquerade=True, ipip_mode="CrossSubnet")
     assert rec.take() == [("on_ip_pool_update", "10.0.0.0-16", expected)]
-    feed(dispatcher, POOL, delete=True)
-    feed(dispatcher, POOL, delete=True)
+    feed(fanout, POOL, delete=True)
+    feed(fanout, POOL, delete=True)
     assert rec.take() == [("on_ip_pool_remove", "10.0.0.0-16")]
 
 
-def test_host_metadata_from_bgp(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, BGP_NODE)
+def test_host_metadata_from_bgp(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, BGP_NODE)
     meta = HostMetadataV4V6Update(
         hostname="node1",
         ipv4_addr="192.168.0.1",
@@ -93,48 +93,48 @@ def test_host_metadata_from_bgp(setup: tuple[Dispatcher, RecordingCallbacks]) ->
         labels=(("kubernetes.io/hostname", "node1"), ("zone", "a")),
     )
     assert rec.take() == [("on_host_metadata_update", meta)]
-    feed(dispatcher, BGP_NODE)
+    feed(fanout, BGP_NODE)
     assert rec.take() == []
-    feed(dispatcher, BGP_NODE, delete=True)
+    feed(fanout, BGP_NODE, delete=True)
     assert rec.take() == [("on_host_metadata_remove", "node1")]
 
 
 def test_host_metadata_falls_back_to_internal_ip(
-    setup: tuple[Dispatcher, RecordingCallbacks],
+    setup: tuple[TypeFanout, RecordingCallbacks],
 ) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, PLAIN_NODE)
+    fanout, rec = setup
+    feed(fanout, PLAIN_NODE)
     meta = HostMetadataV4V6Update(hostname="node2", ipv4_addr="192.168.0.2")
     assert rec.take() == [("on_host_metadata_update", meta)]
 
 
-def test_wireguard_per_family(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, WG_NODE)
+def test_wireguard_per_family(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, WG_NODE)
     assert rec.take() == [
         ("on_host_metadata_update", HostMetadataV4V6Update("node3", ipv4_addr="192.168.0.3")),
         ("on_wireguard_update", WireguardEndpointUpdate("node3", "pub4=", "10.0.3.1")),
         ("on_wireguard_v6_update", WireguardEndpointV6Update("node3", "pub6=", "fd00:3::1")),
     ]
-    feed(dispatcher, WG_NODE_NO_V6_KEY)
+    feed(fanout, WG_NODE_NO_V6_KEY)
     assert rec.take() == [("on_wireguard_v6_remove", "node3")]
-    feed(dispatcher, WG_NODE_NO_V6_KEY, delete=True)
+    feed(fanout, WG_NODE_NO_V6_KEY, delete=True)
     assert rec.take() == [
         ("on_host_metadata_remove", "node3"),
         ("on_wireguard_remove", "node3"),
     ]
 
 
-def test_global_bgp_config(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, bgp_config("node.node1"))
+def test_global_bgp_config(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, bgp_config("node.node1"))
     assert rec.take() == []
-    feed(dispatcher, bgp_config())
+    feed(fanout, bgp_config())
     update = GlobalBGPConfigUpdate(
         service_cluster_cidrs=("10.96.0.0/12",),
         service_external_cidrs=("198.51.100.0/24", "2001:db8::/64"),
         service_loadbalancer_cidrs=("203.0.113.0/24",),
     )
     assert rec.take() == [("on_global_bgp_config_update", update)]
-    feed(dispatcher, bgp_config(), delete=True)
+    feed(fanout, bgp_config(), delete=True)
     assert rec.take() == [("on_global_bgp_config_update", GlobalBGPConfigUpdate())]

@@ -1,12 +1,12 @@
 """EncapsulationResolver scenarios: IP pools through the real processor, status via the
-Dispatcher's status fan-out."""
+TypeFanout's status fan-out."""
 
 from __future__ import annotations
 
 from recording_callbacks import RecordingCallbacks, feed
 
-from calico.felix.calc.dispatcher import Dispatcher
 from calico.felix.calc.encap_resolver import EncapsulationResolver
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import Encapsulation
 from calico.syncer.api import SyncStatus
 
@@ -20,52 +20,52 @@ spec: {{cidr: "{cidr}", ipipMode: {ipip}, vxlanMode: {vxlan}}}
 """
 
 
-def make(**overrides: bool | None) -> tuple[Dispatcher, RecordingCallbacks]:
+def make(**overrides: bool | None) -> tuple[TypeFanout, RecordingCallbacks]:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    EncapsulationResolver(rec, **overrides).register(dispatcher)
-    return dispatcher, rec
+    fanout = TypeFanout()
+    EncapsulationResolver(rec, **overrides).register(fanout)
+    return fanout, rec
 
 
 def test_nothing_before_in_sync_then_one_update() -> None:
-    dispatcher, rec = make()
-    dispatcher.on_status(SyncStatus.RESYNC_IN_PROGRESS)
-    feed(dispatcher, pool("a", "10.0.0.0/16", ipip="Always"))
+    fanout, rec = make()
+    fanout.on_status(SyncStatus.RESYNC_IN_PROGRESS)
+    feed(fanout, pool("a", "10.0.0.0/16", ipip="Always"))
     assert rec.take() == []
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout.on_status(SyncStatus.IN_SYNC)
     assert rec.take() == [("on_encap_update", Encapsulation(ipip_enabled=True))]
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout.on_status(SyncStatus.IN_SYNC)
     assert rec.take() == []
 
 
 def test_empty_datastore_sends_all_off_at_in_sync() -> None:
-    dispatcher, rec = make()
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout, rec = make()
+    fanout.on_status(SyncStatus.IN_SYNC)
     assert rec.take() == [("on_encap_update", Encapsulation())]
 
 
 def test_pool_changes_after_in_sync() -> None:
-    dispatcher, rec = make()
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout, rec = make()
+    fanout.on_status(SyncStatus.IN_SYNC)
     rec.take()
-    feed(dispatcher, pool("a", "10.0.0.0/16", vxlan="CrossSubnet"))
+    feed(fanout, pool("a", "10.0.0.0/16", vxlan="CrossSubnet"))
     assert rec.take() == [("on_encap_update", Encapsulation(vxlan_enabled=True))]
-    feed(dispatcher, pool("b", "10.1.0.0/16", vxlan="Always"))  # no change in result
+    feed(fanout, pool("b", "10.1.0.0/16", vxlan="Always"))  # no change in result
     assert rec.take() == []
-    feed(dispatcher, pool("v6", "fd00::/64", vxlan="Always"))
+    feed(fanout, pool("v6", "fd00::/64", vxlan="Always"))
     assert rec.take() == [
         ("on_encap_update", Encapsulation(vxlan_enabled=True, vxlan_enabled_v6=True))
     ]
-    feed(dispatcher, pool("a", "10.0.0.0/16", vxlan="CrossSubnet"), delete=True)
-    feed(dispatcher, pool("b", "10.1.0.0/16"))  # switched to no encap
+    feed(fanout, pool("a", "10.0.0.0/16", vxlan="CrossSubnet"), delete=True)
+    feed(fanout, pool("b", "10.1.0.0/16"))  # switched to no encap
     assert rec.take() == [("on_encap_update", Encapsulation(vxlan_enabled_v6=True))]
 
 
 def test_updating_a_pool_replaces_its_old_mode() -> None:
-    dispatcher, rec = make()
-    dispatcher.on_status(SyncStatus.IN_SYNC)
-    feed(dispatcher, pool("a", "10.0.0.0/16", ipip="Always"))
-    feed(dispatcher, pool("a", "10.0.0.0/16", vxlan="Always"))
+    fanout, rec = make()
+    fanout.on_status(SyncStatus.IN_SYNC)
+    feed(fanout, pool("a", "10.0.0.0/16", ipip="Always"))
+    feed(fanout, pool("a", "10.0.0.0/16", vxlan="Always"))
     assert rec.take()[1:] == [
         ("on_encap_update", Encapsulation(ipip_enabled=True)),
         ("on_encap_update", Encapsulation(vxlan_enabled=True)),
@@ -73,7 +73,7 @@ def test_updating_a_pool_replaces_its_old_mode() -> None:
 
 
 def test_config_overrides_win_over_pools() -> None:
-    dispatcher, rec = make(ipip_enabled=False, vxlan_enabled=True)
-    feed(dispatcher, pool("a", "10.0.0.0/16", ipip="Always"))
-    dispatcher.on_status(SyncStatus.IN_SYNC)
+    fanout, rec = make(ipip_enabled=False, vxlan_enabled=True)
+    feed(fanout, pool("a", "10.0.0.0/16", ipip="Always"))
+    fanout.on_status(SyncStatus.IN_SYNC)
     assert rec.take() == [("on_encap_update", Encapsulation(vxlan_enabled=True))]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from recording_callbacks import RecordingCallbacks, feed
 
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.calc.l3_route_resolver import (
     Entry,
     L3RouteResolver,
@@ -29,6 +29,7 @@ from calico.felix.calc.l3_route_resolver import (
 )
 from calico.felix.messages import IPPoolType, RouteType, RouteUpdate
 from calico.model import BlockKey, IPPoolKey, ResourceKey, WorkloadEndpointKey
+from calico.model.values import decode_value
 
 L = RouteType
 
@@ -82,11 +83,11 @@ spec: {node: node1, orchestrator: k8s, pod: pod1, endpoint: eth0, interfaceName:
 REMOTE_WEP = WEP.replace("node1", "node2").replace("10.0.1.5", "10.0.2.7")
 
 
-def setup(route_source: str = "CalicoIPAM") -> tuple[Dispatcher, RecordingCallbacks]:
+def setup(route_source: str = "CalicoIPAM") -> tuple[TypeFanout, RecordingCallbacks]:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    L3RouteResolver(rec, "node1", route_source).register(dispatcher)
-    return dispatcher, rec
+    fanout = TypeFanout()
+    L3RouteResolver(rec, "node1", route_source).register(fanout)
+    return fanout, rec
 
 
 def state_of(calls: list[tuple[Any, ...]], state: dict[str, RouteUpdate]) -> None:
@@ -109,12 +110,12 @@ def host(dst: str, kind: RouteType, node: str, ip: str) -> RouteUpdate:
 
 
 def test_cluster_scenario() -> None:
-    dispatcher, rec = setup()
-    feed(dispatcher, POOL + "---" + NODES)
-    feed(dispatcher, block_yaml("10.0.1.0/26", "node1", {0: "node1", 5: "node1"}))
-    feed(dispatcher, block_yaml("10.0.2.0/26", "node2", {0: "node2", 9: "node3"}))
-    feed(dispatcher, WEP)
-    feed(dispatcher, REMOTE_WEP)  # not local: ignored in CalicoIPAM mode
+    fanout, rec = setup()
+    feed(fanout, POOL + "---" + NODES)
+    feed(fanout, block_yaml("10.0.1.0/26", "node1", {0: "node1", 5: "node1"}))
+    feed(fanout, block_yaml("10.0.2.0/26", "node2", {0: "node2", 9: "node3"}))
+    feed(fanout, WEP)
+    feed(fanout, REMOTE_WEP)  # not local: ignored in CalicoIPAM mode
     state: dict[str, RouteUpdate] = {}
     state_of(rec.take(), state)
     assert state == {
@@ -149,12 +150,12 @@ def test_cluster_scenario() -> None:
 
 
 def test_incremental_changes() -> None:
-    dispatcher, rec = setup()
-    feed(dispatcher, POOL + "---" + NODES)
-    feed(dispatcher, block_yaml("10.0.2.0/26", "node2", {0: "node2"}))
+    fanout, rec = setup()
+    feed(fanout, POOL + "---" + NODES)
+    feed(fanout, block_yaml("10.0.2.0/26", "node2", {0: "node2"}))
     rec.take()
     # node2 moves into another subnet: its routes lose same_subnet and change next hop.
-    feed(dispatcher, NODES.split("---")[1].replace("192.168.0.2/24", "192.168.5.2/24"))
+    feed(fanout, NODES.split("---")[1].replace("192.168.0.2/24", "192.168.5.2/24"))
     assert rec.take() == [
         ("on_route_update", vx("10.0.2.0/26", L.REMOTE_WORKLOAD, "node2", "192.168.5.2")),
         ("on_route_remove", "192.168.0.2/32"),
@@ -168,21 +169,21 @@ def test_incremental_changes() -> None:
         tunnel_type="vxlan",
     )
     # Deleting the pool turns the block route into plain (no-pool) info.
-    feed(dispatcher, POOL, delete=True)
+    feed(fanout, POOL, delete=True)
     assert rec.take() == [
         ("on_route_remove", "10.0.0.0/16"),
         ("on_route_update", replace(tunnel, ip_pool_type=IPPoolType.NONE, nat_outgoing=False)),
         ("on_route_update", host("10.0.2.0/26", L.REMOTE_WORKLOAD, "node2", "192.168.5.2")),
     ]
-    feed(dispatcher, block_yaml("10.0.2.0/26", "node2", {0: "node2"}), delete=True)
+    feed(fanout, block_yaml("10.0.2.0/26", "node2", {0: "node2"}), delete=True)
     assert rec.take() == [("on_route_remove", "10.0.2.0/26")]
 
 
 def test_workload_ips_mode_uses_all_weps_and_ignores_blocks() -> None:
-    dispatcher, rec = setup("WorkloadIPs")
-    feed(dispatcher, NODES)
-    feed(dispatcher, block_yaml("10.0.2.0/26", "node2", {0: "node2"}))
-    feed(dispatcher, WEP + "---" + REMOTE_WEP)
+    fanout, rec = setup("WorkloadIPs")
+    feed(fanout, NODES)
+    feed(fanout, block_yaml("10.0.2.0/26", "node2", {0: "node2"}))
+    feed(fanout, WEP + "---" + REMOTE_WEP)
     state: dict[str, RouteUpdate] = {}
     state_of(rec.take(), state)
     assert state["10.0.2.7/32"] == host("10.0.2.7/32", L.REMOTE_WORKLOAD, "node2", "192.168.0.2")
@@ -300,12 +301,13 @@ def wep_op(draw: Any) -> tuple[Any, Any]:
 )
 def test_incremental_matches_reference(route_source: str, ops: list[tuple[Any, Any]]) -> None:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    L3RouteResolver(rec, ME, route_source).register(dispatcher)
+    fanout = TypeFanout()
+    L3RouteResolver(rec, ME, route_source).register(fanout)
     tables: dict[type, dict[Any, Any]] = defaultdict(dict)
     state: dict[str, RouteUpdate] = {}
-    for key, value in ops:
-        dispatcher.on_update(key, value)
+    for key, raw in ops:
+        value = decode_value(key, raw)
+        fanout.on_update(key, value)
         if value is None:
             tables[type(key)].pop(key, None)
         else:

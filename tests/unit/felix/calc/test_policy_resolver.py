@@ -8,6 +8,8 @@ from calico.felix.calc.policy_resolver import PolicyResolver
 from calico.felix.calc.policy_sorter import PolicySorter, policy_meta
 from calico.felix.messages import HostEndpointID, PolicyID, TierInfo, WorkloadEndpointID
 from calico.model import HostEndpointKey, PolicyKey, TierKey, WorkloadEndpointKey
+from calico.model import values as v1
+from calico.model.values import decode_value
 from calico.syncer.api import SyncStatus
 
 GNP = "GlobalNetworkPolicy"
@@ -35,9 +37,9 @@ def pid(name: str, kind: str = GNP, ns: str = "") -> PolicyID:
 def resolver_with(policies: dict[PolicyKey, dict[str, Any]], endpoint: Any = WEP):
     rec = Recorder()
     res = PolicyResolver(rec)
-    res.on_endpoint(endpoint, {"name": "x", "profile_ids": ["p"]})
+    res.on_endpoint(endpoint, decode_value(endpoint, {"name": "x", "profile_ids": ["p"]}))
     for key, value in policies.items():
-        res.on_policy(key, value)
+        res.on_policy(key, decode_value(key, value))
         res.on_policy_match(key, endpoint)
     return res, rec
 
@@ -83,7 +85,7 @@ def test_tier_order_valid_first_then_order_then_name() -> None:
         ("t1", {"order": 1}),
         ("t1b", {"order": 1}),
     ):
-        res.on_tier(TierKey(name), value)
+        res.on_tier(TierKey(name), v1.Tier.from_json(value))
     res.on_status(SyncStatus.IN_SYNC)
     res.flush()
     tiers = rec.calls[-1][2].tiers
@@ -127,12 +129,12 @@ def test_host_endpoint_split_and_removal() -> None:
 def test_sorter_reports_changes_only() -> None:
     sorter = PolicySorter()
     key = pk("a")
-    meta = policy_meta(key, {"tier": "t", "order": 3})
+    meta = policy_meta(key, v1.Policy(tier="t", order=3))
     assert sorter.on_policy(key, meta)
     assert not sorter.on_policy(key, meta)
-    assert sorter.on_tier("t", {"order": 1})
-    assert not sorter.on_tier("t", {"order": 1})
+    assert sorter.on_tier("t", v1.Tier(order=1))
+    assert not sorter.on_tier("t", v1.Tier(order=1))
     assert sorter.on_policy(key, None)
     assert sorter.tier("t") is not None  # still valid (resource exists)
     assert sorter.on_tier("t", None) and sorter.tier("t") is None
-    assert policy_meta(pk("s", "StagedGlobalNetworkPolicy"), {}).staged
+    assert policy_meta(pk("s", "StagedGlobalNetworkPolicy"), v1.Policy()).staged

@@ -1,11 +1,11 @@
-"""ProfileDecoder scenarios, fed through the real Profile processor and a Dispatcher."""
+"""ProfileDecoder scenarios, fed through the real Profile processor and a TypeFanout."""
 
 from __future__ import annotations
 
 import pytest
 from recording_callbacks import RecordingCallbacks, feed
 
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.calc.profile_decoder import ProfileDecoder, classify
 from calico.felix.messages import NamespaceID, ServiceAccountID
 
@@ -33,16 +33,16 @@ spec:
 
 
 @pytest.fixture
-def setup() -> tuple[Dispatcher, RecordingCallbacks]:
+def setup() -> tuple[TypeFanout, RecordingCallbacks]:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    ProfileDecoder(rec).register(dispatcher)
-    return dispatcher, rec
+    fanout = TypeFanout()
+    ProfileDecoder(rec).register(fanout)
+    return fanout, rec
 
 
-def test_namespace_profile_update_and_remove(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, NS)
+def test_namespace_profile_update_and_remove(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, NS)
     assert rec.take() == [
         (
             "on_namespace_update",
@@ -50,25 +50,25 @@ def test_namespace_profile_update_and_remove(setup: tuple[Dispatcher, RecordingC
             {"team": "web", "projectcalico.org/name": "prod"},
         )
     ]
-    feed(dispatcher, NS, delete=True)
+    feed(fanout, NS, delete=True)
     assert rec.take() == [("on_namespace_remove", NamespaceID("prod"))]
 
 
 def test_service_account_name_may_contain_dots(
-    setup: tuple[Dispatcher, RecordingCallbacks],
+    setup: tuple[TypeFanout, RecordingCallbacks],
 ) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, SA)
+    fanout, rec = setup
+    feed(fanout, SA)
     sa = ServiceAccountID(name="build.bot", namespace="prod")
     assert rec.take() == [("on_service_account_update", sa, {"role": "ci", "plain": "kept"})]
-    feed(dispatcher, SA, delete=True)
+    feed(fanout, SA, delete=True)
     assert rec.take() == [("on_service_account_remove", sa)]
 
 
-def test_other_profiles_ignored(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, OTHER)
-    feed(dispatcher, OTHER, delete=True)
+def test_other_profiles_ignored(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, OTHER)
+    feed(fanout, OTHER, delete=True)
     assert rec.take() == []
 
 

@@ -15,6 +15,7 @@ from calico.felix.calc.rule_convert import (
     with_rule_ids,
 )
 from calico.felix.messages import HTTPMatch, ICMPTypeCode, PortRange, Rule
+from calico.model import values as v1
 
 
 @pytest.mark.parametrize(
@@ -40,20 +41,22 @@ def test_split_ports_keeps_order() -> None:
 
 def test_convert_rule_fields() -> None:
     rule = convert_rule(
-        {
-            "action": "deny",
-            "protocol": "icmp",
-            "icmp_type": 8,
-            "icmp_code": 0,
-            "!icmp_type": 3,
-            "src_nets": ["10.0.0.0/8"],
-            "!dst_nets": ["10.1.0.0/16"],
-            "dst_ports": [80, "http"],
-            "!src_ports": ["1:2"],
-            "http": {"methods": ["GET"], "paths": [{"exact": "/a"}, {"prefix": "/b"}]},
-            "metadata": {"annotations": {"z": "1", "a": "2"}},
-            "orig_src_selector": "x == 'y'",
-        },
+        v1.Rule.from_json(
+            {
+                "action": "deny",
+                "protocol": "icmp",
+                "icmp_type": 8,
+                "icmp_code": 0,
+                "!icmp_type": 3,
+                "src_nets": ["10.0.0.0/8"],
+                "!dst_nets": ["10.1.0.0/16"],
+                "dst_ports": [80, "http"],
+                "!src_ports": ["1:2"],
+                "http": {"methods": ["GET"], "paths": [{"exact": "/a"}, {"prefix": "/b"}]},
+                "metadata": {"annotations": {"z": "1", "a": "2"}},
+                "orig_src_selector": "x == 'y'",
+            }
+        ),
         {"src_ip_set_ids": ["s:abc"], "dst_named_port_ip_set_ids": ["n:def"]},
     )
     assert rule.ip_version == 4  # inferred from ICMP
@@ -65,7 +68,8 @@ def test_convert_rule_fields() -> None:
     assert rule.http_match == HTTPMatch(("GET",), (("exact", "/a"), ("prefix", "/b")))
     assert rule.metadata == (("a", "2"), ("z", "1"))
     assert rule.original_src_selector == "x == 'y'"
-    assert convert_rule({"action": "allow", "protocol": "icmpv6"}, {}).ip_version == 6
+    icmpv6 = v1.Rule.from_json({"action": "allow", "protocol": "icmpv6"})
+    assert convert_rule(icmpv6, {}).ip_version == 6
 
 
 def _expected_ids(rules: list[Rule], seed: str) -> list[str]:

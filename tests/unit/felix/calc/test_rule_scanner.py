@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from calico.felix.calc.rule_scanner import (
-    IPSetData,
-    RuleScanner,
-    named_port_protocol,
-    parse_profile,
-    scan_rule,
-)
+from calico.felix.calc import rule_scanner
+from calico.felix.calc.rule_scanner import IPSetData, RuleScanner, named_port_protocol
 from calico.felix.messages import IPSetType, PolicyID, ProfileID
 from calico.model import PolicyKey
+from calico.model import values as v1
 from calico.selector import make_unique_id, parse
+
+
+def scan_rule(data: dict[str, Any]) -> Any:
+    """The scanner on a rule written in upstream's v1 JSON."""
+    return rule_scanner.scan_rule(v1.Rule.from_json(data))
+
+
+def parse_profile(name: str, data: dict[str, Any] | None) -> Any:
+    return rule_scanner.parse_profile(
+        name, None if data is None else v1.ProfileRules.from_json(data)
+    )
+
 
 RULE_A = {"action": "allow", "src_selector": "has(a)"}
 
@@ -104,7 +112,9 @@ def test_ip_sets_are_reference_counted_and_ordered() -> None:
     scanner = RuleScanner(rec, rec)
     k1 = PolicyKey("GlobalNetworkPolicy", "", "p1")
     k2 = PolicyKey("GlobalNetworkPolicy", "", "p2")
-    pol = {"selector": "all()", "inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+    pol = v1.Policy.from_json(
+        {"selector": "all()", "inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+    )
     scanner.on_policy_active(k1, pol)
     names = [c[0] for c in rec.calls]
     assert names == ["on_ipset_added", "update_ip_set", "on_policy_active"]
@@ -112,7 +122,10 @@ def test_ip_sets_are_reference_counted_and_ordered() -> None:
     rec.calls.clear()
     scanner.on_policy_active(k2, pol)
     scanner.on_profile_active(
-        "prof", {"inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+        "prof",
+        v1.ProfileRules.from_json(
+            {"inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+        ),
     )
     assert [c[0] for c in rec.calls] == ["on_policy_active", "on_profile_active"]
     rec.calls.clear()
@@ -131,11 +144,11 @@ def test_rule_change_swaps_sets() -> None:
     scanner = RuleScanner(rec, rec)
     key = PolicyKey("GlobalNetworkPolicy", "", "p")
     scanner.on_policy_active(
-        key, {"inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]}
+        key, v1.Policy.from_json({"inbound_rules": [{"action": "allow", "src_selector": "has(a)"}]})
     )
     rec.calls.clear()
     scanner.on_policy_active(
-        key, {"inbound_rules": [{"action": "allow", "src_selector": "has(b)"}]}
+        key, v1.Policy.from_json({"inbound_rules": [{"action": "allow", "src_selector": "has(b)"}]})
     )
     got = [(c[0], c[1]) for c in rec.calls if "ipset" in c[0] or "ip_set" in c[0]]
     assert got == [

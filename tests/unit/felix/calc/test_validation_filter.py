@@ -18,6 +18,8 @@ from calico.model import (
     TierKey,
     WorkloadEndpointKey,
 )
+from calico.model import values as v1
+from calico.model.values import ValueJSONError, decode_value
 
 WEP = WorkloadEndpointKey("h", "k8s", "ns/p", "eth0")
 POL = PolicyKey("GlobalNetworkPolicy", "", "p")
@@ -29,6 +31,11 @@ def run(key: Any, value: Any, **kw: Any) -> Any:
     ((k, v),) = out
     assert k == key
     return v
+
+
+def typed(key: Any, data: Any) -> Any:
+    """A value written in upstream's v1 JSON, decoded as the syncer would carry it."""
+    return decode_value(key, data)
 
 
 @pytest.mark.parametrize(
@@ -45,6 +52,7 @@ def run(key: Any, value: Any, **kw: Any) -> Any:
     ],
 )
 def test_valid_values_pass_unchanged(key: Any, value: Any) -> None:
+    value = typed(key, value)
     assert run(key, value) is value
 
 
@@ -53,7 +61,6 @@ def test_valid_values_pass_unchanged(key: Any, value: Any) -> None:
     [
         (WEP, {"name": "", "ipv4_nets": ["10.0.0.1/32"]}),
         (WEP, {"name": "c", "ipv4_nets": ["not-a-cidr"]}),
-        (WEP, {"name": "c", "labels": {"a": 1}}),
         (WEP, {"name": "c", "allow_spoofed_source_ips": ["10.0.0.0/8"]}),
         (HostEndpointKey("h", "e"), {"expected_ipv4_addrs": ["10.0.0.0/8"]}),
         (POL, {"selector": "a =="}),
@@ -61,28 +68,48 @@ def test_valid_values_pass_unchanged(key: Any, value: Any) -> None:
         (POL, {"inbound_rules": [{"action": "explode"}]}),
         (POL, {"inbound_rules": [{"action": "allow", "dst_ports": ["1:99999"]}]}),
         (POL, {"outbound_rules": [{"action": "allow", "!dst_selector": "((("}]}),
-        (ProfileLabelsKey("p"), ["not", "a", "map"]),
         (TierKey("t"), {"defaultAction": "Allow"}),
         (NetworkSetKey("n"), {"nets": ["300.0.0.0/8"]}),
     ],
 )
 def test_invalid_values_become_deletions(key: Any, value: Any) -> None:
-    assert run(key, value) is None
+    assert run(key, typed(key, value)) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (WEP, {"name": "c", "labels": {"a": 1}}),
+        (ProfileLabelsKey("p"), ["not", "a", "map"]),
+        (POL, {"order": "first"}),
+        (WEP, {"name": "c", "ports": [{"name": "http", "port": "80"}]}),
+        (POL, {"inbound_rules": [{"action": "allow", "dst_ports": [True]}]}),
+    ],
+)
+def test_wrongly_typed_json_is_refused_by_the_decoder(key: Any, value: Any) -> None:
+    with pytest.raises(ValueJSONError):
+        typed(key, value)
+
+
+def test_value_of_the_wrong_class_becomes_a_deletion() -> None:
+    assert run(POL, v1.Tier(order=1)) is None
+    assert run(WEP, {"name": "cali1"}) is None  # an undecoded dict is not a value
 
 
 def test_spoofing_allowed_when_configured() -> None:
-    value = {"name": "c", "allow_spoofed_source_ips": ["10.0.0.0/8"]}
+    value = typed(WEP, {"name": "c", "allow_spoofed_source_ips": ["10.0.0.0/8"]})
     assert run(WEP, value, workload_source_spoofing="Any") is value
 
 
 def test_logged_once_per_invalid_episode(caplog: pytest.LogCaptureFixture) -> None:
     out: list[Any] = []
     filt = ValidationFilter(lambda k, v: out.append(v))
+    bad, good = v1.Policy(selector="a =="), v1.Policy(selector="a == 'b'")
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
-            filt.on_update(POL, {"selector": "a =="})
+            filt.on_update(POL, bad)
         assert len(caplog.records) == 1
-        filt.on_update(POL, {"selector": "a == 'b'"})
-        filt.on_update(POL, {"selector": "a =="})
+        filt.on_update(POL, good)
+        filt.on_update(POL, bad)
         assert len(caplog.records) == 2
-    assert out == [None, None, None, {"selector": "a == 'b'"}, None]
+    assert out == [None, None, None, good, None]

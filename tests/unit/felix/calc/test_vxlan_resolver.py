@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from recording_callbacks import RecordingCallbacks, feed
 
-from calico.felix.calc.dispatcher import Dispatcher
+from calico.felix.calc.fanout import TypeFanout
 from calico.felix.calc.vxlan_resolver import VXLANResolver, default_vtep_mac
 from calico.felix.messages import VXLANTunnelEndpointUpdate as VTEP
 from calico.model import HostConfigKey
@@ -35,11 +35,11 @@ spec:
 
 
 @pytest.fixture
-def setup() -> tuple[Dispatcher, RecordingCallbacks]:
+def setup() -> tuple[TypeFanout, RecordingCallbacks]:
     rec = RecordingCallbacks()
-    dispatcher = Dispatcher()
-    VXLANResolver(rec, "node1").register(dispatcher)
-    return dispatcher, rec
+    fanout = TypeFanout()
+    VXLANResolver(rec, "node1").register(fanout)
+    return fanout, rec
 
 
 def test_default_mac_is_f_plus_sha1_prefix() -> None:
@@ -48,52 +48,52 @@ def test_default_mac_is_f_plus_sha1_prefix() -> None:
     assert default_vtep_mac("node2", 6) != default_vtep_mac("node2", 4)
 
 
-def test_vtep_sent_once_complete(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, node("node2", "192.168.0.2", "10.0.2.0", "AA:BB:CC:DD:EE:FF"))
+def test_vtep_sent_once_complete(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, node("node2", "192.168.0.2", "10.0.2.0", "AA:BB:CC:DD:EE:FF"))
     vtep = VTEP(
         "node2", mac="aa:bb:cc:dd:ee:ff", ipv4_addr="10.0.2.0", parent_device_ip="192.168.0.2"
     )
     assert rec.take() == [("on_vtep_update", vtep)]
-    feed(dispatcher, node("node2", "192.168.0.2", "10.0.2.0", "AA:BB:CC:DD:EE:FF"))
+    feed(fanout, node("node2", "192.168.0.2", "10.0.2.0", "AA:BB:CC:DD:EE:FF"))
     assert rec.take() == []
 
 
-def test_no_vtep_without_tunnel_address(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, node("node2", "192.168.0.2"))
+def test_no_vtep_without_tunnel_address(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, node("node2", "192.168.0.2"))
     assert rec.take() == []
-    feed(dispatcher, node("node2", "192.168.0.2", "10.0.2.0"))
+    feed(fanout, node("node2", "192.168.0.2", "10.0.2.0"))
     vtep = VTEP("node2", default_vtep_mac("node2"), "10.0.2.0", "192.168.0.2")
     assert rec.take() == [("on_vtep_update", vtep)]
 
 
-def test_changed_vtep_is_remove_then_add(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, node("node2", "192.168.0.2", "10.0.2.0"))
+def test_changed_vtep_is_remove_then_add(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, node("node2", "192.168.0.2", "10.0.2.0"))
     rec.take()
-    feed(dispatcher, node("node2", "192.168.0.2", "10.0.2.1"))
+    feed(fanout, node("node2", "192.168.0.2", "10.0.2.1"))
     vtep = VTEP("node2", default_vtep_mac("node2"), "10.0.2.1", "192.168.0.2")
     assert rec.take() == [("on_vtep_remove", "node2"), ("on_vtep_update", vtep)]
-    feed(dispatcher, node("node2", "192.168.0.9", "10.0.2.1"))
+    feed(fanout, node("node2", "192.168.0.9", "10.0.2.1"))
     vtep = VTEP("node2", default_vtep_mac("node2"), "10.0.2.1", "192.168.0.9")
     assert rec.take() == [("on_vtep_remove", "node2"), ("on_vtep_update", vtep)]
 
 
-def test_node_delete_removes_vtep_once(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
+def test_node_delete_removes_vtep_once(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
     text = node("node2", "192.168.0.2", "10.0.2.0", "aa:bb:cc:dd:ee:ff")
-    feed(dispatcher, text)
+    feed(fanout, text)
     rec.take()
-    feed(dispatcher, text, delete=True)
+    feed(fanout, text, delete=True)
     assert rec.take() == [("on_vtep_remove", "node2")]
-    feed(dispatcher, text)
+    feed(fanout, text)
     assert [c[0] for c in rec.take()] == ["on_vtep_update"]
 
 
-def test_dual_stack_and_v6_only(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, node("node3", "192.168.0.3", "10.0.3.0", v6="fd00::3", tunnel6="fd00:3::"))
+def test_dual_stack_and_v6_only(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, node("node3", "192.168.0.3", "10.0.3.0", v6="fd00::3", tunnel6="fd00:3::"))
     vtep = VTEP(
         "node3",
         mac=default_vtep_mac("node3"),
@@ -105,7 +105,7 @@ def test_dual_stack_and_v6_only(setup: tuple[Dispatcher, RecordingCallbacks]) ->
     )
     assert rec.take() == [("on_vtep_update", vtep)]
     # The syncer turns "the Node lost its v4 tunnel address" into a delete of that key.
-    dispatcher.on_update(HostConfigKey("node3", "IPv4VXLANTunnelAddr"), None)
+    fanout.on_update(HostConfigKey("node3", "IPv4VXLANTunnelAddr"), None)
     v6_only = VTEP(
         "node3",
         mac_v6=default_vtep_mac("node3", 6),
@@ -115,7 +115,7 @@ def test_dual_stack_and_v6_only(setup: tuple[Dispatcher, RecordingCallbacks]) ->
     assert rec.take() == [("on_vtep_remove", "node3"), ("on_vtep_update", v6_only)]
 
 
-def test_local_host_vtep_also_sent(setup: tuple[Dispatcher, RecordingCallbacks]) -> None:
-    dispatcher, rec = setup
-    feed(dispatcher, node("node1", "192.168.0.1", "10.0.1.0"))
+def test_local_host_vtep_also_sent(setup: tuple[TypeFanout, RecordingCallbacks]) -> None:
+    fanout, rec = setup
+    feed(fanout, node("node1", "192.168.0.1", "10.0.1.0"))
     assert [c[0] for c in rec.take()] == ["on_vtep_update"]

@@ -1,10 +1,11 @@
-"""Fan-out of typed updates to calculation nodes, by key type.
+"""Fan-out of typed updates to calculation nodes, by key type (upstream's calc "dispatcher").
 
 Contract for every handler: ``handler(key, value)`` where ``key`` is a ``calico.model`` key object
-and ``value`` the decoded v1 JSON value (as the update processors produce it), or None for a
-delete. Handlers of one key type run in registration order; a handler returning True filters the
-update out for the handlers registered after it *on this dispatcher* (used by the local/remote
-endpoint split). Status changes go to every status handler.
+and ``value`` its typed value (``calico.model.values``; a string for config keys, the v3
+resource for a ``ResourceKey``), or None for a delete. Handlers of one key type run in
+registration order; a handler returning True filters the update out for the handlers registered
+after it *on this fan-out* (used by the local/remote endpoint split). Status changes go to every
+status handler.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ Handler = Callable[[Any, Any], bool | None]
 StatusHandler = Callable[[SyncStatus], None]
 
 
-class Dispatcher:
+class TypeFanout:
     def __init__(self) -> None:
         self._handlers: dict[type, list[Handler]] = defaultdict(list)
         self._status_handlers: list[StatusHandler] = []
