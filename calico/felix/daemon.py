@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from calico.backoff import Backoff
 from calico.datastore import Backend
 from calico.datastore.config import DatastoreConfig
 from calico.felix.config import (
@@ -150,7 +151,7 @@ class FelixDaemon:
         from calico.datastore.factory import open_backend
         from calico.felix.startup_config import load_datastore_config
 
-        delay = RETRY_MIN
+        backoff = Backoff(RETRY_MIN, RETRY_MAX)
         backend: Backend | None = None
         while not self._stop.is_set():
             try:
@@ -173,8 +174,7 @@ class FelixDaemon:
                     except Exception:
                         log.debug("Error closing backend", exc_info=True)
                     backend = None
-            self._stop.wait(delay)
-            delay = min(delay * 2, RETRY_MAX)
+            self._stop.wait(backoff.next())
         if backend is not None:
             backend.close()
         return None

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from calico.backoff import Backoff
 from calico.felix.calc.throttle import TokenBucket
 from calico.felix.dataplane.endpoint_status import EndpointStatusContent, EndpointStatusFileReporter
 from calico.felix.dataplane.managers import Manager
@@ -71,22 +72,6 @@ class DataplaneParts:
     iface_listeners: list[Any] = field(default_factory=list)  # on_iface_state/on_iface_addrs
 
 
-class Backoff:
-    """Exponential retry delay: ``RETRY_MIN`` doubling up to ``RETRY_MAX``; reset on success."""
-
-    def __init__(self, minimum: float = RETRY_MIN, maximum: float = RETRY_MAX) -> None:
-        self.minimum, self.maximum = minimum, maximum
-        self._next = minimum
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self._next * 2, self.maximum)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.minimum
-
-
 class DataplaneDriver:
     """Owns one thread (``start``/``stop``). ``on_messages`` and the interface callbacks may be
     called from any thread; everything else happens on the loop thread."""
@@ -112,7 +97,7 @@ class DataplaneDriver:
         self._on_in_sync = on_in_sync
         self._clock = clock
         self._throttle = throttle or TokenBucket(APPLY_INTERVAL, APPLY_BURST, clock=clock)
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(RETRY_MIN, RETRY_MAX)
         self._queue: queue.Queue[object] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -370,4 +355,4 @@ class DataplaneDriver:
         self._health.report(HEALTH_NAME, live=True, ready=ready, detail=detail)
 
 
-__all__ = ["HEALTH_NAME", "Backoff", "DataplaneDriver", "DataplaneParts"]
+__all__ = ["HEALTH_NAME", "DataplaneDriver", "DataplaneParts"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataplane_fakes import FakeRouteTable, FakeTable
 
+from calico.backoff import Backoff
 from calico.felix.calc.throttle import TokenBucket
-from calico.felix.dataplane.loop import HEALTH_NAME, Backoff, DataplaneDriver, DataplaneParts
+from calico.felix.dataplane.loop import HEALTH_NAME, DataplaneDriver, DataplaneParts
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
