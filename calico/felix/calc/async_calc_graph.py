@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from calico.felix.calc.throttle import TokenBucket
 from calico.felix.messages import InSync, ToDataplane
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 from calico.syncer.api import SyncStatus, Update
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calico.backoff import Backoff
-from calico.felix.calc.throttle import TokenBucket
 from calico.felix.dataplane.endpoint_status import EndpointStatusContent, EndpointStatusFileReporter
 from calico.felix.dataplane.managers import Manager
 from calico.felix.dataplane.managers.endpoints import EndpointManager
@@ -39,6 +38,7 @@ from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.metrics import FelixMetrics
 from calico.felix.messages import InSync, ToDataplane, WorkloadEndpointID
 from calico.felix.nftables.table import NftablesTable
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 
 log = logging.getLogger(__name__)

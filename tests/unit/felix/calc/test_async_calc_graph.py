@@ -19,8 +19,8 @@ from calico.felix.calc.async_calc_graph import (
     AsyncCalcGraph,
     CalcGraphFailed,
 )
-from calico.felix.calc.throttle import TokenBucket
 from calico.felix.messages import InSync, ToDataplane
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataplane_fakes import FakeRouteTable, FakeTable
 
 from calico.backoff import Backoff
-from calico.felix.calc.throttle import TokenBucket
 from calico.felix.dataplane.loop import HEALTH_NAME, DataplaneDriver, DataplaneParts
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
@@ -15,6 +14,7 @@ from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.metrics import FelixMetrics
 from calico.felix.messages import InSync, IPSetType, IPSetUpdate
 from calico.felix.rules import RuleRenderer
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 
 
