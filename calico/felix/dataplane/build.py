@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from calico.felix.config import PARAMS, Config
+from calico.felix.config import Config
 from calico.felix.dataplane import conntrack, sysctls
 from calico.felix.dataplane.endpoint_status import EndpointStatusFileReporter, EndpointStatusFiles
 from calico.felix.dataplane.loop import DataplaneDriver, DataplaneParts
@@ -29,16 +29,12 @@ log = logging.getLogger(__name__)
 _UNSUPPORTED = ("BPFEnabled", "WireguardEnabled", "WireguardEnabledV6")
 
 
-def render_config(config: Config) -> RenderConfig:
-    return RenderConfig.from_felix_config({name: config.text(name) for name in PARAMS})
-
-
 def build_parts(config: Config, *, nft: Any = None, route_table: Any = None) -> DataplaneParts:
     """Every manager wired to one ``inet calico`` table. ``nft``/``route_table`` are for tests."""
     for name in _UNSUPPORTED:
         if config[name]:
             log.warning("%s is set but not supported by this dataplane; ignoring it", name)
-    renderer = RuleRenderer(render_config(config))
+    renderer = RuleRenderer(RenderConfig.from_config(config))
     versions = renderer.config.ip_versions
     table = NftablesTable(nft=nft, refresh_interval=config.nftables_refresh_interval)
     for chain in renderer.static_chains():

@@ -7,8 +7,9 @@ that the table layer can rewrite atomically without re-hooking.
 
 from __future__ import annotations
 
+from calico.felix.config.netparsers import ProtoPort
 from calico.felix.nftables.model import BaseChain, Chain, Expr, NftRule, NftSet, ipset_name, layered
-from calico.felix.rules.config import Failsafe, RenderConfig
+from calico.felix.rules.config import RenderConfig
 from calico.felix.rules.dispatch import (
     FROM_HEP,
     FROM_HEP_FWD,
@@ -140,7 +141,7 @@ def filter_chains(config: RenderConfig) -> list[Chain]:
     ]
 
 
-def _failsafe_rules(entries: tuple[Failsafe, ...], port_field: str, addr: str) -> list[NftRule]:
+def _failsafe_rules(entries: tuple[ProtoPort, ...], port_field: str, addr: str) -> list[NftRule]:
     """Accept ``entries``; ``port_field``/``addr`` say which side of the packet to look at."""
     out = []
     for fs in entries:
