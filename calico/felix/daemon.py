@@ -211,7 +211,7 @@ class FelixDaemon:
 
     def _start_pipeline(self, config: Config, backend: Backend) -> None:
         from calico.felix.calc.calc_graph import build_felix_calc_pipeline
-        from calico.felix.dataplane.build import build_driver
+        from calico.felix.dataplane.build import build_internal_dataplane
         from calico.felix.dataplane.metrics import ClusterStatsTee, FelixMetrics, MetricsServer
         from calico.felix.status import StatusReporter
         from calico.syncer.definitions import felix_syncer
@@ -223,7 +223,7 @@ class FelixDaemon:
             )
             server.start()
             self._own("metrics server", server.stop)
-        driver = build_driver(
+        dataplane = build_internal_dataplane(
             config,
             health=self.health,
             metrics=metrics,
@@ -231,7 +231,7 @@ class FelixDaemon:
         )
         connector = ConfigConnector(
             config,
-            driver.on_messages,
+            dataplane.on_messages,
             lambda why: self.request_stop(CONFIG_CHANGED_EXIT_CODE, why),
             self.health,
         )
@@ -249,15 +249,15 @@ class FelixDaemon:
             ttl=config.reporting_ttl_secs,
             region=config.openstack_region,
         )
-        driver.start()
-        self._own("dataplane", lambda: driver.stop(3.0))
+        dataplane.start()
+        self._own("dataplane", lambda: dataplane.stop(3.0))
         calc.start()
         self._own("calculation graph", lambda: calc.stop(2.0))
         syncer.start()
         self._own("syncer", lambda: syncer.stop(2.0))
         reporter.start()
         self._own("status reporter", reporter.stop)
-        self._watch = [("calculation graph", calc), ("dataplane", driver)]
+        self._watch = [("calculation graph", calc), ("dataplane", dataplane)]
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.5):

@@ -1,4 +1,8 @@
-"""The dataplane driver: calc-graph batches in, one nftables transaction (plus routes) out.
+"""The internal dataplane: calc-graph batches in, one nftables transaction (plus routes) out.
+
+Named as upstream names it (``intdataplane``): the dataplane Felix runs in-process. Upstream's
+"dataplane driver" is the other case, an external process Felix talks to (the
+``DataplaneDriver`` parameter, used when ``UseInternalDataplaneDriver`` is false).
 
 Why one thread: the nftables table, route table and managers are single-threaded by design, so
 the calc graph and the interface monitor only *enqueue*; this loop owns all dataplane state.
@@ -72,7 +76,7 @@ class DataplaneParts:
     iface_listeners: list[Any] = field(default_factory=list)  # on_iface_state/on_iface_addrs
 
 
-class DataplaneDriver:
+class InternalDataplane:
     """Owns one thread (``start``/``stop``). ``on_messages`` and the interface callbacks may be
     called from any thread; everything else happens on the loop thread."""
 
@@ -135,7 +139,7 @@ class DataplaneDriver:
 
     def start(self) -> None:
         if self._thread is not None:
-            raise RuntimeError("DataplaneDriver already started")
+            raise RuntimeError("InternalDataplane already started")
         self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
         self._thread.start()
         if self._iface_monitor is not None:
@@ -355,4 +359,4 @@ class DataplaneDriver:
         self._health.report(HEALTH_NAME, live=True, ready=ready, detail=detail)
 
 
-__all__ = ["HEALTH_NAME", "DataplaneDriver", "DataplaneParts"]
+__all__ = ["HEALTH_NAME", "DataplaneParts", "InternalDataplane"]

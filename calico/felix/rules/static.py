@@ -10,7 +10,7 @@ from __future__ import annotations
 from calico.felix.config.netparsers import ProtoPort
 from calico.felix.nftables.model import BaseChain, Chain, Expr, NftRule, NftSet, ipset_name, layered
 from calico.felix.rules.config import RenderConfig
-from calico.felix.rules.dispatch import (
+from calico.felix.rules.endpoint_dispatch import (
     FROM_HEP,
     FROM_HEP_FWD,
     FROM_WL,
