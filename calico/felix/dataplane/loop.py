@@ -7,7 +7,7 @@ Named as upstream names it (``intdataplane``): the dataplane Felix runs in-proce
 Why one thread: the nftables table, route table and managers are single-threaded by design, so
 the calc graph and the interface monitor only *enqueue*; this loop owns all dataplane state.
 
-Contracts (felix.md §4.6):
+Contracts (design/felix-dataplane.md, "The dataplane loop"):
 - Nothing is programmed until the calc graph has sent ``InSync`` *and* the interface monitor has
   completed its first dump: a restarted Felix then replaces the previous table's contents in one
   transaction that rewrites only what differs, so established connections survive.

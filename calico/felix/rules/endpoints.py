@@ -1,9 +1,10 @@
 """Per-endpoint chains: the tier/policy/profile walk that turns policy-chain marks into verdicts.
 
 One generic builder (``endpoint_chain``) renders every variant; the callers only pick the layer,
-direction, failsafe chain and which of the "default deny" steps apply (felix §3): tracked filter
-chains deny at the end of a tier and after the profiles, pre-DNAT and untracked chains never do
-(a packet they do not explicitly allow continues to normal policy).
+direction, failsafe chain and which of the "default deny" steps apply (design/felix-rules.md,
+"Chain layout", the endpoint chain body): tracked filter chains deny at the end of a tier and
+after the profiles, pre-DNAT and untracked chains never do (a packet they do not explicitly
+allow continues to normal policy).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The fixed skeleton: hooked base chains, the top-level ``cali-*`` chains they jump to, failsafe
-chains, workload-to-host handling and NAT-outgoing (felix §4.4, trimmed to this dataplane).
+chains, workload-to-host handling and NAT-outgoing (design/felix-rules.md, "Chain layout";
+upstream's rules/static.go, trimmed to this dataplane).
 
 Each base chain holds a single jump to its ``cali-`` chain so the logic stays in regular chains
 that the table layer can rewrite atomically without re-hooking.
