@@ -40,6 +40,7 @@ from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurat
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.metrics import FelixMetrics
+from calico.felix.loopthread import LoopThread
 from calico.felix.messages import InSync, ToDataplane, WorkloadEndpointID
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.throttle import TokenBucket
@@ -103,8 +104,16 @@ class InternalDataplane:
         self._throttle = throttle or TokenBucket(APPLY_INTERVAL, APPLY_BURST, clock=clock)
         self._backoff = backoff or Backoff(RETRY_MIN, RETRY_MAX)
         self._queue: queue.Queue[object] = queue.Queue()
-        self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._thread = LoopThread(
+            "dataplane",
+            self._stopping,
+            self._iterate,
+            before=self._report_health,
+            on_failure=self._failed,
+            failure_message="Dataplane loop failed",
+            logger=log,
+        )
         self.error: BaseException | None = None
         # Loop-thread state.
         self.datastore_in_sync = False
@@ -138,9 +147,6 @@ class InternalDataplane:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("InternalDataplane already started")
-        self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
         self._thread.start()
         if self._iface_monitor is not None:
             self._iface_monitor.start()
@@ -151,26 +157,21 @@ class InternalDataplane:
         self._queue.put(_STOP)
         if self._iface_monitor is not None:
             self._iface_monitor.stop(timeout)
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.error("Dataplane thread did not stop within %.1fs", timeout)
+        if not self._thread.join(timeout):
+            log.error("Dataplane thread did not stop within %.1fs", timeout)
 
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread.is_alive()
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            self._report_health()
-            while not self._stopping.is_set():
-                self.step(self._wait_time())
-        except BaseException as exc:
-            self.error = exc
-            log.exception("Dataplane loop failed")
-            if self._health is not None:
-                self._health.report(HEALTH_NAME, live=False, ready=False, detail=repr(exc))
+    def _iterate(self) -> None:
+        self.step(self._wait_time())
+
+    def _failed(self, exc: BaseException) -> None:
+        self.error = exc
+        if self._health is not None:
+            self._health.report(HEALTH_NAME, live=False, ready=False, detail=repr(exc))
 
     def step(self, timeout: float = 0.0) -> bool:
         """One iteration: drain input (waiting up to ``timeout``), maybe apply. Returns whether
