@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from calico.backoff import Backoff
 from calico.datastore import Backend
 from calico.datastore.config import DatastoreConfig
 from calico.felix.config import (
@@ -150,7 +151,7 @@ class FelixDaemon:
         from calico.datastore.factory import open_backend
         from calico.felix.startup_config import load_datastore_config
 
-        delay = RETRY_MIN
+        backoff = Backoff(RETRY_MIN, RETRY_MAX)
         backend: Backend | None = None
         while not self._stop.is_set():
             try:
@@ -173,8 +174,7 @@ class FelixDaemon:
                     except Exception:
                         log.debug("Error closing backend", exc_info=True)
                     backend = None
-            self._stop.wait(delay)
-            delay = min(delay * 2, RETRY_MAX)
+            self._stop.wait(backoff.next())
         if backend is not None:
             backend.close()
         return None
@@ -211,7 +211,7 @@ class FelixDaemon:
 
     def _start_pipeline(self, config: Config, backend: Backend) -> None:
         from calico.felix.calc.calc_graph import build_felix_calc_pipeline
-        from calico.felix.dataplane.build import build_driver
+        from calico.felix.dataplane.build import build_internal_dataplane
         from calico.felix.dataplane.metrics import ClusterStatsGauges, FelixMetrics, MetricsServer
         from calico.felix.status import StatusReporter
         from calico.syncer.definitions import felix_syncer
@@ -223,7 +223,7 @@ class FelixDaemon:
             )
             server.start()
             self._own("metrics server", server.stop)
-        driver = build_driver(
+        dataplane = build_internal_dataplane(
             config,
             health=self.health,
             metrics=metrics,
@@ -231,7 +231,7 @@ class FelixDaemon:
         )
         connector = ConfigConnector(
             config,
-            driver.on_messages,
+            dataplane.on_messages,
             lambda why: self.request_stop(CONFIG_CHANGED_EXIT_CODE, why),
             self.health,
         )
@@ -250,15 +250,15 @@ class FelixDaemon:
             ttl=config.reporting_ttl_secs,
             region=config.openstack_region,
         )
-        driver.start()
-        self._own("dataplane", lambda: driver.stop(3.0))
+        dataplane.start()
+        self._own("dataplane", lambda: dataplane.stop(3.0))
         calc.start()
         self._own("calculation graph", lambda: calc.stop(2.0))
         syncer.start()
         self._own("syncer", lambda: syncer.stop(2.0))
         reporter.start()
         self._own("status reporter", reporter.stop)
-        self._watch = [("calculation graph", calc), ("dataplane", driver)]
+        self._watch = [("calculation graph", calc), ("dataplane", dataplane)]
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.5):

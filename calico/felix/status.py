@@ -1,7 +1,8 @@
 """Felix's process status keys: ``.../host/<h>/status`` (with a TTL, so it vanishes when Felix
 dies) and ``.../host/<h>/last_reported_status`` (no TTL), every ReportingIntervalSecs.
 
-Operators and tooling use the TTL'd key as a liveness signal for each node's Felix (felix.md §7).
+Operators and tooling use the TTL'd key as a liveness signal for each node's Felix
+(design/felix-dataplane.md, "Status reports").
 Write failures are logged and retried at the next interval; they never stop Felix.
 """
 

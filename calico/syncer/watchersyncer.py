@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from calico.backoff import Backoff
 from calico.datastore import Backend, DatastoreError, EventType, KVPair
 from calico.model import Key, ResourceKey, key_from_default_path
 from calico.model.processors import Processor, resource_passthrough
@@ -141,7 +142,7 @@ class _WatcherCache:
         self.out.put(_Msg(self.index, status, updates or []))
 
     def _run(self) -> None:
-        retry = LIST_RETRY_INTERVAL
+        backoff = Backoff(LIST_RETRY_INTERVAL, MAX_RETRY_INTERVAL)
         last_list = 0.0
         while not self.stopping.is_set():
             pause = MIN_RESYNC_INTERVAL - (time.monotonic() - last_list)
@@ -151,12 +152,12 @@ class _WatcherCache:
             try:
                 listed = self.backend.list(self.rtype.prefix)
             except DatastoreError as exc:
+                retry = backoff.next()
                 log.warning("Failed to list %s, retrying in %.1fs: %s", self.rtype.kind, retry, exc)
                 if self.stopping.wait(retry):
                     return
-                retry = min(retry * 2, MAX_RETRY_INTERVAL)
                 continue
-            retry = LIST_RETRY_INTERVAL
+            backoff.reset()
             self._send(status=SyncStatus.RESYNC_IN_PROGRESS)
             self._send(updates=self._resync(listed.kvs))
             self._send(status=SyncStatus.IN_SYNC)

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 
 from calico.felix.calc.pipeline import CalcPipeline
-from calico.felix.calc.throttle import TokenBucket
+from calico.felix.loopthread import LoopThread
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 from calico.syncer.api import SyncStatus, Update
 
@@ -63,7 +64,15 @@ class AsyncCalcGraph:
         self._max_wait = max_wait
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queued_batches)
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = LoopThread(
+            "calc-graph",
+            self._stopping,
+            self._iterate,
+            before=self._report_health,
+            on_failure=self._failed,
+            failure_message="Calculation graph failed; stopping its thread",
+            logger=log,
+        )
         self._error: BaseException | None = None
         # Loop-thread state.
         self._status = SyncStatus.WAIT_FOR_DATASTORE
@@ -97,9 +106,6 @@ class AsyncCalcGraph:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("AsyncCalcGraph already started")
-        self._thread = threading.Thread(target=self._run, name="calc-graph", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -107,10 +113,8 @@ class AsyncCalcGraph:
         self._stopping.set()
         with contextlib.suppress(queue.Full):  # if full, the loop has input to wake it anyway
             self._queue.put_nowait(_WAKE)
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                raise TimeoutError(f"calculation graph thread did not stop within {timeout}s")
+        if not self._thread.join(timeout):
+            raise TimeoutError(f"calculation graph thread did not stop within {timeout}s")
         if self._error is not None:
             raise self._error
 
@@ -119,33 +123,30 @@ class AsyncCalcGraph:
         return self._error
 
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread.is_alive()
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _iterate(self) -> None:
         try:
+            item = self._queue.get(timeout=self._wait_time())
+        except queue.Empty:
+            item = None
+        if isinstance(item, list):
+            self._apply_updates(item)
+        elif isinstance(item, SyncStatus):
+            self._apply_status(item)
+        if self._stopping.is_set():
+            return
+        self._maybe_flush()
+        if self._clock() - self._last_health_report >= HEALTH_INTERVAL:
             self._report_health()
-            while not self._stopping.is_set():
-                try:
-                    item = self._queue.get(timeout=self._wait_time())
-                except queue.Empty:
-                    item = None
-                if isinstance(item, list):
-                    self._apply_updates(item)
-                elif isinstance(item, SyncStatus):
-                    self._apply_status(item)
-                if self._stopping.is_set():
-                    break
-                self._maybe_flush()
-                if self._clock() - self._last_health_report >= HEALTH_INTERVAL:
-                    self._report_health()
-        except BaseException as exc:  # anything that kills the loop must be recorded
-            self._error = exc
-            log.exception("Calculation graph failed; stopping its thread")
-            if self._health is not None:
-                detail = f"calculation graph failed: {exc!r}"
-                self._health.report(HEALTH_NAME, live=False, ready=False, detail=detail)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._error = exc
+        if self._health is not None:
+            detail = f"calculation graph failed: {exc!r}"
+            self._health.report(HEALTH_NAME, live=False, ready=False, detail=detail)
 
     def _wait_time(self) -> float:
         wait = self._last_health_report + HEALTH_INTERVAL - self._clock()

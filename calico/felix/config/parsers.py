@@ -86,6 +86,14 @@ def go_int(raw: str) -> int:
         raise ParseError("invalid int") from None
 
 
+def _check_range(value: int, lo: int | None, hi: int | None) -> None:
+    """Raise ParseError unless lo <= value <= hi (a None bound is open)."""
+    if lo is not None and value < lo:
+        raise ParseError(f"value must be at least {lo}")
+    if hi is not None and value > hi:
+        raise ParseError(f"value must be at most {hi}")
+
+
 @dataclass(frozen=True)
 class IntParser(Parser):
     """An integer within [lo, hi] (either bound may be None = unbounded)."""
@@ -97,10 +105,7 @@ class IntParser(Parser):
 
     def parse(self, raw: str) -> int:
         value = go_int(raw)
-        if self.lo is not None and value < self.lo:
-            raise ParseError(f"value must be at least {self.lo}")
-        if self.hi is not None and value > self.hi:
-            raise ParseError(f"value must be at most {self.hi}")
+        _check_range(value, self.lo, self.hi)
         return value
 
 
@@ -123,22 +128,10 @@ def _finite_float(raw: str) -> float:
 
 @dataclass(frozen=True)
 class FloatParser(Parser):
+    """A finite number written in ``unit``s, returned as ``number * unit``; the bounds apply to
+    the written number's integer part (either may be None = unbounded)."""
+
     kind: str = "float"
-    zero: Any = 0.0
-
-    def parse(self, raw: str) -> float:
-        return _finite_float(raw)
-
-    def format(self, value: Any) -> str:
-        return go_float_text(value)
-
-
-@dataclass(frozen=True)
-class SecondsParser(Parser):
-    """A duration written as a number of ``unit`` (1 = seconds, 0.001 = the ``...Millis``
-    params); the value is in seconds. Upstream does not accept Go duration text here."""
-
-    kind: str = "seconds"
     zero: Any = 0.0
     unit: float = 1.0
     lo: int | None = None
@@ -146,14 +139,19 @@ class SecondsParser(Parser):
 
     def parse(self, raw: str) -> float:
         number = _finite_float(raw)
-        if self.lo is not None and int(number) < self.lo:
-            raise ParseError(f"value must be at least {self.lo}")
-        if self.hi is not None and int(number) > self.hi:
-            raise ParseError(f"value must be at most {self.hi}")
+        _check_range(int(number), self.lo, self.hi)
         return number * self.unit
 
     def format(self, value: Any) -> str:
         return go_float_text(value / self.unit)
+
+
+@dataclass(frozen=True)
+class SecondsParser(FloatParser):
+    """A duration written as a number of ``unit`` (1 = seconds, 0.001 = the ``...Millis``
+    params); the value is in seconds. Upstream does not accept Go duration text here."""
+
+    kind: str = "seconds"
 
 
 @dataclass(frozen=True)
@@ -233,19 +231,18 @@ class FileParser(Parser):
 
 
 @dataclass(frozen=True)
-class MarkMaskParser(Parser):
+class MarkMaskParser(IntParser):
     """A 32-bit mark mask (``0xffff0000``) with at least two bits set."""
 
     kind: str = "mark-bitmask"
-    zero: Any = 0
+    lo: int | None = 0
+    hi: int | None = 0xFFFFFFFF
 
     def parse(self, raw: str) -> int:
         try:
-            value = go_int(raw)
+            value = super().parse(raw)
         except ParseError:
             raise ParseError("invalid mark: should be 32-bit int") from None
-        if not 0 <= value <= 0xFFFFFFFF:
-            raise ParseError("invalid mark: should be 32-bit int")
         if value.bit_count() < 2:
             raise ParseError("invalid mark: needs to have 2 bits set")
         return value

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from calico.felix.config import PARAMS, Config
+from calico.felix.config import Config
 from calico.felix.dataplane import conntrack, sysctls
 from calico.felix.dataplane.endpoint_status import EndpointStatusFileReporter, EndpointStatusFiles
-from calico.felix.dataplane.loop import DataplaneDriver, DataplaneParts
+from calico.felix.dataplane.loop import DataplaneParts, InternalDataplane
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.hosts import HostsIPSetManager
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
@@ -29,16 +29,12 @@ log = logging.getLogger(__name__)
 _UNSUPPORTED = ("BPFEnabled", "WireguardEnabled", "WireguardEnabledV6")
 
 
-def render_config(config: Config) -> RenderConfig:
-    return RenderConfig.from_felix_config({name: config.text(name) for name in PARAMS})
-
-
 def build_parts(config: Config, *, nft: Any = None, route_table: Any = None) -> DataplaneParts:
     """Every manager wired to one ``inet calico`` table. ``nft``/``route_table`` are for tests."""
     for name in _UNSUPPORTED:
         if config[name]:
             log.warning("%s is set but not supported by this dataplane; ignoring it", name)
-    renderer = RuleRenderer(render_config(config))
+    renderer = RuleRenderer(RenderConfig.from_config(config))
     versions = renderer.config.ip_versions
     table = NftablesTable(nft=nft, refresh_interval=config.nftables_refresh_interval)
     for chain in renderer.static_chains():
@@ -88,35 +84,35 @@ def configure_host(config: Config) -> None:
         log.warning("Failed to set global sysctl %s=%s: %s", err.path, err.value, err.error)
 
 
-def build_driver(
+def build_internal_dataplane(
     config: Config,
     *,
     health: HealthAggregator | None,
     metrics: FelixMetrics | None,
     on_in_sync: Any = None,
-) -> DataplaneDriver:
+) -> InternalDataplane:
     from calico.felix.ifacemonitor import InterfaceMonitor
 
     parts = build_parts(config)
     configure_host(config)
-    driver: DataplaneDriver | None = None
+    dataplane: InternalDataplane | None = None
 
     def state(name: str, st: str, index: int) -> None:
-        assert driver is not None
-        driver.on_iface_state(name, st, index)
+        assert dataplane is not None
+        dataplane.on_iface_state(name, st, index)
 
     def addrs(name: str, a: set[str] | None) -> None:
-        assert driver is not None
-        driver.on_iface_addrs(name, a)
+        assert dataplane is not None
+        dataplane.on_iface_addrs(name, a)
 
     def in_sync() -> None:
-        assert driver is not None
-        driver.on_ifaces_in_sync()
+        assert dataplane is not None
+        dataplane.on_ifaces_in_sync()
 
     monitor = InterfaceMonitor(
         state, addrs, on_in_sync=in_sync, resync_interval=config.interface_refresh_interval
     )
-    driver = DataplaneDriver(
+    dataplane = InternalDataplane(
         parts,
         health=health,
         metrics=metrics,
@@ -124,4 +120,4 @@ def build_driver(
         health_timeout=config.dataplane_watchdog_timeout,
         iface_monitor=monitor,
     )
-    return driver
+    return dataplane

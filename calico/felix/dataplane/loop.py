@@ -1,9 +1,13 @@
-"""The dataplane driver: calc-graph batches in, one nftables transaction (plus routes) out.
+"""The internal dataplane: calc-graph batches in, one nftables transaction (plus routes) out.
+
+Named as upstream names it (``intdataplane``): the dataplane Felix runs in-process. Upstream's
+"dataplane driver" is the other case, an external process Felix talks to (the
+``DataplaneDriver`` parameter, used when ``UseInternalDataplaneDriver`` is false).
 
 Why one thread: the nftables table, route table and managers are single-threaded by design, so
 the calc graph and the interface monitor only *enqueue*; this loop owns all dataplane state.
 
-Contracts (felix.md §4.6):
+Contracts (design/felix-dataplane.md, "The dataplane loop"):
 - Nothing is programmed until the calc graph has sent ``InSync`` *and* the interface monitor has
   completed its first dump: a restarted Felix then replaces the previous table's contents in one
   transaction that rewrites only what differs, so established connections survive.
@@ -28,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from calico.felix.calc.throttle import TokenBucket
+from calico.backoff import Backoff
 from calico.felix.dataplane.endpoint_status import EndpointStatusContent, EndpointStatusFileReporter
 from calico.felix.dataplane.managers import Manager
 from calico.felix.dataplane.managers.endpoints import EndpointManager
@@ -36,8 +40,10 @@ from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurat
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.metrics import FelixMetrics
+from calico.felix.loopthread import LoopThread
 from calico.felix.messages import InSync, ToDataplane, WorkloadEndpointID
 from calico.felix.nftables.table import NftablesTable
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 
 log = logging.getLogger(__name__)
@@ -71,23 +77,7 @@ class DataplaneParts:
     iface_listeners: list[Any] = field(default_factory=list)  # on_iface_state/on_iface_addrs
 
 
-class Backoff:
-    """Exponential retry delay: ``RETRY_MIN`` doubling up to ``RETRY_MAX``; reset on success."""
-
-    def __init__(self, minimum: float = RETRY_MIN, maximum: float = RETRY_MAX) -> None:
-        self.minimum, self.maximum = minimum, maximum
-        self._next = minimum
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self._next * 2, self.maximum)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.minimum
-
-
-class DataplaneDriver:
+class InternalDataplane:
     """Owns one thread (``start``/``stop``). ``on_messages`` and the interface callbacks may be
     called from any thread; everything else happens on the loop thread."""
 
@@ -112,10 +102,18 @@ class DataplaneDriver:
         self._on_in_sync = on_in_sync
         self._clock = clock
         self._throttle = throttle or TokenBucket(APPLY_INTERVAL, APPLY_BURST, clock=clock)
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(RETRY_MIN, RETRY_MAX)
         self._queue: queue.Queue[object] = queue.Queue()
-        self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._thread = LoopThread(
+            "dataplane",
+            self._stopping,
+            self._iterate,
+            before=self._report_health,
+            on_failure=self._failed,
+            failure_message="Dataplane loop failed",
+            logger=log,
+        )
         self.error: BaseException | None = None
         # Loop-thread state.
         self.datastore_in_sync = False
@@ -149,9 +147,6 @@ class DataplaneDriver:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("DataplaneDriver already started")
-        self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
         self._thread.start()
         if self._iface_monitor is not None:
             self._iface_monitor.start()
@@ -162,26 +157,21 @@ class DataplaneDriver:
         self._queue.put(_STOP)
         if self._iface_monitor is not None:
             self._iface_monitor.stop(timeout)
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.error("Dataplane thread did not stop within %.1fs", timeout)
+        if not self._thread.join(timeout):
+            log.error("Dataplane thread did not stop within %.1fs", timeout)
 
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread.is_alive()
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            self._report_health()
-            while not self._stopping.is_set():
-                self.step(self._wait_time())
-        except BaseException as exc:
-            self.error = exc
-            log.exception("Dataplane loop failed")
-            if self._health is not None:
-                self._health.report(HEALTH_NAME, live=False, ready=False, detail=repr(exc))
+    def _iterate(self) -> None:
+        self.step(self._wait_time())
+
+    def _failed(self, exc: BaseException) -> None:
+        self.error = exc
+        if self._health is not None:
+            self._health.report(HEALTH_NAME, live=False, ready=False, detail=repr(exc))
 
     def step(self, timeout: float = 0.0) -> bool:
         """One iteration: drain input (waiting up to ``timeout``), maybe apply. Returns whether
@@ -370,4 +360,4 @@ class DataplaneDriver:
         self._health.report(HEALTH_NAME, live=True, ready=ready, detail=detail)
 
 
-__all__ = ["HEALTH_NAME", "Backoff", "DataplaneDriver", "DataplaneParts"]
+__all__ = ["HEALTH_NAME", "DataplaneParts", "InternalDataplane"]

@@ -35,7 +35,8 @@ class SysctlError:
 def workload_iface_sysctls(
     iface: str, *, ipv4: bool, ipv6: bool, rp_filter: str | None
 ) -> list[Sysctl]:
-    """What a workload interface needs (felix.md §5), in the order we write it.
+    """What a workload interface needs (design/felix-netlink.md, "Sysctls"), in the order we
+    write it.
 
     ``rp_filter`` is None when it could not be determined; the write is then skipped.
     """

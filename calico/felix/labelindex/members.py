@@ -1,4 +1,5 @@
-"""IP set member strings and named-port matching, in the dataplane wire format (felix.md §1.3).
+"""IP set member strings and named-port matching, in the dataplane wire format
+(design/felix-labelindex.md, "Invariants": members and named-port protocol).
 
 Members are plain strings so they hash cheaply and cross to the dataplane unchanged:
 ``10.0.0.0/24``, ``10.0.0.1/32``, ``fd00::1/128`` for NET sets and ``10.0.0.1,tcp:8080`` for

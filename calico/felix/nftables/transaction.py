@@ -183,6 +183,29 @@ def _plan_sets_and_maps(
     return recreated
 
 
+def _plan_unwanted(b: _Builder, kind: str, name: str, have: object, updates: dict[str, Any]) -> int:
+    """A set or map nothing desires: delete it last (step 8) if the kernel has it; 1 if so."""
+    if have is None:
+        return 0
+    b.cmd(8, "delete", kind, name=name)
+    updates[name] = None
+    return 1
+
+
+def _plan_retype(b: _Builder, kind: str, name: str, recreated: set[str]) -> None:
+    """A set or map whose type changed (immutable in nft): delete it in step 3, re-add in 4."""
+    b.cmd(3, "delete", kind, name=name)
+    recreated.add(name)
+
+
+def _plan_elements(b: _Builder, st: Stats, name: str, removes: list[Any], adds: list[Any]) -> None:
+    """Step 7: an existing set's or map's element removals, then its adds."""
+    b.elements(7, "delete", name, removes)
+    b.elements(7, "add", name, adds)
+    st.elements_removed += len(removes)
+    st.elements_added += len(adds)
+
+
 def _plan_set(
     b: _Builder,
     plan: Plan,
@@ -193,14 +216,10 @@ def _plan_set(
 ) -> None:
     st = plan.stats
     if want is None:
-        if have is not None:
-            b.cmd(8, "delete", "set", name=name)
-            plan.sets[name] = None
-            st.sets_deleted += 1
+        st.sets_deleted += _plan_unwanted(b, "set", name, have, plan.sets)
         return
     if have is not None and not have.same_kind(want):
-        b.cmd(3, "delete", "set", name=name)  # type/flags are immutable in nft
-        recreated.add(name)
+        _plan_retype(b, "set", name, recreated)
         have = None
     if have is None:
         obj = _set_obj(name, want)
@@ -208,18 +227,13 @@ def _plan_set(
             obj["elem"] = _elems_json(want.elements, want.type)
         b.cmd(4, "add", "set", **obj)
         st.sets_created += 1
-        removes, adds = set(), want.elements
-    else:
-        removes, adds = have.elements - want.elements, want.elements - have.elements
-        if not removes and not adds:
-            return
-        b.elements(7, "delete", name, _elems_json(removes, want.type))
-        b.elements(7, "add", name, _elems_json(adds, want.type))
-        plan.set_deltas[name] = (removes, adds)
-    st.elements_removed += len(removes)
-    st.elements_added += len(adds)
-    if have is None:
+        st.elements_added += len(want.elements)
         plan.sets[name] = SetState(want.type, want.interval, set(want.elements))
+        return
+    removes, adds = have.elements - want.elements, want.elements - have.elements
+    if removes or adds:
+        _plan_elements(b, st, name, _elems_json(removes, want.type), _elems_json(adds, want.type))
+        plan.set_deltas[name] = (removes, adds)
 
 
 def _plan_map(
@@ -232,15 +246,11 @@ def _plan_map(
 ) -> None:
     st = plan.stats
     if want is None:
-        if have is not None:
-            b.cmd(8, "delete", "map", name=name)
-            plan.maps[name] = None
-            st.maps_deleted += 1
+        st.maps_deleted += _plan_unwanted(b, "map", name, have, plan.maps)
         return
     created = have is None or have.key_type != want.key_type
     if have is not None and created:
-        b.cmd(3, "delete", "map", name=name)
-        recreated.add(name)
+        _plan_retype(b, "map", name, recreated)
     if created:
         b.cmd(4, "add", "map", name=name, type=_type_json(want.key_type), map="verdict")
         st.maps_created += 1
@@ -253,15 +263,13 @@ def _plan_map(
     adds = sorted((k for k, v in want.elements.items() if have.elements.get(k) != v), key=sort_key)
     if not (removes or adds or created):
         return
-    b.elements(7, "delete", name, [to_json(k, want.key_type) for k in removes])
-    b.elements(
-        7,
-        "add",
+    _plan_elements(
+        b,
+        st,
         name,
+        [to_json(k, want.key_type) for k in removes],
         [[to_json(k, want.key_type), verdict_json(want.elements[k])] for k in adds],
     )
-    st.elements_removed += len(removes)
-    st.elements_added += len(adds)
     plan.maps[name] = MapState(want.key_type, dict(want.elements))
 
 

@@ -82,11 +82,14 @@ class PyRoute2Netlink:
             self._owner = me
         return self._ipr
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, api: str, command: str, **kwargs: Any) -> Any:
+        """``IPRoute.<api>(command, **kwargs)``; netlink and socket errors become
+        :class:`RouteNetlinkError` naming ``what``."""
         from pyroute2 import NetlinkError
 
+        fn = getattr(self._sock(), api)  # failing to open the socket is not a request error
         try:
-            return fn(*args, **kwargs)
+            return fn(command, **kwargs)
         except NetlinkError as e:
             raise RouteNetlinkError(e.code, f"{what}: {e}") from e
         except OSError as e:
@@ -94,14 +97,19 @@ class PyRoute2Netlink:
             self.close()
             raise RouteNetlinkError(e.errno or errno.EIO, f"{what}: {e}") from e
 
+    def _route(self, what: str, command: str, cidr: str, ip_version: int, **kwargs: Any) -> Any:
+        """A main-table route request for ``cidr``."""
+        family = _family(ip_version)
+        return self._call(
+            what, "route", command, dst=cidr, table=MAIN_TABLE, family=family, **kwargs
+        )
+
     def list_links(self) -> list[LinkInfo]:
-        ipr = self._sock()
-        return [_link_info(m) for m in self._call("dump links", ipr.link, "dump")]
+        return [_link_info(m) for m in self._call("dump links", "link", "dump")]
 
     def lookup_link(self, name: str) -> LinkInfo | None:
-        ipr = self._sock()
         try:
-            msgs = self._call(f"get link {name}", ipr.link, "get", ifname=name)
+            msgs = self._call(f"get link {name}", "link", "get", ifname=name)
         except RouteNetlinkError as e:
             if e.errno in (errno.ENODEV, errno.ENOENT):
                 return None
@@ -109,9 +117,8 @@ class PyRoute2Netlink:
         return _link_info(msgs[0]) if msgs else None
 
     def list_routes(self, ip_version: int) -> list[KernelRoute]:
-        ipr = self._sock()
         msgs = self._call(
-            "dump routes", ipr.route, "dump", family=_family(ip_version), table=MAIN_TABLE
+            "dump routes", "route", "dump", family=_family(ip_version), table=MAIN_TABLE
         )
         out = []
         for m in msgs:
@@ -123,40 +130,33 @@ class PyRoute2Netlink:
     def replace_route(
         self, cidr: str, ifindex: int, *, proto: int, scope: int, metric: int
     ) -> None:
-        ipr = self._sock()
-        self._call(
+        self._route(
             f"replace route {cidr}",
-            ipr.route,
             "replace",
-            dst=cidr,
+            cidr,
+            cidr_ip_version(cidr),
             oif=ifindex,
             scope=scope,
             proto=proto,
             priority=metric,
-            table=MAIN_TABLE,
-            family=_family(cidr_ip_version(cidr)),
         )
 
     def delete_route(self, route: KernelRoute) -> None:
-        ipr = self._sock()
-        self._call(
+        self._route(
             f"delete route {route.cidr}",
-            ipr.route,
             "del",
-            dst=route.cidr,
+            route.cidr,
+            route.ip_version,
             oif=route.ifindex,
             priority=route.metric,
             proto=route.proto,
             scope=route.scope,
-            table=MAIN_TABLE,
-            family=_family(route.ip_version),
         )
 
     def set_neighbour(self, ip: str, mac: str, ifindex: int) -> None:
-        ipr = self._sock()
         self._call(
             f"set neighbour {ip}",
-            ipr.neigh,
+            "neigh",
             "replace",
             dst=ip,
             lladdr=mac,
@@ -165,8 +165,7 @@ class PyRoute2Netlink:
         )
 
     def delete_neighbour(self, ip: str, ifindex: int) -> None:
-        ipr = self._sock()
-        self._call(f"delete neighbour {ip}", ipr.neigh, "del", dst=ip, ifindex=ifindex)
+        self._call(f"delete neighbour {ip}", "neigh", "del", dst=ip, ifindex=ifindex)
 
     def close(self) -> None:
         ipr, self._ipr, self._owner = self._ipr, None, None

@@ -3,7 +3,7 @@
 See design/felix-rules.md. Pure functions only; the nftables table layer programs the result.
 """
 
-from calico.felix.rules.config import Failsafe, RenderConfig, parse_failsafes
+from calico.felix.rules.config import RenderConfig
 from calico.felix.rules.renderer import RuleRenderer
 
-__all__ = ["Failsafe", "RenderConfig", "RuleRenderer", "parse_failsafes"]
+__all__ = ["RenderConfig", "RuleRenderer"]

@@ -2,92 +2,83 @@
 
 Rendering is a pure function of (config, inputs); keeping the knobs in a hashable dataclass lets
 the managers cache and diff rendered chains safely.
+
+The knobs are Felix parameters, already parsed and validated by ``calico.felix.config``: the
+dataplane builds its ``RenderConfig`` with ``from_config(config)`` from the typed values, and the
+field defaults are the same parameters' defaults (one mapping, ``_render_fields``, serves both).
+Failsafe ports are the config package's ``ProtoPort`` values; there is no second grammar here.
+The dataplane is nftables-only, so it reads the ``Nftables*`` parameters, never their
+``Iptables*`` twins.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from calico.felix.config import PARAMS, Config
+from calico.felix.config.netparsers import ProtoPort
 
 
-@dataclass(frozen=True)
-class Failsafe:
-    """One failsafe port: ``protocol`` tcp|udp, ``port``, optional ``net`` (a CIDR, "" = any)."""
-
-    protocol: str
-    port: int
-    net: str = ""
-
-
-def parse_failsafes(text: str) -> tuple[Failsafe, ...]:
-    """Parse FailsafeInbound/OutboundHostPorts: ``port``, ``proto:port`` or ``proto:net:port``.
-
-    ``none`` (or empty) means no failsafes; IPv6 nets are written in brackets.
-    """
-    text = text.strip()
-    if text.lower() in ("", "none"):
-        return ()
-    out: list[Failsafe] = []
-    for raw in text.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        proto, net = "tcp", ""
-        if entry.count(":") == 0:
-            port = entry
-        else:
-            proto, _, rest = entry.partition(":")
-            if rest.startswith("["):
-                net, _, port = rest[1:].partition("]:")
-            elif ":" in rest:
-                net, _, port = rest.rpartition(":")
-            else:
-                port = rest
-        proto = proto.lower()
-        if proto not in ("tcp", "udp"):
-            raise ValueError(f"failsafe protocol must be tcp or udp: {entry!r}")
-        if net:
-            net = str(ipaddress.ip_network(net, strict=False))
-        port_num = int(port)
-        if not 0 <= port_num <= 65535:
-            raise ValueError(f"failsafe port out of range: {entry!r}")
-        out.append(Failsafe(proto, port_num, net))
-    return tuple(out)
+def _render_fields(value: Callable[[str], Any]) -> dict[str, Any]:
+    """RenderConfig's fields from typed Felix parameter values (``value(name)``)."""
+    nat_address = value("NATOutgoingAddress")
+    return {
+        "mark_mask": value("NftablesMarkMask"),
+        "deny_action": value("NftablesFilterDenyAction").lower(),
+        "endpoint_to_host_action": value("DefaultEndpointToHostAction").lower(),
+        "failsafe_inbound": value("FailsafeInboundHostPorts"),
+        "failsafe_outbound": value("FailsafeOutboundHostPorts"),
+        # ``LogPrefix = none`` (the empty prefix) renders the default prefix.
+        "log_prefix": value("LogPrefix") or PARAMS["LogPrefix"].default,
+        "log_rate_limit": value("LogActionRateLimit"),
+        "log_rate_burst": value("LogActionRateLimitBurst"),
+        "ipv6_enabled": value("Ipv6Support"),
+        "nat_outgoing_address": "" if nat_address is None else str(nat_address),
+        # The parameter's pattern admits only comma-separated interface names.
+        "workload_iface_prefixes": tuple(value("InterfacePrefix").split(",")),
+        "disable_conntrack_invalid_check": value("DisableConntrackInvalidCheck"),
+    }
 
 
-DEFAULT_FAILSAFE_INBOUND = parse_failsafes(
-    "tcp:22,udp:68,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
-)
-DEFAULT_FAILSAFE_OUTBOUND = parse_failsafes(
-    "udp:53,udp:67,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
-)
+_DEFAULTS = _render_fields(lambda name: PARAMS[name].default)
 
 
 def _mark_bits(mask: int) -> list[int]:
     return [1 << i for i in range(32) if mask & (1 << i)]
 
 
+# Mark bits are handed out lowest-first from the mask, in this order.
+_MARK_ROLES = ("accept", "pass", "drop", "scratch0", "scratch1")
+
+
+def _mark_bit(role: str) -> property:
+    index = _MARK_ROLES.index(role)
+    return property(lambda self: _mark_bits(self.mark_mask)[index], doc=f"The {role} mark bit.")
+
+
 @dataclass(frozen=True)
 class RenderConfig:
-    """Rendering knobs. Mark bits are handed out lowest-first from ``mark_mask`` (felix §4.2)."""
+    """Rendering knobs. Mark bits are handed out lowest-first from ``mark_mask``
+    (design/felix-rules.md, "Marks and verdicts")."""
 
-    mark_mask: int = 0xFFFF0000
-    deny_action: str = "drop"  # drop | reject (Nftables/IptablesFilterDenyAction)
-    endpoint_to_host_action: str = "drop"  # drop | accept | return (DefaultEndpointToHostAction)
-    failsafe_inbound: tuple[Failsafe, ...] = DEFAULT_FAILSAFE_INBOUND
-    failsafe_outbound: tuple[Failsafe, ...] = DEFAULT_FAILSAFE_OUTBOUND
-    log_prefix: str = "calico-packet"
-    log_rate_limit: str = ""  # e.g. "10/second"; "" = unlimited
-    log_rate_burst: int = 5
-    ipv6_enabled: bool = True
-    nat_outgoing_address: str = ""  # SNAT to this instead of masquerading
-    workload_iface_prefixes: tuple[str, ...] = ("cali",)
-    disable_conntrack_invalid_check: bool = False
+    mark_mask: int = _DEFAULTS["mark_mask"]  # NftablesMarkMask
+    deny_action: str = _DEFAULTS["deny_action"]  # drop | reject (NftablesFilterDenyAction)
+    endpoint_to_host_action: str = _DEFAULTS["endpoint_to_host_action"]  # drop | accept | return
+    failsafe_inbound: tuple[ProtoPort, ...] = _DEFAULTS["failsafe_inbound"]
+    failsafe_outbound: tuple[ProtoPort, ...] = _DEFAULTS["failsafe_outbound"]
+    log_prefix: str = _DEFAULTS["log_prefix"]
+    log_rate_limit: str = _DEFAULTS["log_rate_limit"]  # e.g. "10/second"; "" = unlimited
+    log_rate_burst: int = _DEFAULTS["log_rate_burst"]
+    ipv6_enabled: bool = _DEFAULTS["ipv6_enabled"]
+    nat_outgoing_address: str = _DEFAULTS["nat_outgoing_address"]  # SNAT to this, not masquerade
+    workload_iface_prefixes: tuple[str, ...] = _DEFAULTS["workload_iface_prefixes"]
+    disable_conntrack_invalid_check: bool = _DEFAULTS["disable_conntrack_invalid_check"]
     max_name_len: int = 240  # chain names before the layer prefix; nft allows 255 in total
 
     def __post_init__(self) -> None:
-        if len(_mark_bits(self.mark_mask)) < 5:
+        if len(_mark_bits(self.mark_mask)) < len(_MARK_ROLES):
             raise ValueError(f"mark mask {self.mark_mask:#x} needs at least 5 bits")
         if self.deny_action not in ("drop", "reject"):
             raise ValueError(f"deny action must be drop or reject, not {self.deny_action!r}")
@@ -96,77 +87,22 @@ class RenderConfig:
         if not self.workload_iface_prefixes:
             raise ValueError("at least one workload interface prefix is required")
 
-    # Mark bits, lowest first: accept, pass, drop, scratch0, scratch1.
-    @property
-    def mark_accept(self) -> int:
-        return _mark_bits(self.mark_mask)[0]
+    @classmethod
+    def from_config(cls, config: Config) -> RenderConfig:
+        """The render config of a resolved Felix configuration."""
+        return cls(**_render_fields(config.__getitem__))
 
-    @property
-    def mark_pass(self) -> int:
-        return _mark_bits(self.mark_mask)[1]
-
-    @property
-    def mark_drop(self) -> int:
-        return _mark_bits(self.mark_mask)[2]
-
-    @property
-    def mark_scratch0(self) -> int:
-        return _mark_bits(self.mark_mask)[3]
-
-    @property
-    def mark_scratch1(self) -> int:
-        return _mark_bits(self.mark_mask)[4]
+    mark_accept = _mark_bit("accept")
+    mark_pass = _mark_bit("pass")
+    mark_drop = _mark_bit("drop")
+    mark_scratch0 = _mark_bit("scratch0")
+    mark_scratch1 = _mark_bit("scratch1")
 
     @property
     def mark_all(self) -> int:
         """The bits Calico owns in the rendered rules (cleared at the start of each hook)."""
-        return (
-            self.mark_accept
-            | self.mark_pass
-            | self.mark_drop
-            | self.mark_scratch0
-            | self.mark_scratch1
-        )
+        return sum(_mark_bits(self.mark_mask)[: len(_MARK_ROLES)])
 
     @property
     def ip_versions(self) -> tuple[int, ...]:
         return (4, 6) if self.ipv6_enabled else (4,)
-
-    @classmethod
-    def from_felix_config(cls, params: Mapping[str, str]) -> RenderConfig:
-        """Build from resolved Felix parameters (names as in config_params, case-insensitive)."""
-        p = {k.lower(): v for k, v in params.items() if v not in (None, "")}
-        kw: dict[str, object] = {}
-        mask = p.get("nftablesmarkmask") or p.get("iptablesmarkmask")
-        if mask:
-            kw["mark_mask"] = int(mask, 0)
-        deny = p.get("nftablesfilterdenyaction") or p.get("iptablesfilterdenyaction")
-        if deny:
-            kw["deny_action"] = deny.lower()
-        if "defaultendpointtohostaction" in p:
-            kw["endpoint_to_host_action"] = p["defaultendpointtohostaction"].lower()
-        if "failsafeinboundhostports" in p:
-            kw["failsafe_inbound"] = parse_failsafes(p["failsafeinboundhostports"])
-        if "failsafeoutboundhostports" in p:
-            kw["failsafe_outbound"] = parse_failsafes(p["failsafeoutboundhostports"])
-        if "logprefix" in p:
-            kw["log_prefix"] = p["logprefix"]
-        if "logactionratelimit" in p:
-            kw["log_rate_limit"] = p["logactionratelimit"]
-        if "logactionratelimitburst" in p:
-            kw["log_rate_burst"] = int(p["logactionratelimitburst"])
-        if "ipv6support" in p:
-            kw["ipv6_enabled"] = p["ipv6support"].lower() in ("true", "1", "yes")
-        if "natoutgoingaddress" in p:
-            kw["nat_outgoing_address"] = p["natoutgoingaddress"]
-        if "interfaceprefix" in p:
-            kw["workload_iface_prefixes"] = tuple(
-                s.strip() for s in p["interfaceprefix"].split(",") if s.strip()
-            )
-        if "disableconntrackinvalidcheck" in p:
-            kw["disable_conntrack_invalid_check"] = p["disableconntrackinvalidcheck"].lower() in (
-                "true",
-                "1",
-                "yes",
-            )
-        return cls(**kw)  # type: ignore[arg-type]

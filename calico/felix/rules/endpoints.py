@@ -1,14 +1,16 @@
 """Per-endpoint chains: the tier/policy/profile walk that turns policy-chain marks into verdicts.
 
 One generic builder (``endpoint_chain``) renders every variant; the callers only pick the layer,
-direction, failsafe chain and which of the "default deny" steps apply (felix §3): tracked filter
-chains deny at the end of a tier and after the profiles, pre-DNAT and untracked chains never do
-(a packet they do not explicitly allow continues to normal policy).
+direction, failsafe chain and which of the "default deny" steps apply (design/felix-rules.md,
+"Chain layout", the endpoint chain body): tracked filter chains deny at the end of a tier and
+after the profiles, pre-DNAT and untracked chains never do (a packet they do not explicitly
+allow continues to normal policy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from calico.felix.messages import HostEndpoint, TierInfo, WorkloadEndpoint
 from calico.felix.nftables.model import Chain, Expr, NftRule, layered, length_limited_id
@@ -109,20 +111,45 @@ def workload_endpoint_chains(
 ) -> list[Chain]:
     """``cali-tw-<iface>`` (ingress) and ``cali-fw-<iface>`` (egress) in the filter layer."""
     down = endpoint.state != "active"
-    out = []
-    for prefix, inbound in ((WL_TO_PREFIX, True), (WL_FROM_PREFIX, False)):
-        out.append(
-            endpoint_chain(
-                config,
-                endpoint_chain_name(prefix, iface, "filter", config.max_name_len),
-                layer="filter",
-                tiers=endpoint.tiers,
-                inbound=inbound,
-                profile_ids=endpoint.profile_ids,
-                admin_down=down,
-            )
-        )
-    return out
+    return [
+        _tracked_chain(config, iface, prefix, endpoint, inbound, admin_down=down)
+        for prefix, inbound in ((WL_TO_PREFIX, True), (WL_FROM_PREFIX, False))
+    ]
+
+
+def _iface_chain(
+    config: RenderConfig,
+    iface: str,
+    prefix: str,
+    layer: str,
+    tiers: Sequence[TierInfo],
+    inbound: bool,
+    **options: Any,
+) -> Chain:
+    """``endpoint_chain`` named ``<layer>-<prefix><iface>``."""
+    name = endpoint_chain_name(prefix, iface, layer, config.max_name_len)
+    return endpoint_chain(config, name, layer=layer, tiers=tiers, inbound=inbound, **options)
+
+
+def _tracked_chain(
+    config: RenderConfig,
+    iface: str,
+    prefix: str,
+    endpoint: WorkloadEndpoint | HostEndpoint,
+    inbound: bool,
+    **options: Any,
+) -> Chain:
+    """An endpoint's normal (tracked, filter-layer) chain: its tiers, then its profiles."""
+    return _iface_chain(
+        config,
+        iface,
+        prefix,
+        "filter",
+        endpoint.tiers,
+        inbound,
+        profile_ids=endpoint.profile_ids,
+        **options,
+    )
 
 
 def _has_policies(tiers: Sequence[TierInfo], inbound: bool) -> bool:
@@ -133,6 +160,15 @@ def _has_policies(tiers: Sequence[TierInfo], inbound: bool) -> bool:
     )
 
 
+# Host endpoint directions: (inbound, chain prefix, forward chain prefix, failsafe chain).
+_HEP_DIRECTIONS = (
+    (True, HOST_FROM_PREFIX, HOST_FROM_FWD_PREFIX, FAILSAFE_IN),
+    (False, HOST_TO_PREFIX, HOST_TO_FWD_PREFIX, FAILSAFE_OUT),
+)
+# Pre-DNAT and untracked chains only ever allow: no conntrack rules and no default deny.
+_ALLOW_ONLY = {"conntrack": False, "end_of_tier_deny": False, "final_deny": False}
+
+
 def host_endpoint_chains(config: RenderConfig, iface: str, endpoint: HostEndpoint) -> list[Chain]:
     """All chains for a host endpoint on ``iface``, across layers.
 
@@ -141,76 +177,44 @@ def host_endpoint_chains(config: RenderConfig, iface: str, endpoint: HostEndpoin
     applyOnForward policy, allowed when there is none). mangle ``cali-fh-`` when the HEP has
     pre-DNAT policy; raw ``cali-fh-``/``cali-th-`` when it has untracked policy.
     """
-    n = config.max_name_len
-
-    def name(prefix: str, layer: str) -> str:
-        return endpoint_chain_name(prefix, iface, layer, n)
-
     chains = [
-        endpoint_chain(
-            config,
-            name(HOST_FROM_PREFIX, "filter"),
-            layer="filter",
-            tiers=endpoint.tiers,
-            inbound=True,
-            profile_ids=endpoint.profile_ids,
-            failsafe_chain=layered("filter", FAILSAFE_IN),
-        ),
-        endpoint_chain(
-            config,
-            name(HOST_TO_PREFIX, "filter"),
-            layer="filter",
-            tiers=endpoint.tiers,
-            inbound=False,
-            profile_ids=endpoint.profile_ids,
-            failsafe_chain=layered("filter", FAILSAFE_OUT),
-        ),
+        _tracked_chain(
+            config, iface, prefix, endpoint, inbound, failsafe_chain=layered("filter", failsafe)
+        )
+        for inbound, prefix, _, failsafe in _HEP_DIRECTIONS
     ]
-    for prefix, inbound in ((HOST_FROM_FWD_PREFIX, True), (HOST_TO_FWD_PREFIX, False)):
-        chains.append(
-            endpoint_chain(
-                config,
-                name(prefix, "filter"),
-                layer="filter",
-                tiers=endpoint.forward_tiers,
-                inbound=inbound,
-                final_deny_only_if_policy=True,
-            )
+    chains += [
+        _iface_chain(
+            config,
+            iface,
+            fwd_prefix,
+            "filter",
+            endpoint.forward_tiers,
+            inbound,
+            final_deny_only_if_policy=True,
         )
-    if _has_policies(endpoint.pre_dnat_tiers, True):
-        chains.append(
-            endpoint_chain(
-                config,
-                name(HOST_FROM_PREFIX, "mangle"),
-                layer="mangle",
-                tiers=endpoint.pre_dnat_tiers,
-                inbound=True,
-                conntrack=False,
-                failsafe_chain=layered("mangle", FAILSAFE_IN),
-                end_of_tier_deny=False,
-                final_deny=False,
-            )
-        )
-    if _has_policies(endpoint.untracked_tiers, True) or _has_policies(
-        endpoint.untracked_tiers, False
-    ):
-        for prefix, inbound, failsafe in (
-            (HOST_FROM_PREFIX, True, FAILSAFE_IN),
-            (HOST_TO_PREFIX, False, FAILSAFE_OUT),
-        ):
-            chains.append(
-                endpoint_chain(
+        for inbound, _, fwd_prefix, _ in _HEP_DIRECTIONS
+    ]
+    layers = host_endpoint_layers(endpoint)
+    optional = (
+        ("mangle", endpoint.pre_dnat_tiers, _HEP_DIRECTIONS[:1]),  # pre-DNAT: ingress only
+        ("raw", endpoint.untracked_tiers, _HEP_DIRECTIONS),
+    )
+    for layer, tiers, directions in optional:
+        if layers[layer]:
+            chains += [
+                _iface_chain(
                     config,
-                    name(prefix, "raw"),
-                    layer="raw",
-                    tiers=endpoint.untracked_tiers,
-                    inbound=inbound,
-                    conntrack=False,
-                    failsafe_chain=layered("raw", failsafe),
-                    end_of_tier_deny=False,
-                    final_deny=False,
+                    iface,
+                    prefix,
+                    layer,
+                    tiers,
+                    inbound,
+                    failsafe_chain=layered(layer, failsafe),
+                    **_ALLOW_ONLY,
                 )
-            )
+                for inbound, prefix, _, failsafe in directions
+            ]
     return chains
 
 

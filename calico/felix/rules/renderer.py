@@ -12,7 +12,7 @@ from typing import Any
 
 from calico.felix.messages import HostEndpoint, Policy, PolicyID, Profile, WorkloadEndpoint
 from calico.felix.nftables.model import Chain, NftSet, VerdictMap
-from calico.felix.rules import dispatch as _dispatch
+from calico.felix.rules import endpoint_dispatch as _endpoint_dispatch
 from calico.felix.rules import endpoints as _endpoints
 from calico.felix.rules import policy as _policy
 from calico.felix.rules import static as _static
@@ -83,7 +83,7 @@ class RuleRenderer:
         host_ifaces: Mapping[str, HostEndpoint] | None = None,
     ) -> list[VerdictMap]:
         """All nine dispatch verdict maps (empty ones included)."""
-        return _dispatch.dispatch_maps(self.config, workload_ifaces, host_ifaces)
+        return _endpoint_dispatch.dispatch_maps(self.config, workload_ifaces, host_ifaces)
 
     def static_chains(self) -> list[Chain]:
         """Base chains, top-level chains, failsafe, wl-to-host, NAT outgoing, dispatch chains."""

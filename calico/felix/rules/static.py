@@ -1,5 +1,6 @@
 """The fixed skeleton: hooked base chains, the top-level ``cali-*`` chains they jump to, failsafe
-chains, workload-to-host handling and NAT-outgoing (felix §4.4, trimmed to this dataplane).
+chains, workload-to-host handling and NAT-outgoing (design/felix-rules.md, "Chain layout";
+upstream's rules/static.go, trimmed to this dataplane).
 
 Each base chain holds a single jump to its ``cali-`` chain so the logic stays in regular chains
 that the table layer can rewrite atomically without re-hooking.
@@ -7,9 +8,10 @@ that the table layer can rewrite atomically without re-hooking.
 
 from __future__ import annotations
 
+from calico.felix.config.netparsers import ProtoPort
 from calico.felix.nftables.model import BaseChain, Chain, Expr, NftRule, NftSet, ipset_name, layered
-from calico.felix.rules.config import Failsafe, RenderConfig
-from calico.felix.rules.dispatch import (
+from calico.felix.rules.config import RenderConfig
+from calico.felix.rules.endpoint_dispatch import (
     FROM_HEP,
     FROM_HEP_FWD,
     FROM_WL,
@@ -140,7 +142,7 @@ def filter_chains(config: RenderConfig) -> list[Chain]:
     ]
 
 
-def _failsafe_rules(entries: tuple[Failsafe, ...], port_field: str, addr: str) -> list[NftRule]:
+def _failsafe_rules(entries: tuple[ProtoPort, ...], port_field: str, addr: str) -> list[NftRule]:
     """Accept ``entries``; ``port_field``/``addr`` say which side of the packet to look at."""
     out = []
     for fs in entries:

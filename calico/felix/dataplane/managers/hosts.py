@@ -66,8 +66,8 @@ class HostsIPSetManager:
         if not self._dirty:
             return
         self._dirty = False
-        hosts = set().union(*self._hosts.values()) if self._hosts else set()
-        local = set().union(*self._iface_addrs.values()) if self._iface_addrs else set()
+        hosts: set[str] = set().union(*self._hosts.values())
+        local: set[str] = set().union(*self._iface_addrs.values())
         for version in self._versions:
             for set_id, addrs in ((IPSET_ALL_HOSTS, hosts), (IPSET_THIS_HOST, local)):
                 members = {a for a in addrs if (":" in a) == (version == 6)}

@@ -55,25 +55,22 @@ class _FamilySet:
         table.set_set(NftSet(name, typ, interval=kind is IPSetType.NET))
 
     def add(self, members: Iterable[str]) -> None:
-        adds: list[Any] = []
-        removes: list[Any] = []
-        for m in members:
-            if self.suppressor is None:
-                adds.append(member_element(self.kind, m))
-                continue
-            a, r = self.suppressor.add(parse_net(m))
-            adds += [net_text(n) for n in a]
-            removes += [net_text(n) for n in r]
-        self._apply(adds, removes)
+        self._change(members, adding=True)
 
     def remove(self, members: Iterable[str]) -> None:
+        self._change(members, adding=False)
+
+    def _change(self, members: Iterable[str], *, adding: bool) -> None:
+        """Add or remove Calico members; a NET set goes through the overlap suppressor, whose
+        answer (what to program, what to take out) may differ from the request."""
         adds: list[Any] = []
         removes: list[Any] = []
         for m in members:
             if self.suppressor is None:
-                removes.append(member_element(self.kind, m))
+                (adds if adding else removes).append(member_element(self.kind, m))
                 continue
-            a, r = self.suppressor.remove(parse_net(m))
+            change = self.suppressor.add if adding else self.suppressor.remove
+            a, r = change(parse_net(m))
             adds += [net_text(n) for n in a]
             removes += [net_text(n) for n in r]
         self._apply(adds, removes)

@@ -1,4 +1,5 @@
-"""Keeps an nft interval set free of overlapping CIDRs (felix.md §1.3).
+"""Keeps an nft interval set free of overlapping CIDRs (design/felix-dataplane.md, "Managers'
+contracts", IP sets).
 
 The kernel refuses a member that overlaps another in an interval set ("interval overlaps") and
 fails the whole transaction. Calico IP sets can legitimately hold both ``10.0.0.0/8`` and

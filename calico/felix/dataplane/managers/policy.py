@@ -73,7 +73,7 @@ class PolicyManager:
         if not self._stubs_dirty:
             return
         self._stubs_dirty = False
-        referenced = set().union(*self._refs.values()) if self._refs else set()
+        referenced: set[str] = set().union(*self._refs.values())
         for name in referenced - self._active_profiles:
             if name not in self._profile_chains:
                 chains = self._renderer.profile_chains(name, Profile())

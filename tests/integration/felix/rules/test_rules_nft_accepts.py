@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from rules_netns import listing, program, ruleset_commands
 
+from calico.felix.config.netparsers import ProtoPort
 from calico.felix.messages import (
     HostEndpoint,
     ICMPTypeCode,
@@ -17,7 +18,7 @@ from calico.felix.messages import (
     WorkloadEndpoint,
 )
 from calico.felix.nftables.model import NftSet, ipset_name
-from calico.felix.rules import RenderConfig, RuleRenderer, parse_failsafes
+from calico.felix.rules import RenderConfig, RuleRenderer
 
 pytestmark = pytest.mark.root
 
@@ -102,7 +103,10 @@ def _everything(config: RenderConfig) -> dict:
             log_rate_limit="10/second",
             log_prefix="calico %t/%k/%n",
             nat_outgoing_address="192.0.2.1",
-            failsafe_inbound=parse_failsafes("tcp:10.0.0.0/8:22,udp:[fd00::/64]:68"),
+            failsafe_inbound=(
+                ProtoPort("tcp", 22, "10.0.0.0/8"),
+                ProtoPort("udp", 68, "fd00::/64"),
+            ),
             workload_iface_prefixes=("cali", "tap"),
             mark_mask=0x0FF00000,
         ),

@@ -20,8 +20,8 @@ from calico.felix.calc.async_calc_graph import (
     CalcGraphFailed,
 )
 from calico.felix.calc.pipeline import CalcPipeline
-from calico.felix.calc.throttle import TokenBucket
 from calico.felix.messages import InSync, ToDataplane
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 from calico.model import GlobalConfigKey
 from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType

@@ -68,6 +68,26 @@ def test_float() -> None:
             p.FloatParser().parse(bad)
 
 
+def test_float_unit_and_bounds_on_the_written_number() -> None:
+    parser = p.FloatParser(unit=0.5, lo=1, hi=3)
+    assert parser.parse("2") == 1.0
+    assert parser.parse("3.9") == 1.95  # bounds compare the integer part, as for seconds
+    with pytest.raises(ParseError, match="at most 3"):
+        parser.parse("4")
+    with pytest.raises(ParseError, match="at least 1"):
+        parser.parse("0.9")
+    assert parser.format(1.25) == "2.5"
+
+
+def test_mark_mask_messages() -> None:
+    with pytest.raises(ParseError, match=r"^invalid mark: should be 32-bit int$"):
+        p.MarkMaskParser().parse("0x100000000")
+    with pytest.raises(ParseError, match=r"^invalid mark: should be 32-bit int$"):
+        p.MarkMaskParser().parse("ffff")
+    with pytest.raises(ParseError, match=r"^invalid mark: needs to have 2 bits set$"):
+        p.MarkMaskParser().parse("0x10")
+
+
 def test_seconds_are_numbers_not_go_durations() -> None:
     seconds = p.SecondsParser()
     assert seconds.parse("90") == 90.0

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from dataplane_fakes import FakeRouteTable, FakeTable
 
-from calico.felix.calc.throttle import TokenBucket
-from calico.felix.dataplane.loop import HEALTH_NAME, Backoff, DataplaneDriver, DataplaneParts
+from calico.backoff import Backoff
+from calico.felix.dataplane.loop import HEALTH_NAME, DataplaneParts, InternalDataplane
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.metrics import FelixMetrics
 from calico.felix.messages import InSync, IPSetType, IPSetUpdate
 from calico.felix.rules import RuleRenderer
+from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
 
 
@@ -25,7 +26,7 @@ class Clock:
         return self.now
 
 
-def make(clock: Clock, **kw: object) -> tuple[DataplaneDriver, FakeTable, FakeRouteTable]:
+def make(clock: Clock, **kw: object) -> tuple[InternalDataplane, FakeTable, FakeRouteTable]:
     table, routes = FakeTable(), FakeRouteTable()
     renderer = RuleRenderer()
     ipsets = IPSetsManager(table)  # type: ignore[arg-type]
@@ -40,66 +41,66 @@ def make(clock: Clock, **kw: object) -> tuple[DataplaneDriver, FakeTable, FakeRo
         route_table=routes,
         flush_conntrack=kw.pop("flush", None),  # type: ignore[arg-type]
     )
-    driver = DataplaneDriver(
+    dp = InternalDataplane(
         parts,
         clock=clock,
         throttle=TokenBucket(0.1, 3, clock=clock),
         **kw,  # type: ignore[arg-type]
     )
-    return driver, table, routes
+    return dp, table, routes
 
 
 def test_nothing_is_programmed_before_in_sync_and_ifaces() -> None:
     clock = Clock()
-    driver, table, _ = make(clock)
-    driver.on_messages([IPSetUpdate("s:a", (), IPSetType.NET)])
-    assert not driver.step()
-    driver.on_messages([InSync()])
-    assert not driver.step()  # interface monitor not in sync yet
-    driver.on_ifaces_in_sync()
-    assert driver.step() and table.applies == 1
-    assert driver.dataplane_in_sync
-    assert not driver.step()  # nothing dirty any more
+    dp, table, _ = make(clock)
+    dp.on_messages([IPSetUpdate("s:a", (), IPSetType.NET)])
+    assert not dp.step()
+    dp.on_messages([InSync()])
+    assert not dp.step()  # interface monitor not in sync yet
+    dp.on_ifaces_in_sync()
+    assert dp.step() and table.applies == 1
+    assert dp.dataplane_in_sync
+    assert not dp.step()  # nothing dirty any more
 
 
 def test_applies_are_throttled() -> None:
     clock = Clock()
-    driver, table, _ = make(clock, wait_for_ifaces=False)
-    driver.on_messages([InSync()])
+    dp, table, _ = make(clock, wait_for_ifaces=False)
+    dp.on_messages([InSync()])
     for i in range(5):
-        driver.on_messages([IPSetUpdate(f"s:{i}", (), IPSetType.NET)])
-        driver.step()
+        dp.on_messages([IPSetUpdate(f"s:{i}", (), IPSetType.NET)])
+        dp.step()
     assert table.applies == 3  # the burst
-    driver.on_messages([IPSetUpdate("s:x", (), IPSetType.NET)])
-    assert not driver.step()
+    dp.on_messages([IPSetUpdate("s:x", (), IPSetType.NET)])
+    assert not dp.step()
     clock.now += 0.1
-    assert driver.step() and table.applies == 4
+    assert dp.step() and table.applies == 4
 
 
 def test_failed_apply_retries_with_backoff_and_resets() -> None:
     clock = Clock()
     in_sync: list[bool] = []
-    driver, table, _ = make(
+    dp, table, _ = make(
         clock,
         wait_for_ifaces=False,
         backoff=Backoff(0.5, 2.0),
         on_in_sync=lambda: in_sync.append(True),
     )
     table.fail_next = 3
-    driver.on_messages([InSync()])
-    assert driver.step() and table.applies == 1 and not driver.dataplane_in_sync
+    dp.on_messages([InSync()])
+    assert dp.step() and table.applies == 1 and not dp.dataplane_in_sync
     clock.now += 0.4
-    assert not driver.step()  # still backing off
+    assert not dp.step()  # still backing off
     clock.now += 0.2
-    assert driver.step() and table.applies == 2  # after 0.5 s
+    assert dp.step() and table.applies == 2  # after 0.5 s
     clock.now += 0.9
-    assert not driver.step()
+    assert not dp.step()
     clock.now += 0.2
-    assert driver.step() and table.applies == 3  # after 1.0 s
+    assert dp.step() and table.applies == 3  # after 1.0 s
     clock.now += 2.0
-    assert driver.step() and table.applies == 4  # capped at 2.0 s; this one succeeds
-    assert driver.dataplane_in_sync and in_sync == [True]
-    assert driver.failed_applies == 3
+    assert dp.step() and table.applies == 4  # capped at 2.0 s; this one succeeds
+    assert dp.dataplane_in_sync and in_sync == [True]
+    assert dp.failed_applies == 3
 
 
 def test_health_metrics_and_conntrack_flush() -> None:
@@ -107,14 +108,14 @@ def test_health_metrics_and_conntrack_flush() -> None:
     health = HealthAggregator(clock=clock)
     metrics = FelixMetrics()
     flushed: list[set[str]] = []
-    driver, _, routes = make(
+    dp, _, routes = make(
         clock, wait_for_ifaces=False, health=health, metrics=metrics, flush=flushed.append
     )
-    driver.step()
+    dp.step()
     assert not health.summary().ready
     routes.flush = {"10.65.0.9"}
-    driver.on_messages([InSync(), IPSetUpdate("s:a", ("10.0.0.1/32",), IPSetType.NET)])
-    driver.step()
+    dp.on_messages([InSync(), IPSetUpdate("s:a", ("10.0.0.1/32",), IPSetType.NET)])
+    dp.step()
     assert health.summary().ready and HEALTH_NAME in health.summary().detail
     assert flushed == [{"10.65.0.9"}]
     assert metrics.messages.value("InSync") == 1

@@ -1,12 +1,14 @@
-"""Golden static chains, dispatch chains/maps, sets and config parsing."""
+"""Golden static chains, dispatch chains/maps, sets, and the render config from Felix config."""
 
 from __future__ import annotations
 
 import pytest
 
+from calico.felix.config import Config, Source, resolve
+from calico.felix.config.netparsers import ProtoPort
 from calico.felix.messages import HostEndpoint, PolicyID, TierInfo
 from calico.felix.nftables.model import Chain
-from calico.felix.rules import Failsafe, RenderConfig, RuleRenderer, parse_failsafes
+from calico.felix.rules import RenderConfig, RuleRenderer
 
 MARK = {"meta": {"key": "mark"}}
 
@@ -25,7 +27,7 @@ def m(left, right, op="=="):
     return {"match": {"op": op, "left": left, "right": right}}
 
 
-def test_config_marks_and_parsing() -> None:
+def test_config_marks() -> None:
     c = RenderConfig()
     assert (c.mark_accept, c.mark_pass, c.mark_drop, c.mark_scratch0, c.mark_scratch1) == (
         0x10000,
@@ -34,32 +36,93 @@ def test_config_marks_and_parsing() -> None:
         0x80000,
         0x100000,
     )
+    assert c.mark_all == 0x1F0000
     assert RenderConfig(mark_mask=0xF0F0).mark_scratch1 == 0x1000
+    assert RenderConfig(mark_mask=0xF0F0).mark_all == 0x10F0
     with pytest.raises(ValueError):
         RenderConfig(mark_mask=0xF)
-    assert parse_failsafes("22, udp:68,tcp:10.0.0.0/8:179,udp:[fd00::/64]:53") == (
-        Failsafe("tcp", 22),
-        Failsafe("udp", 68),
-        Failsafe("tcp", 179, "10.0.0.0/8"),
-        Failsafe("udp", 53, "fd00::/64"),
+
+
+def felix_config(**params: str) -> Config:
+    config = resolve({Source.CONFIG_FILE: params}, hostname="node-1")
+    assert not config.errors and not config.invalid
+    return config
+
+
+def test_defaults_are_the_felix_parameter_defaults() -> None:
+    assert RenderConfig.from_config(felix_config()) == RenderConfig()
+    assert RenderConfig() == RenderConfig(
+        mark_mask=0xFFFF0000,
+        deny_action="drop",
+        endpoint_to_host_action="drop",
+        failsafe_inbound=tuple(
+            ProtoPort(proto, port)
+            for proto, port in (("tcp", 22), ("udp", 68), ("tcp", 179), ("tcp", 2379),
+                                ("tcp", 2380), ("tcp", 5473), ("tcp", 6443), ("tcp", 6666),
+                                ("tcp", 6667))
+        ),
+        failsafe_outbound=tuple(
+            ProtoPort(proto, port)
+            for proto, port in (("udp", 53), ("udp", 67), ("tcp", 179), ("tcp", 2379),
+                                ("tcp", 2380), ("tcp", 5473), ("tcp", 6443), ("tcp", 6666),
+                                ("tcp", 6667))
+        ),
+        log_prefix="calico-packet",
+        log_rate_limit="",
+        log_rate_burst=5,
+        ipv6_enabled=True,
+        nat_outgoing_address="",
+        workload_iface_prefixes=("cali",),
+        disable_conntrack_invalid_check=False,
+    )  # fmt: skip
+
+
+def test_from_typed_felix_config() -> None:
+    config = felix_config(
+        NftablesMarkMask="0xff000000",
+        NftablesFilterDenyAction="REJECT",
+        DefaultEndpointToHostAction="ACCEPT",
+        FailsafeInboundHostPorts="tcp:22, udp:10.0.0.0/8:68,tcp:[fd00::/64]:179",
+        FailsafeOutboundHostPorts="none",
+        InterfacePrefix="cali,tap",
+        Ipv6Support="false",
+        LogPrefix="x",
+        LogActionRateLimit="10/second",
+        LogActionRateLimitBurst="7",
+        NATOutgoingAddress="192.0.2.1",
+        DisableConntrackInvalidCheck="true",
     )
-    assert parse_failsafes("none") == ()
-    cfg = RenderConfig.from_felix_config(
-        {
-            "NftablesMarkMask": "0xff000000",
-            "IptablesFilterDenyAction": "REJECT",
-            "DefaultEndpointToHostAction": "ACCEPT",
-            "FailsafeInboundHostPorts": "tcp:22",
-            "InterfacePrefix": "cali,tap",
-            "Ipv6Support": "false",
-            "LogPrefix": "x",
-        }
+    cfg = RenderConfig.from_config(config)
+    assert cfg == RenderConfig(
+        mark_mask=0xFF000000,
+        deny_action="reject",
+        endpoint_to_host_action="accept",
+        failsafe_inbound=(
+            ProtoPort("tcp", 22),
+            ProtoPort("udp", 68, "10.0.0.0/8"),
+            ProtoPort("tcp", 179, "fd00::/64"),
+        ),
+        failsafe_outbound=(),
+        log_prefix="x",
+        log_rate_limit="10/second",
+        log_rate_burst=7,
+        ipv6_enabled=False,
+        nat_outgoing_address="192.0.2.1",
+        workload_iface_prefixes=("cali", "tap"),
+        disable_conntrack_invalid_check=True,
     )
-    assert cfg.mark_accept == 0x1000000 and cfg.deny_action == "reject"
-    assert cfg.endpoint_to_host_action == "accept" and cfg.failsafe_inbound == (
-        Failsafe("tcp", 22),
-    )
-    assert cfg.workload_iface_prefixes == ("cali", "tap") and cfg.ip_versions == (4,)
+    assert cfg.mark_accept == 0x1000000 and cfg.ip_versions == (4,)
+
+
+def test_the_dataplane_reads_the_nftables_params_not_their_iptables_twins() -> None:
+    config = felix_config(IptablesFilterDenyAction="REJECT", IptablesMarkMask="0xff000000")
+    assert RenderConfig.from_config(config) == RenderConfig()
+
+
+def test_an_empty_log_prefix_renders_the_default_prefix() -> None:
+    config = felix_config(LogPrefix="none")
+    assert config.log_prefix == ""
+    assert RenderConfig.from_config(config).log_prefix == "calico-packet"
 
 
 def test_base_chains_hook_at_upstream_priorities() -> None:
@@ -113,8 +176,8 @@ def test_forward_and_wl_to_host() -> None:
 
 def test_failsafe_chains() -> None:
     cfg = RenderConfig(
-        failsafe_inbound=(Failsafe("tcp", 22), Failsafe("udp", 68, "10.0.0.0/8")),
-        failsafe_outbound=(Failsafe("udp", 53),),
+        failsafe_inbound=(ProtoPort("tcp", 22), ProtoPort("udp", 68, "10.0.0.0/8")),
+        failsafe_outbound=(ProtoPort("udp", 53),),
     )
     chains = by_name(RuleRenderer(cfg).static_chains())
     th = lambda f: {"payload": {"protocol": "th", "field": f}}  # noqa: E731

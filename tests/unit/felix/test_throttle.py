@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calico.felix.calc.throttle import FLUSH_BURST, FLUSH_INTERVAL, TokenBucket
+from calico.felix.throttle import FLUSH_BURST, FLUSH_INTERVAL, TokenBucket
 
 
 class FakeClock:

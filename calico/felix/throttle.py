@@ -1,7 +1,9 @@
-"""A token bucket ("leaky bucket" upstream) that rate-limits calculation-graph flushes.
+"""A token bucket ("leaky bucket" upstream) that rate-limits Felix's loops: the calculation
+graph's flushes (the defaults, upstream's 10 ms / burst 10) and the dataplane loop's applies
+(100 ms / burst 10).
 
 Contract: one token accrues every ``interval`` seconds up to ``burst``; the bucket starts full so
-the first ``burst`` flushes are immediate. Refill is computed lazily from the injected clock (no
+the first ``burst`` takes are immediate. Refill is computed lazily from the injected clock (no
 timer thread), which keeps the bucket deterministic under a fake clock in tests. Partial progress
 towards the next token is kept, so refill never drifts regardless of how often it is polled.
 """
@@ -11,12 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-FLUSH_INTERVAL = 0.010  # upstream: one token every 10 ms
-FLUSH_BURST = 10  # upstream: at most 10 tokens banked
+FLUSH_INTERVAL = 0.010  # upstream calc graph: one flush token every 10 ms
+FLUSH_BURST = 10  # upstream calc graph: at most 10 tokens banked
 
 
 class TokenBucket:
-    """Not thread-safe: owned by the single calculation-graph thread."""
+    """Not thread-safe: each bucket is owned by one loop thread."""
 
     def __init__(
         self,
