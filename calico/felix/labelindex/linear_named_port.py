@@ -4,7 +4,8 @@ Same API and callback contract, but no label or selector indexes: an endpoint ch
 every IP set, an IP set change evaluates every endpoint, a parent change scans every endpoint for
 children. Each endpoint remembers its last contribution per set; a call sums contributions into
 per-set reference counts and reports members whose count crossed zero. It does not use
-:class:`SelectorIndex`, so the two implementations check each other.
+:class:`~calico.felix.labelindex.selector_index.SelectorIndex`, so the two implementations
+check each other.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class LinkInfo:
 
 @dataclass
 class ApplyResult:
-    """Outcome of one :meth:`RouteTable.apply`.
+    """Outcome of one :meth:`calico.felix.routetable.table.RouteTable.apply`.
 
     ``moved_ips``/``removed_ips`` are plain addresses whose conntrack entries should be flushed:
     an IP moved when its route now points at a different interface than at the previous apply,

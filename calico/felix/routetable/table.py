@@ -138,7 +138,8 @@ class RouteTable:
     # --- link state (from the interface monitor) ---------------------------------------------
 
     def on_iface_state(self, name: str, state: str, index: int) -> None:
-        """Feed from :class:`InterfaceMonitor`: ``state`` is "up", "down" or "absent"."""
+        """Feed from :class:`~calico.felix.ifacemonitor.monitor.InterfaceMonitor`: ``state`` is
+        "up", "down" or "absent"."""
         if state == "absent":
             link = self._links.pop(name, None)
             if link is not None:

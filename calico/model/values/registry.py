@@ -33,6 +33,7 @@ from calico.model.keys import (
     WorkloadEndpointKey,
 )
 from calico.model.resources import ResourceKey
+from calico.model.v3_resources import decode_resource
 from calico.model.values.bgp import BGPPeer
 from calico.model.values.codec import V1Value, ValueJSONError
 from calico.model.values.endpoints import (
@@ -112,8 +113,6 @@ class _ResourceCodec:
         return value.to_wire()
 
     def decode(self, key: Key, data: Any) -> Any:
-        from calico.model.processors.common import decode_resource
-
         assert isinstance(key, ResourceKey)
         try:
             return decode_resource(key, data)
