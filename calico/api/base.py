@@ -136,6 +136,16 @@ class Resource(CalicoModel):
         return self
 
 
+class SingletonResource(Resource):
+    """A kind that exists only as ``default`` (IPAMConfiguration, ClusterInformation, ...)."""
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        if name != "default":
+            return f"{cls.KIND} name {name!r} is invalid: the only allowed name is 'default'"
+        return None
+
+
 _REGISTRY: dict[str, type[Resource]] = {}
 
 

@@ -13,9 +13,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from calico.api import validators as v
-from calico.api.base import CalicoModel, Resource, register
+from calico.api.base import CalicoModel, Resource, SingletonResource, register
 from calico.api.bgp import ASNumber, Duration, Selector
-from calico.api.ipam import singleton_name_problem
 
 EnabledDisabled = Literal["Enabled", "Disabled"]
 IPv4 = Annotated[str, AfterValidator(lambda s: v.ip_address(s, 4))]
@@ -97,7 +96,7 @@ class KubeControllersConfigurationStatus(CalicoModel):
 
 
 @register
-class KubeControllersConfiguration(Resource):
+class KubeControllersConfiguration(SingletonResource):
     KIND: ClassVar[str] = "KubeControllersConfiguration"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "kubecontrollersconfiguration",
@@ -109,10 +108,6 @@ class KubeControllersConfiguration(Resource):
     kind: str = "KubeControllersConfiguration"
     spec: KubeControllersConfigurationSpec = Field(default_factory=KubeControllersConfigurationSpec)
     status: KubeControllersConfigurationStatus | None = None
-
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return singleton_name_problem(cls.KIND, name)
 
 
 # --- ClusterInformation -----------------------------------------------------------------------
@@ -129,7 +124,7 @@ class ClusterInformationSpec(CalicoModel):
 
 
 @register
-class ClusterInformation(Resource):
+class ClusterInformation(SingletonResource):
     KIND: ClassVar[str] = "ClusterInformation"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "clusterinformation",
@@ -140,10 +135,6 @@ class ClusterInformation(Resource):
 
     kind: str = "ClusterInformation"
     spec: ClusterInformationSpec = Field(default_factory=ClusterInformationSpec)
-
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return singleton_name_problem(cls.KIND, name)
 
 
 # --- Node -------------------------------------------------------------------------------------

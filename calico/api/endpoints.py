@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
@@ -33,15 +33,7 @@ def _names(values: list[str] | None) -> list[str] | None:
 class ProfileSpec(CalicoModel):
     ingress: list[Rule] | None = Field(default=None, max_length=1024)
     egress: list[Rule] | None = Field(default=None, max_length=1024)
-    labels_to_apply: dict[str, str] | None = None
-
-    @field_validator("labels_to_apply")
-    @classmethod
-    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for key, val in (value or {}).items():
-            v.label_key(key)
-            v.label_value(val)
-        return value
+    labels_to_apply: Annotated[dict[str, str], AfterValidator(v.label_map)] | None = None
 
 
 @register

@@ -14,7 +14,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from calico.api import validators as v
-from calico.api.base import CalicoModel, Resource, register
+from calico.api.base import CalicoModel, Resource, SingletonResource, register
 from calico.api.bgp import Selector
 
 DEFAULT_BLOCK_SIZE = {4: 26, 6: 122}
@@ -160,13 +160,6 @@ class IPReservation(Resource):
     spec: IPReservationSpec = Field(default_factory=IPReservationSpec)
 
 
-def singleton_name_problem(kind: str, name: str) -> str | None:
-    """Singleton kinds (IPAMConfiguration, ClusterInformation, ...) exist only as ``default``."""
-    if name != "default":
-        return f"{kind} name {name!r} is invalid: the only allowed name is 'default'"
-    return None
-
-
 class IPAMConfigurationSpec(CalicoModel):
     """Cluster-wide allocator switches (``calicoctl ipam configure``)."""
 
@@ -198,7 +191,7 @@ class IPAMConfigurationSpec(CalicoModel):
 
 
 @register
-class IPAMConfiguration(Resource):
+class IPAMConfiguration(SingletonResource):
     KIND: ClassVar[str] = "IPAMConfiguration"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "ipamconfiguration",
@@ -209,10 +202,6 @@ class IPAMConfiguration(Resource):
 
     kind: str = "IPAMConfiguration"
     spec: IPAMConfigurationSpec = Field(default_factory=IPAMConfigurationSpec)
-
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return singleton_name_problem(cls.KIND, name)
 
 
 # --- Allocator records ------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, ClassVar, Literal, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
@@ -57,6 +57,17 @@ def _name_problem(name: str, pattern: re.Pattern[str], what: str) -> str | None:
             "alphanumeric characters or '-'), optionally prefixed with '<tier>.'"
         )
     return None
+
+
+class _PolicyResource(Resource):
+    """The policy kinds' shared naming rule: ``NAME_PATTERN``, described as ``NAME_WHAT``."""
+
+    NAME_PATTERN: ClassVar[re.Pattern[str]]
+    NAME_WHAT: ClassVar[str]
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        return _name_problem(name, cls.NAME_PATTERN, cls.NAME_WHAT)
 
 
 class _PolicySpecBase(CalicoModel):
@@ -269,16 +280,8 @@ class LabelSelectorRequirement(CalicoModel):
 class LabelSelector(CalicoModel):
     """A Kubernetes label selector; empty matches everything."""
 
-    match_labels: dict[str, str] | None = None
+    match_labels: Annotated[dict[str, str], AfterValidator(v.label_map)] | None = None
     match_expressions: list[LabelSelectorRequirement] | None = None
-
-    @field_validator("match_labels")
-    @classmethod
-    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for key, val in (value or {}).items():
-            v.label_key(key)
-            v.label_value(val)
-        return value
 
 
 class IPBlock(CalicoModel):
@@ -436,8 +439,10 @@ class Tier(Resource):
 
 
 @register
-class NetworkPolicy(Resource):
+class NetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "NetworkPolicy"
+    NAME_PATTERN: ClassVar[re.Pattern[str]] = _NP_NAME
+    NAME_WHAT: ClassVar[str] = "policy"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "networkpolicy",
         "networkpolicies",
@@ -451,14 +456,12 @@ class NetworkPolicy(Resource):
     spec: NetworkPolicySpec = Field(default_factory=lambda: NetworkPolicySpec())
     status: dict[str, Any] | None = None
 
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return _name_problem(name, _NP_NAME, "policy")
-
 
 @register
-class GlobalNetworkPolicy(Resource):
+class GlobalNetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "GlobalNetworkPolicy"
+    NAME_PATTERN: ClassVar[re.Pattern[str]] = _GNP_NAME
+    NAME_WHAT: ClassVar[str] = "global policy"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "globalnetworkpolicy",
         "globalnetworkpolicies",
@@ -468,26 +471,22 @@ class GlobalNetworkPolicy(Resource):
 
     spec: GlobalNetworkPolicySpec = Field(default_factory=lambda: GlobalNetworkPolicySpec())
 
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return _name_problem(name, _GNP_NAME, "global policy")
-
 
 @register
-class StagedNetworkPolicy(Resource):
+class StagedNetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "StagedNetworkPolicy"
+    NAME_PATTERN: ClassVar[re.Pattern[str]] = _NP_NAME
+    NAME_WHAT: ClassVar[str] = "policy"
     ALIASES: ClassVar[tuple[str, ...]] = ("stagednetworkpolicy", "stagednetworkpolicies", "snp")
 
     spec: StagedNetworkPolicySpec = Field(default_factory=lambda: StagedNetworkPolicySpec())
 
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return _name_problem(name, _NP_NAME, "policy")
-
 
 @register
-class StagedGlobalNetworkPolicy(Resource):
+class StagedGlobalNetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "StagedGlobalNetworkPolicy"
+    NAME_PATTERN: ClassVar[re.Pattern[str]] = _GNP_NAME
+    NAME_WHAT: ClassVar[str] = "global policy"
     ALIASES: ClassVar[tuple[str, ...]] = (
         "stagedglobalnetworkpolicy",
         "stagedglobalnetworkpolicies",
@@ -497,10 +496,6 @@ class StagedGlobalNetworkPolicy(Resource):
     spec: StagedGlobalNetworkPolicySpec = Field(
         default_factory=lambda: StagedGlobalNetworkPolicySpec()
     )
-
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        return _name_problem(name, _GNP_NAME, "global policy")
 
 
 @register

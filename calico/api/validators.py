@@ -52,6 +52,14 @@ def label_value(value: str) -> str:
     return value
 
 
+def label_map(value: dict[str, str]) -> dict[str, str]:
+    """Every key and value a valid Kubernetes label (labelsToApply, matchLabels)."""
+    for key, val in value.items():
+        label_key(key)
+        label_value(val)
+    return value
+
+
 def ip_address(value: str, version: int | None = None) -> str:
     try:
         addr = ipaddress.ip_address(value)

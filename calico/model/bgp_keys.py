@@ -8,6 +8,7 @@ names are refused. Peer keys carry the port; the path shows it only when it is n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from calico.model.base import Key, seg, tail
 from calico.model.escaping import InvalidKeyError, IPAddress, to_address
@@ -28,11 +29,14 @@ def _peer_segment(ip: IPAddress, port: int) -> str:
     return str(ip) if port == DEFAULT_BGP_PORT else f"{ip}-{port}"
 
 
-def _normalise_port(key: Key, port: int) -> None:
-    if port == 0:  # upstream treats 0 as "unset", i.e. the default
+def _init_peer(key: Any) -> None:
+    """Both peer keys: the address as an object, port 0 as the default, then the path check."""
+    object.__setattr__(key, "peer_ip", to_address(key.peer_ip))
+    if key.port == 0:  # upstream treats 0 as "unset", i.e. the default
         object.__setattr__(key, "port", DEFAULT_BGP_PORT)
-    elif not 0 < port < 65536:
-        raise InvalidKeyError(f"{type(key).__name__}: port {port} out of range")
+    elif not 0 < key.port < 65536:
+        raise InvalidKeyError(f"{type(key).__name__}: port {key.port} out of range")
+    Key.__post_init__(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +69,7 @@ class GlobalBGPPeerKey(Key):
     port: int = DEFAULT_BGP_PORT
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "peer_ip", to_address(self.peer_ip))
-        _normalise_port(self, self.port)
-        Key.__post_init__(self)
+        _init_peer(self)
 
     def default_path(self) -> str:
         ip = self.peer_ip
@@ -83,9 +85,7 @@ class NodeBGPPeerKey(Key):
     port: int = DEFAULT_BGP_PORT
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "peer_ip", to_address(self.peer_ip))
-        _normalise_port(self, self.port)
-        Key.__post_init__(self)
+        _init_peer(self)
 
     def default_path(self) -> str:
         node = seg(self, "node_name", self.node_name)

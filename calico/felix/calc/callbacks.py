@@ -35,26 +35,33 @@ from calico.felix.messages import (
 )
 
 
-class PipelineCallbacks(Protocol):
-    # -- IP sets: a set is added before any member event, removed after its last user --------
+class RuleCallbacks(Protocol):
+    """What the RuleScanner drives: IP set lifecycles and parsed policies/profiles. A set is
+    added before any member event and removed after its last user."""
+
     def on_ipset_added(self, set_id: str, set_type: IPSetType) -> None: ...
     def on_ipset_removed(self, set_id: str) -> None: ...
-    def on_ipset_member_added(self, set_id: str, member: str) -> None: ...
-    def on_ipset_member_removed(self, set_id: str, member: str) -> None: ...
-
-    # -- rules -----------------------------------------------------------------------------
     def on_policy_active(self, policy_id: PolicyID, policy: Policy) -> None: ...
     def on_policy_inactive(self, policy_id: PolicyID) -> None: ...
     def on_profile_active(self, profile_id: ProfileID, profile: Profile) -> None: ...
     def on_profile_inactive(self, profile_id: ProfileID) -> None: ...
 
-    # -- endpoints (None = remove) -----------------------------------------------------------
+
+class EndpointCallbacks(Protocol):
+    """What the PolicyResolver drives: endpoint messages (None = remove)."""
+
     def on_workload_endpoint_update(
         self, endpoint_id: WorkloadEndpointID, endpoint: WorkloadEndpoint | None
     ) -> None: ...
     def on_host_endpoint_update(
         self, endpoint_id: HostEndpointID, endpoint: HostEndpoint | None
     ) -> None: ...
+
+
+class PipelineCallbacks(RuleCallbacks, EndpointCallbacks, Protocol):
+    # -- IP set members (from the label index) ------------------------------------------------
+    def on_ipset_member_added(self, set_id: str, member: str) -> None: ...
+    def on_ipset_member_removed(self, set_id: str, member: str) -> None: ...
 
     # -- config ------------------------------------------------------------------------------
     def on_config_update(

@@ -21,8 +21,9 @@ policies an end-of-tier drop.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
+from calico.felix.calc.callbacks import EndpointCallbacks
 from calico.felix.calc.policy_sorter import PolicySorter, Tier, policy_meta
 from calico.felix.calc.rule_scanner import policy_id
 from calico.felix.messages import (
@@ -40,15 +41,6 @@ from calico.syncer.api import SyncStatus
 
 EndpointKey = WorkloadEndpointKey | HostEndpointKey
 EndpointValue = v1.WorkloadEndpoint | v1.HostEndpoint
-
-
-class EndpointCallbacks(Protocol):
-    def on_workload_endpoint_update(
-        self, endpoint_id: WorkloadEndpointID, endpoint: WorkloadEndpoint | None
-    ) -> None: ...
-    def on_host_endpoint_update(
-        self, endpoint_id: HostEndpointID, endpoint: HostEndpoint | None
-    ) -> None: ...
 
 
 def wep_id(key: WorkloadEndpointKey) -> WorkloadEndpointID:

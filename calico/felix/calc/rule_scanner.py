@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from calico.felix.calc.callbacks import RuleCallbacks
 from calico.felix.calc.rule_convert import (
     POLICY_INBOUND_SEED,
     POLICY_OUTBOUND_SEED,
@@ -180,17 +181,6 @@ def parse_profile(name: str, value: v1.ProfileRules | None) -> tuple[Profile, li
     inbound, in_sets = scan_rules(value.inbound_rules, PROFILE_INBOUND_SEED.format(name=name))
     outbound, out_sets = scan_rules(value.outbound_rules, PROFILE_OUTBOUND_SEED.format(name=name))
     return Profile(inbound_rules=inbound, outbound_rules=outbound), in_sets + out_sets
-
-
-class RuleCallbacks(Protocol):
-    """The part of PipelineCallbacks the scanner drives."""
-
-    def on_ipset_added(self, set_id: str, set_type: IPSetType) -> None: ...
-    def on_ipset_removed(self, set_id: str) -> None: ...
-    def on_policy_active(self, policy_id: PolicyID, policy: Policy) -> None: ...
-    def on_policy_inactive(self, policy_id: PolicyID) -> None: ...
-    def on_profile_active(self, profile_id: ProfileID, profile: Profile) -> None: ...
-    def on_profile_inactive(self, profile_id: ProfileID) -> None: ...
 
 
 class IPSetIndex(Protocol):
