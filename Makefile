@@ -17,9 +17,7 @@ run: setup
 	setsid -w $(VENV)/bin/calico node run >/var/log/calico/node-run.log 2>&1 </dev/null & \
 	$(PY) -m calico.node.run.demo --node-pid $$! --node-log /var/log/calico/node-run.log
 
-test: setup
-	$(VENV)/bin/ruff check calico tests benchmarks
-	$(VENV)/bin/ruff format --check calico tests benchmarks
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
 unit: setup
@@ -28,9 +26,12 @@ unit: setup
 integration: setup
 	$(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
+# Style, formatting and the import contracts in .importlinter (layers, component independence,
+# nothing imports calico.cli, no cycles): a contract broken later fails the build.
 lint: setup
 	$(VENV)/bin/ruff check calico tests benchmarks
 	$(VENV)/bin/ruff format --check calico tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache
 
 format: setup
 	$(VENV)/bin/ruff check --fix calico tests benchmarks
