@@ -92,19 +92,17 @@ def install_command(
 @cni_group.command("plugin")
 def plugin_command() -> None:
     """Run the calico network plugin (CNI_COMMAND + stdin)."""
-    from calico.cli.dispatch import Mode
     from calico.cni.main import run_plugin
 
-    sys.exit(run_plugin(Mode.CNI_PLUGIN, ("calico",)))
+    sys.exit(run_plugin(is_ipam=False))
 
 
 @cni_group.command("ipam")
 def ipam_command() -> None:
     """Run the calico-ipam IPAM plugin (CNI_COMMAND + stdin)."""
-    from calico.cli.dispatch import Mode
     from calico.cni.main import run_plugin
 
-    sys.exit(run_plugin(Mode.CNI_IPAM, ("calico-ipam",)))
+    sys.exit(run_plugin(is_ipam=True))
 
 
 @cni_group.command("daemon")

@@ -118,7 +118,7 @@ def refusal(header: dict[str, Any], peer_uid: int) -> str | None:
     """Why this worker must not serve the call (None: it may)."""
     if peer_uid != os.geteuid():
         return f"caller uid {peer_uid} is not the daemon's"
-    if header.get("mode") not in ("CNI_PLUGIN", "CNI_IPAM"):
+    if header.get("mode") not in (dc.MODE_PLUGIN, dc.MODE_IPAM):
         return "unknown mode"
     if header.get("ns") != dc.namespace_ids():
         return "the caller runs in another network namespace or root directory"
@@ -127,7 +127,6 @@ def refusal(header: dict[str, Any], peer_uid: int) -> str | None:
 
 def serve_one(conn: socket.socket) -> None:
     """A worker's whole life: check, ACK, wait for GO, run the call, reply."""
-    from calico.cli.dispatch import Mode
     from calico.cni.main import run_plugin
 
     conn.settimeout(GO_TIMEOUT)
@@ -148,8 +147,7 @@ def serve_one(conn: socket.socket) -> None:
         os.chdir(header.get("cwd") or "/")
     out, err = io.StringIO(), io.StringIO()
     code = run_plugin(
-        Mode[header["mode"]],
-        tuple(header["argv"]),
+        header["mode"] == dc.MODE_IPAM,
         stdin=io.BytesIO(stdin),
         stdout=out,
         stderr=err,

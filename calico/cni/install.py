@@ -1,13 +1,12 @@
 """``calico component cni install``: the conflist and the two plugin launchers.
 
 Launchers are tiny shell scripts so the plugins always run the ``calico`` entry point of this
-environment (no copy of the code to go stale). ``calico-ipam`` must see that basename as
-argv[0]; a shebang script cannot carry argv[0] through ``exec -a``, so each launcher names
-itself to :func:`calico.cni.launch.entry`, which dispatches exactly as the ``calico`` console
-script does. With a daemon socket (``--daemon-socket``), the launchers also default
-``CALICO_CNI_DAEMON_SOCKET`` to it, so calls go to that resident helper (a value the caller set
-wins; without the option the plugin's own default applies). Every file is rewritten only when
-its content changes.
+environment (no copy of the code to go stale): :func:`calico.cli.main.main`, the console
+script's own entry. ``calico-ipam`` must see that basename as argv[0]; a shebang script cannot
+carry argv[0] through ``exec -a``, so each launcher passes its name to ``main``. With a daemon
+socket (``--daemon-socket``), the launchers also default ``CALICO_CNI_DAEMON_SOCKET`` to it, so
+calls go to that resident helper (a value the caller set wins; without the option the plugin's
+own default applies). Every file is rewritten only when its content changes.
 """
 
 from __future__ import annotations
@@ -107,7 +106,7 @@ def launcher_scripts(python: str, daemon_socket: str | None = None) -> dict[str,
             "fi\n"
         )
     return {
-        name: head + f'exec {py} -c \'from calico.cni.launch import entry; entry("{name}")\' "$@"\n'
+        name: head + f'exec {py} -c \'from calico.cli.main import main; main("{name}")\' "$@"\n'
         for name in ("calico", "calico-ipam")
     }
 

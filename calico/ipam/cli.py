@@ -47,7 +47,7 @@ def _version(ctx: click.Context) -> str:
     version = getattr(ctx.obj, "version", None)
     if version:
         return str(version)
-    from calico.cli.buildinfo import build_info
+    from calico.buildinfo import build_info
 
     return build_info().version
 

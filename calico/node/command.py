@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def _version() -> str:
-    from calico.cli.buildinfo import build_info
+    from calico.buildinfo import build_info
 
     return build_info().version
 
