@@ -60,6 +60,9 @@ def version_command() -> None:
 cli.add_command(health_command)
 cli.add_command(ctl)
 cli.add_command(node_run_group)
+# calicoctl serves the node commands too ("calicoctl node run|stop|status"); calicoctl itself
+# does not depend on node, the entry layer composes them.
+ctl.attach(node_run_group, "Run, stop or inspect a Calico node on this machine.")
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -93,3 +93,12 @@ def test_entry_names_itself_and_serves_cni() -> None:
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["cniVersion"] == "0.4.0"
+
+
+def test_ctl_serves_the_node_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """calicoctl does not import node; the entry attaches ``node`` to ``ctl``, listed last."""
+    assert run_cli(["calicoctl", "ctl", "--help"]) == 0
+    rows = capsys.readouterr().out.split("Commands:")[1].strip().splitlines()
+    assert rows[-1].split() == "node Run, stop or inspect a Calico node on this machine.".split()
+    assert run_cli(["calicoctl", "ctl", "node", "stop", "--help"]) == 0
+    assert "Usage: calicoctl node stop" in capsys.readouterr().out

@@ -1,4 +1,6 @@
-"""The ``calico node`` group (``run``, ``stop``, ``status``), also served as ``calicoctl node``.
+"""The ``calico node`` group (``run``, ``stop``, ``status``).
+
+The entry layer (:mod:`calico.cli.root`) also serves it as ``calicoctl node``.
 
 Only flag parsing lives here; each command's work is in its own module.
 """
@@ -136,7 +138,3 @@ def status_command(state_dir: str) -> None:
     print_report(report, click.echo)
     if not report.healthy:
         raise SystemExit(1)
-
-
-# calicoctl serves the same commands ("calicoctl node run|stop|status").
-calicoctl_node_group = node_group
