@@ -99,6 +99,6 @@ def test_ctl_serves_the_node_commands(capsys: pytest.CaptureFixture[str]) -> Non
     """calicoctl does not import node; the entry attaches ``node`` to ``ctl``, listed last."""
     assert run_cli(["calicoctl", "ctl", "--help"]) == 0
     rows = capsys.readouterr().out.split("Commands:")[1].strip().splitlines()
-    assert rows[-1].split() == "node Run, stop or inspect a Calico node on this machine.".split()
+    assert " ".join(rows[-1].split()) == "node Run, stop or inspect a Calico node on this machine."
     assert run_cli(["calicoctl", "ctl", "node", "stop", "--help"]) == 0
     assert "Usage: calicoctl node stop" in capsys.readouterr().out
