@@ -63,7 +63,6 @@ class HealthAggregator:
         self._overrides: dict[str, float] = {}
         self._last_summary: HealthSummary | None = None
         self._ever_ready = False
-        self._server: object | None = None  # HealthServer, created lazily by serve()
 
     # -- reporters -----------------------------------------------------------------------------
 
@@ -153,20 +152,3 @@ class HealthAggregator:
                 "Overall health status changed: live=%s ready=%s\n%s", live, ready, result.detail
             )
         return result
-
-    # -- HTTP ----------------------------------------------------------------------------------
-
-    def serve(self, enabled: bool, host: str = "localhost", port: int = 9099) -> None:
-        """Start, keep or stop the health HTTP server (see HealthServer.serve)."""
-        from calico.health.server import HealthServer
-
-        with self._lock:
-            if self._server is None:
-                self._server = HealthServer(self)
-            server = self._server
-        assert isinstance(server, HealthServer)
-        server.serve(enabled, host, port)
-
-    @property
-    def server(self) -> object | None:
-        return self._server
