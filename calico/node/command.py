@@ -61,7 +61,7 @@ def init_command(best_effort: bool, bpffs: bool, state_dirs: tuple[str, ...]) ->
 @node_group.command("node-services")
 def node_services_command() -> None:
     """Run the long-lived node helpers (the address monitor) until SIGTERM/SIGINT."""
-    from calico.node.services import node_services, run_services
+    from calico.node.background import node_services, run_services
 
     configure_formatter("node-services")
     run_services(node_services(dict(os.environ)))
@@ -70,7 +70,7 @@ def node_services_command() -> None:
 @node_group.command("monitor-addresses")
 def monitor_addresses_command() -> None:
     """Only the address monitor: re-detect every AUTODETECT_POLL_INTERVAL, update the Node."""
-    from calico.node.services import monitor_addresses, run_services
+    from calico.node.background import monitor_addresses, run_services
 
     configure_formatter("monitor-addresses")
     run_services({"monitor-addresses": monitor_addresses(dict(os.environ))})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 
@@ -48,7 +49,7 @@ def node_group() -> None:
 @click.option(
     "--datastore-path",
     envvar="CALICO_DATASTORE_PATH",
-    default=lay.DEFAULT_DATASTORE_PATH,
+    default=DEFAULT_LOCAL_PATH,
     show_default=True,
     help="The local datastore's file.",
 )

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import click
 
+from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.health import probe
 from calico.model.names import wep_name
 from calico.node.run import layout as lay
@@ -252,7 +253,7 @@ def print_running(settings: lay.NodeSettings) -> None:
     flag = f" --state-dir {settings.state_dir}" if custom else ""
     say(f"   Node status       calico node status{flag}")
     env = settings.datastore_env()
-    if env.get("CALICO_DATASTORE_PATH") == lay.DEFAULT_DATASTORE_PATH:
+    if env.get("CALICO_DATASTORE_PATH") == DEFAULT_LOCAL_PATH:
         env = {}  # calicoctl's own default
     prefix = "".join(f"{k}={v} " for k, v in env.items())
     say(f"   calicoctl         {prefix}calicoctl get workloadendpoints -A")

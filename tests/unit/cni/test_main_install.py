@@ -137,3 +137,18 @@ def test_write_if_changed(tmp_path: Path) -> None:
     assert not inst.write_if_changed(path, "x", 0o644)
     assert inst.write_if_changed(path, "x", 0o755)  # mode drift is repaired
     assert inst.write_if_changed(path, "y", 0o755)
+
+
+def test_etcd_endpoints_follow_the_datastore_path() -> None:
+    opts = inst.InstallOptions(datastore_type="etcdv3", etcd_endpoints='http://a:2379,"b"')
+    plugin = json.loads(inst.render_conflist(opts))["plugins"][0]
+    keys = list(plugin)
+    assert keys[keys.index("datastore_path") + 1] == "etcd_endpoints"
+    assert plugin["etcd_endpoints"] == 'http://a:2379,"b"'
+    assert (
+        "etcd_endpoints"
+        not in json.loads(inst.render_conflist(inst.InstallOptions()))["plugins"][0]
+    )
+    own = inst.TEMPLATE.replace('"mtu":', '"etcd_endpoints": "mine", "mtu":')
+    opts = inst.InstallOptions(template=own, etcd_endpoints="http://a:2379")
+    assert json.loads(inst.render_conflist(opts))["plugins"][0]["etcd_endpoints"] == "mine"
