@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from calico.boxtable import render_box_table
 from calico.durations import format_duration
-from calico.health.table import render_table
 
 log = logging.getLogger(__name__)
+
+
+TABLE_HEADERS = ("COMPONENT", "TIMEOUT", "LIVENESS", "READINESS", "DETAIL")
 
 
 class UnknownReporterError(KeyError):
@@ -134,7 +137,9 @@ class HealthAggregator:
                 if name in self._overrides:
                     timeout_cell += " (override)"
                 rows.append((name, timeout_cell, live_cell, ready_cell, rep.detail))
-            result = HealthSummary(live=live, ready=ready, detail=render_table(rows))
+            result = HealthSummary(
+                live=live, ready=ready, detail=render_box_table(TABLE_HEADERS, rows)
+            )
             changed = self._last_summary is None or (
                 (self._last_summary.live, self._last_summary.ready) != (live, ready)
             )
