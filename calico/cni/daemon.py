@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from calico.cni import daemon_client as dc
+from calico.reaper import reap_children
 
 log = logging.getLogger(__name__)
 
@@ -176,16 +177,6 @@ def _worker(listener: socket.socket, conn: socket.socket) -> None:
         os._exit(code)
 
 
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def bind(path: str) -> socket.socket:
     """A listening socket at ``path``, mode 0600, replacing a stale one (never another file)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -229,7 +220,7 @@ def serve(path: str, *, ready: Any = None, stop: Any = None) -> None:
         ready()
     try:
         while not stopping and not (stop is not None and stop()):
-            _reap()
+            reap_children()
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
@@ -252,5 +243,5 @@ def serve(path: str, *, ready: Any = None, stop: Any = None) -> None:
         with contextlib.suppress(OSError):
             if _is_socket(path):
                 os.unlink(path)
-        _reap()
+        reap_children()
         sys.stdout.flush()

@@ -29,6 +29,7 @@ from calico.node.run.layout import (
     save_settings,
 )
 from calico.node.run.supervisor import Supervisor
+from calico.reaper import reap_children
 
 READY_POLL = 0.5
 
@@ -75,7 +76,7 @@ class StopFlag:
 def wait_ready(settings: NodeSettings, sup: Supervisor, stop: StopFlag, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not stop.event.is_set() and sup.alive():
-        procs.reap_children()
+        reap_children()
         result = probe.check(
             settings.felix_health_host, settings.felix_health_port, "readiness", "1s"
         )
@@ -150,7 +151,7 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
 def supervise(sup: Supervisor, stop: StopFlag) -> int:
     """Block until a stop signal (exit 0) or runsvdir dying on its own (exit 1)."""
     while not stop.event.wait(1.0):
-        procs.reap_children()
+        reap_children()
         if not sup.alive():
             raise NodeError("runsvdir exited unexpectedly; stopping the node")
     say(f"Received {stop.signal_name}.")
