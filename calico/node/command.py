@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import click
 
@@ -20,7 +21,17 @@ def _version() -> str:
     return build_info().version
 
 
-@click.group("node")
+class NodeGroup(click.Group):
+    """A group whose commands' :class:`NodeError` becomes click's ``Error: <message>``, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NodeError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group("node", cls=NodeGroup)
 def node_group() -> None:
     """Node agent lifecycle: provision, serve, probe."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from calico.datastore.config import DEFAULT_LOCAL_PATH
+from calico.node.command import NodeGroup
 from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 
@@ -22,7 +23,7 @@ STATE_DIR_OPTION = click.option(
 )
 
 
-@click.group("node")
+@click.group("node", cls=NodeGroup)
 def node_group() -> None:
     """A whole Calico node on this machine: run, stop, status."""
 

@@ -31,6 +31,7 @@ import click
 from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.health import probe
 from calico.model.names import wep_name
+from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 from calico.node.run import workloads as wl
 from calico.node.run.demo_net import SERVER_PORT, Server, wait_for
@@ -318,6 +319,9 @@ def main() -> None:
         demo_command.main(standalone_mode=False)
     except click.ClickException as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
+        sys.exit(1)
+    except NodeError as exc:
+        click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     except click.Abort:
         sys.exit(130)
