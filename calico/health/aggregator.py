@@ -45,6 +45,17 @@ class _Reporter:
         return timeout > 0 and (now - self.last_report) > timeout
 
 
+def _vote(votes: bool, timed_out: bool, reported_ok: bool, quality: str) -> tuple[bool, str]:
+    """One reporter's say on one quality: (keeps the aggregate good, its table cell)."""
+    if not votes:
+        return True, "-"
+    if timed_out:
+        return False, "timed out"
+    if reported_ok:
+        return True, f"reporting {quality}"
+    return False, f"reporting non-{quality}"
+
+
 @dataclass(frozen=True)
 class HealthSummary:
     live: bool
@@ -116,23 +127,11 @@ class HealthAggregator:
                 rep = self._reporters[name]
                 timeout = self._overrides.get(name, rep.timeout)
                 timed_out = rep.has_timed_out(now, timeout)
-                live_cell = ready_cell = "-"
-                if rep.votes_live:
-                    if timed_out:
-                        live, live_cell = False, "timed out"
-                    elif rep.live:
-                        live_cell = "reporting live"
-                    else:
-                        live, live_cell = False, "reporting non-live"
-                if rep.votes_ready:
-                    if timed_out:
-                        ready, ready_cell = False, "timed out"
-                    elif rep.ready:
-                        ready_cell = "reporting ready"
-                    else:
-                        ready, ready_cell = False, "reporting non-ready"
-                    if ready_cell != "reporting ready":
-                        not_ready.append(name)
+                live_ok, live_cell = _vote(rep.votes_live, timed_out, rep.live, "live")
+                ready_ok, ready_cell = _vote(rep.votes_ready, timed_out, rep.ready, "ready")
+                live, ready = live and live_ok, ready and ready_ok
+                if not ready_ok:
+                    not_ready.append(name)
                 timeout_cell = format_duration(timeout) if timeout else "-"
                 if name in self._overrides:
                     timeout_cell += " (override)"

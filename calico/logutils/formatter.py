@@ -19,29 +19,27 @@ def fields(**kv: Any) -> dict[str, dict[str, Any]]:
     return {FIELDS_ATTR: kv}
 
 
+# strconv.Quote's short escapes.
+_GO_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\t": "\\t",
+    "\r": "\\r",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\v": "\\v",
+}
+
+
 def go_quote(text: str) -> str:
     """Quote a string the way Go's strconv.Quote does (printable Unicode kept as is)."""
     out = ['"']
     for ch in text:
         code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\v":
-            out.append("\\v")
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
         elif code < 0x20 or code == 0x7F:
             out.append(f"\\x{code:02x}")
         elif not ch.isprintable():
