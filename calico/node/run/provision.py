@@ -134,7 +134,9 @@ def install_cni(settings: NodeSettings, daemon_socket: str | None = None) -> lis
         subprocess.PIPE,
     )
     if proc.returncode != 0:
-        raise NodeError(f"installing the CNI plugin failed: {last_error(proc.stdout)}")
+        # The installer words a file error "install failed: <error>"; say it once.
+        why = last_error(proc.stdout).removeprefix("install failed: ")
+        raise NodeError(f"installing the CNI plugin failed: {why}")
     files = []
     for line in proc.stdout.decode(errors="replace").splitlines():
         word, _, path = line.partition(" ")
