@@ -125,6 +125,33 @@ def prepare(resources: list[Resource], namespace: str | None) -> list[Resource]:
     ]
 
 
+def given_inputs(filename: str, recursive: bool, skip_empty: bool) -> list[Resource]:
+    """The resources of ``-f``; when there are none, says so (upstream: not an error)."""
+    resources = load_inputs(filename, recursive, skip_empty)
+    if not resources:
+        click.echo("No resources specified")
+    return resources
+
+
+def load_prepared(
+    filename: str, recursive: bool, skip_empty: bool, namespace: str | None
+) -> tuple[Outcome, list[Resource]] | None:
+    """A write verb's inputs, namespaces filled in, and the outcome to report.
+
+    None when there is nothing to do; a preparation failure is already in the outcome's
+    errors (and the list is empty), so nothing is written.
+    """
+    resources = given_inputs(filename, recursive, skip_empty)
+    if not resources:
+        return None
+    out = Outcome(len(resources), single_kind(resources))
+    try:
+        return out, prepare(resources, namespace)
+    except CtlError as exc:
+        out.errors.append(exc)
+        return out, []
+
+
 def run_write(
     verb: str,
     action: Action,
@@ -135,15 +162,11 @@ def run_write(
     config_file: str | None,
     skip_exists: bool = False,
 ) -> None:
-    resources = load_inputs(filename, recursive, skip_empty)
-    if not resources:
-        click.echo("No resources specified")
+    loaded = load_prepared(filename, recursive, skip_empty, namespace)
+    if loaded is None:
         return
-    out = Outcome(len(resources), single_kind(resources))
-    try:
-        prepared = prepare(resources, namespace)
-    except CtlError as exc:
-        out.errors.append(exc)
+    out, prepared = loaded
+    if out.errors:
         report_write(verb, out)
         return
     with open_client(config_file, initialize=True) as client:
@@ -186,32 +209,34 @@ def create_command(
     )
 
 
-@click.command("apply")
-@file_options("apply")
-@handle_errors
-def apply_command(
-    filename: str,
-    recursive: bool,
-    skip_empty: bool,
-    namespace: str | None,
-    config_file: str | None,
-) -> None:
-    """Create resources, or update them when they exist (labels and spec from the file)."""
-    run_write("apply", actions.apply, filename, recursive, skip_empty, namespace, config_file)
+def _write_command(verb: str, action: Action, help_text: str) -> click.Command:
+    """A write verb whose only flags are the file options (``apply``, ``replace``)."""
+
+    @click.command(verb, help=help_text)
+    @file_options(verb)
+    @handle_errors
+    def command(
+        filename: str,
+        recursive: bool,
+        skip_empty: bool,
+        namespace: str | None,
+        config_file: str | None,
+    ) -> None:
+        run_write(verb, action, filename, recursive, skip_empty, namespace, config_file)
+
+    return command
 
 
-@click.command("replace")
-@file_options("replace")
-@handle_errors
-def replace_command(
-    filename: str,
-    recursive: bool,
-    skip_empty: bool,
-    namespace: str | None,
-    config_file: str | None,
-) -> None:
-    """Replace existing resources; a resourceVersion in the file must be the current one."""
-    run_write("replace", actions.update, filename, recursive, skip_empty, namespace, config_file)
+apply_command = _write_command(
+    "apply",
+    actions.apply,
+    "Create resources, or update them when they exist (labels and spec from the file).",
+)
+replace_command = _write_command(
+    "replace",
+    actions.update,
+    "Replace existing resources; a resourceVersion in the file must be the current one.",
+)
 
 
 @click.command("validate")
@@ -225,16 +250,11 @@ def validate_command(
     config_file: str | None,
 ) -> None:
     """Check resources' syntax and schema without contacting the datastore."""
-    resources = load_inputs(filename, recursive, skip_empty)
-    if not resources:
-        click.echo("No resources specified")
+    loaded = load_prepared(filename, recursive, skip_empty, namespace)
+    if loaded is None:
         return
-    out = Outcome(len(resources), single_kind(resources))
-    try:
-        prepare(resources, namespace)
-    except CtlError as exc:
-        out.errors.append(exc)
-    else:
+    out, _ = loaded
+    if not out.errors:
         out.handled = out.total
     report_write("validate", out)
 
@@ -270,9 +290,8 @@ def delete_command(
     if filename and kind:
         raise CtlError("cannot use both --filename and KIND [NAME...] arguments")
     if filename:
-        resources = load_inputs(filename, recursive, skip_empty)
+        resources = given_inputs(filename, recursive, skip_empty)
         if not resources:
-            click.echo("No resources specified")
             return
         kind_name = single_kind(resources)
     elif kind:

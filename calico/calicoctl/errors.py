@@ -55,6 +55,20 @@ def report(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
+def report_ctl_errors(fn: F) -> F:
+    """Decorator for commands that word every expected failure as a :class:`CtlError` (the
+    ``ipam`` commands): printed bare, exit 1. Anything else reaches the root's ``Error: ...``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CtlError as exc:
+            report(str(exc))
+
+    return wrapper  # type: ignore[return-value]
+
+
 def handle_errors(fn: F) -> F:
     """Decorator for command callbacks: expected failures become one stderr message, exit 1."""
 

@@ -36,13 +36,17 @@ def _files(path: str, recursive: bool) -> list[str]:
     return out
 
 
+def read_input(path: str) -> bytes:
+    """The bytes of ``path``, ``-`` meaning stdin (OSError when unreadable)."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
 def _read(path: str) -> list[Resource]:
     try:
-        if path == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as fh:
-                raw = fh.read()
+        raw = read_input(path)
     except OSError as exc:
         raise FileInvalidError(f"open {path}: {exc.strerror or exc}") from None
     try:

@@ -25,6 +25,7 @@ import click
 from calico.api import APIError, Resource, kinds, load_documents, resource_to_wire
 from calico.calicoctl import actions
 from calico.calicoctl.errors import CtlError, go_errors, handle_errors, report
+from calico.calicoctl.inputs import read_input
 from calico.calicoctl.printer import EXPORT_STRIPPED, render_yaml
 from calico.calicoctl.session import client_version, config_option, global_options, open_client
 from calico.datastore.client import DEFAULT_TIER, Client
@@ -146,9 +147,7 @@ def migrate_group() -> None:
 @handle_errors
 def lock_command(config_file: str | None) -> None:
     """Mark the datastore not ready (datastoreReady: false) so Calico stops acting on it."""
-    with open_client(config_file) as client:
-        set_ready(client, False)
-    click.echo("Datastore locked.")
+    _set_ready(config_file, False)
 
 
 @migrate_group.command("unlock")
@@ -157,9 +156,13 @@ def lock_command(config_file: str | None) -> None:
 @handle_errors
 def unlock_command(config_file: str | None) -> None:
     """Mark the datastore ready again (datastoreReady: true)."""
+    _set_ready(config_file, True)
+
+
+def _set_ready(config_file: str | None, ready: bool) -> None:
     with open_client(config_file) as client:
-        set_ready(client, True)
-    click.echo("Datastore unlocked.")
+        set_ready(client, ready)
+    click.echo("Datastore unlocked." if ready else "Datastore locked.")
 
 
 @migrate_group.command("export")
@@ -192,11 +195,7 @@ def _read_sections(filename: str) -> tuple[list[Resource], dict[str, Any], list[
     """Parse and validate the whole export file before anything is written."""
     source = "<stdin>" if filename == "-" else filename
     try:
-        if filename == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(filename, "rb") as fh:
-                raw = fh.read()
+        raw = read_input(filename)
     except OSError as exc:
         raise CtlError(f"Error while reading migration file: {exc}") from None
     text = raw.decode("utf-8", errors="replace")

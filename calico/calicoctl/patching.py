@@ -67,34 +67,33 @@ def _parent(doc: Any, tokens: list[str], path: str) -> Any:
     return node
 
 
-def _get(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return doc
+def _existing(doc: Any, tokens: list[str], path: str) -> tuple[Any, Any]:
+    """The container of the value ``path`` names and its key or index there (it must exist)."""
     parent = _parent(doc, tokens, path)
     last = tokens[-1]
     if isinstance(parent, dict):
         if last not in parent:
             raise PatchError(f"path {path} does not exist")
-        return parent[last]
+        return parent, last
     if isinstance(parent, list):
-        return parent[_index(parent, last, path, append=False)]
+        return parent, _index(parent, last, path, append=False)
     raise PatchError(f"path {path} does not exist")
+
+
+def _get(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return doc
+    parent, key = _existing(doc, tokens, path)
+    return parent[key]
 
 
 def _remove(doc: Any, path: str) -> tuple[Any, Any]:
     tokens = _pointer(path)
     if not tokens:
         raise PatchError("cannot remove the whole document")
-    parent = _parent(doc, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"path {path} does not exist")
-        return doc, parent.pop(last)
-    if isinstance(parent, list):
-        return doc, parent.pop(_index(parent, last, path, append=False))
-    raise PatchError(f"path {path} does not exist")
+    parent, key = _existing(doc, tokens, path)
+    return doc, parent.pop(key)
 
 
 def _add(doc: Any, path: str, value: Any) -> Any:

@@ -1,12 +1,15 @@
 """The ``ctl`` group: calicoctl's command tree (``calicoctl X`` runs ``calico ctl X``).
 
 Commands are imported when used: the API models they need take a few hundred milliseconds to
-load, which every other ``calico`` invocation (CNI calls, health probes) should not pay.
+load, which every other ``calico`` invocation (CNI calls, health probes) should not pay. Commands
+of other components (``calicoctl node``) are not calicoctl's: the entry layer attaches them
+(:meth:`LazyGroup.attach`), so calicoctl depends on no other component.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -25,7 +28,6 @@ COMMANDS = {
     "version": "calico.calicoctl.version:version_command",
     "datastore": "calico.calicoctl.migrate:datastore_group",
     "ipam": "calico.calicoctl.ipam:ipam_group",
-    "node": "calico.node.run.cli:calicoctl_node_group",
 }
 SHORT_HELP = {
     "create": "Create resources by file, directory or stdin.",
@@ -39,28 +41,39 @@ SHORT_HELP = {
     "version": "Display the client and cluster versions.",
     "datastore": "Datastore-wide operations (migrate export/import/lock/unlock).",
     "ipam": "IP address management (show, check, release, configure).",
-    "node": "Run, stop or inspect a Calico node on this machine.",
 }
 
 
 class LazyGroup(click.Group):
-    """A group whose subcommands are imported on first use."""
+    """A group whose own subcommands are imported on first use, listed before attached ones."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._attached_help: dict[str, str] = {}
+
+    def attach(self, command: click.Command, short_help: str) -> None:
+        """Add another component's command, with the one-line help this group shows for it."""
+        assert command.name is not None and command.name not in COMMANDS
+        self.add_command(command)
+        self._attached_help[command.name] = short_help
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
+        return [*COMMANDS, *self.commands]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
         if target is None:
-            return None
+            return self.commands.get(cmd_name)
         module, _, attr = target.partition(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SHORT_HELP[name]) for name in COMMANDS]
+        rows += [(name, self._attached_help[name]) for name in self.commands]
         with formatter.section("Commands"):
-            formatter.write_dl([(name, SHORT_HELP[name]) for name in COMMANDS])
+            formatter.write_dl(rows)
 
 
 @click.group("ctl", cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from calico.buildinfo import build_info
 from calico.calicoctl.errors import CtlError
 from calico.calicoctl.flags import CONFIG_HELP, config_option, global_options, options
-from calico.cli.buildinfo import build_info
 from calico.datastore import config as dsconfig
 from calico.datastore.client import Client
 from calico.datastore.errors import (

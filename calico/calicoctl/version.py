@@ -11,9 +11,9 @@ import time
 
 import click
 
+from calico.buildinfo import build_info
 from calico.calicoctl.errors import CtlError, handle_errors
 from calico.calicoctl.session import config_option, global_options, open_client
-from calico.cli.buildinfo import build_info
 from calico.datastore.client import Client
 from calico.datastore.errors import DatastoreError
 from calico.durations import parse_duration

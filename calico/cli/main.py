@@ -1,133 +1,36 @@
-"""Entry point of the ``calico`` and ``calicoctl`` console scripts.
+"""Entry point of the ``calico`` and ``calicoctl`` console scripts and of the CNI launchers.
 
-Errors are printed as ``Error: <message>`` on stderr with exit code 1 (usage errors included, as
-upstream's cobra root does); a traceback appears only with ``--log-level debug``.
+The process mode (:mod:`calico.process_mode`) is decided first, from argv[0] and
+``CNI_COMMAND``; only then is anything mode-specific imported. The CLI imports the click tree
+(:mod:`calico.cli.root`); a CNI call imports only :mod:`calico.cni.launch`, which hands the call
+to the resident helper when one listens (standard library only) or runs the plugin in-process.
+Keep this module's imports to the standard library and ``calico.process_mode``: every pod
+start pays for them.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
-import click
-
-from calico.calicoctl import ctl
-from calico.cli.buildinfo import build_info
-from calico.cli.components import ComponentGroup
-from calico.cli.dispatch import Mode, dispatch
-from calico.cli.health_cmd import health_command
-from calico.logutils import LogLevelError, configure_formatter, parse_level
-from calico.node.run.cli import node_group as node_run_group
-
-LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal", "panic")
+from calico.process_mode import Mode, decide
 
 
-@click.group(
-    "calico",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    help="Log level for this process; debug also shows tracebacks on errors.",
-)
-def cli(log_level: str) -> None:
-    """Calico: container networking and network policy.
-
-    Run a daemon with "calico component <name>", probe one with "calico health".
-    """
-    configure_formatter("calico", sys.stderr)
-    logging.getLogger().setLevel(parse_level(log_level))
-
-
-@cli.group("component", cls=ComponentGroup)
-def component_group() -> None:
-    """Run one of Calico's components (daemons and plugins)."""
-
-
-@cli.command("version")
-def version_command() -> None:
-    """Print the version, build date and git commit."""
-    info = build_info()
-    click.echo(f"Version:     {info.version}")
-    click.echo(f"Build date:  {info.build_date}")
-    click.echo(f"Git commit:  {info.git_commit}")
-
-
-cli.add_command(health_command)
-cli.add_command(ctl)
-cli.add_command(node_run_group)
-
-
-def _debug_requested(argv: list[str]) -> bool:
-    for i, arg in enumerate(argv):
-        if arg == "--log-level" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--log-level="):
-            value = arg.partition("=")[2]
-        else:
-            continue
-        try:
-            return parse_level(value) <= logging.DEBUG
-        except LogLevelError:
-            return False
-    return False
-
-
-def run_cli(argv: list[str]) -> int:
-    """Run the click tree on ``argv`` (argv[0] is the program name); return the exit code."""
-    prog = os.path.basename(argv[0]) if argv else "calico"
-    # Invoked as calicoctl: run the ctl tree under its own name so help reads "calicoctl ...".
-    command: click.Command = cli
-    args = argv[1:]
-    if prog == "calicoctl" and args[:1] == ["ctl"]:
-        command, args = ctl, args[1:]
-    try:
-        command.main(args=args, prog_name=prog, standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        return 1
-    except click.UsageError as exc:
-        click.echo(f"Error: {exc.format_message()}", err=True)
-        return 1
-    except click.ClickException as exc:
-        exc.show()  # commands may print their errors bare (calicoctl's style)
-        return exc.exit_code or 1
-    except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code
-        click.echo(f"Error: {code}", err=True)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        if _debug_requested(argv):
-            import traceback
-
-            traceback.print_exc()
-        click.echo(f"Error: {exc}", err=True)
-        return 1
-    return 0
-
-
-def main() -> None:
-    decision = dispatch(sys.argv, os.environ.get("CNI_COMMAND"))
+def main(prog: str | None = None) -> None:
+    """Run one process. ``prog`` replaces argv[0]: the CNI launchers name themselves with it,
+    since ``python -c`` cannot carry an argv[0] through."""
+    if prog is not None:
+        sys.argv[0] = prog
+    decision = decide(sys.argv, os.environ.get("CNI_COMMAND"))
     if decision.mode is Mode.CLI:
-        code = run_cli(list(decision.argv))
-    else:
-        from calico.cni.main import run_plugin
+        from calico.cli.root import run_cli
 
-        code = run_plugin(decision.mode, decision.argv)
-    sys.stdout.flush()
-    sys.exit(code)
+        code = run_cli(list(decision.argv))
+        sys.stdout.flush()
+        sys.exit(code)
+    from calico.cni.launch import run
+
+    run(decision.mode is Mode.CNI_IPAM, decision.argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,7 @@ import click
 
 from calico.cni import daemon_client as dc
 from calico.cni import install as inst
+from calico.datastore.config import DEFAULT_LOCAL_PATH
 
 
 @click.group("cni")
@@ -27,8 +28,13 @@ def cni_group() -> None:
 @click.option(
     "--datastore-path",
     envvar="CALICO_DATASTORE_PATH",
-    default="/var/lib/calico/calico.db",
+    default=DEFAULT_LOCAL_PATH,
     show_default=True,
+)
+@click.option(
+    "--etcd-endpoints",
+    default="",
+    help="For --datastore-type etcdv3: written as the plugin's etcd_endpoints.",
 )
 @click.option("--nodename", envvar="KUBERNETES_NODE_NAME", default="", help="Default: hostname.")
 @click.option("--network-name", default="k8s-pod-network", show_default=True)
@@ -56,6 +62,7 @@ def install_command(
     mtu: int,
     datastore_type: str,
     datastore_path: str,
+    etcd_endpoints: str,
     nodename: str,
     network_name: str,
     log_level: str,
@@ -71,6 +78,7 @@ def install_command(
         mtu=mtu,
         datastore_type=datastore_type,
         datastore_path=datastore_path,
+        etcd_endpoints=etcd_endpoints,
         nodename=nodename,
         network_name=network_name,
         log_level=log_level,
@@ -92,19 +100,17 @@ def install_command(
 @cni_group.command("plugin")
 def plugin_command() -> None:
     """Run the calico network plugin (CNI_COMMAND + stdin)."""
-    from calico.cli.dispatch import Mode
     from calico.cni.main import run_plugin
 
-    sys.exit(run_plugin(Mode.CNI_PLUGIN, ("calico",)))
+    sys.exit(run_plugin(is_ipam=False))
 
 
 @cni_group.command("ipam")
 def ipam_command() -> None:
     """Run the calico-ipam IPAM plugin (CNI_COMMAND + stdin)."""
-    from calico.cli.dispatch import Mode
     from calico.cni.main import run_plugin
 
-    sys.exit(run_plugin(Mode.CNI_IPAM, ("calico-ipam",)))
+    sys.exit(run_plugin(is_ipam=True))
 
 
 @cni_group.command("daemon")

@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from calico.cni import daemon_client as dc
+from calico.reaper import reap_children
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def refusal(header: dict[str, Any], peer_uid: int) -> str | None:
     """Why this worker must not serve the call (None: it may)."""
     if peer_uid != os.geteuid():
         return f"caller uid {peer_uid} is not the daemon's"
-    if header.get("mode") not in ("CNI_PLUGIN", "CNI_IPAM"):
+    if header.get("mode") not in (dc.MODE_PLUGIN, dc.MODE_IPAM):
         return "unknown mode"
     if header.get("ns") != dc.namespace_ids():
         return "the caller runs in another network namespace or root directory"
@@ -127,7 +128,6 @@ def refusal(header: dict[str, Any], peer_uid: int) -> str | None:
 
 def serve_one(conn: socket.socket) -> None:
     """A worker's whole life: check, ACK, wait for GO, run the call, reply."""
-    from calico.cli.dispatch import Mode
     from calico.cni.main import run_plugin
 
     conn.settimeout(GO_TIMEOUT)
@@ -148,8 +148,7 @@ def serve_one(conn: socket.socket) -> None:
         os.chdir(header.get("cwd") or "/")
     out, err = io.StringIO(), io.StringIO()
     code = run_plugin(
-        Mode[header["mode"]],
-        tuple(header["argv"]),
+        header["mode"] == dc.MODE_IPAM,
         stdin=io.BytesIO(stdin),
         stdout=out,
         stderr=err,
@@ -176,16 +175,6 @@ def _worker(listener: socket.socket, conn: socket.socket) -> None:
         with contextlib.suppress(BaseException):
             conn.close()
         os._exit(code)
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def bind(path: str) -> socket.socket:
@@ -231,7 +220,7 @@ def serve(path: str, *, ready: Any = None, stop: Any = None) -> None:
         ready()
     try:
         while not stopping and not (stop is not None and stop()):
-            _reap()
+            reap_children()
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
@@ -254,5 +243,5 @@ def serve(path: str, *, ready: Any = None, stop: Any = None) -> None:
         with contextlib.suppress(OSError):
             if _is_socket(path):
                 os.unlink(path)
-        _reap()
+        reap_children()
         sys.stdout.flush()

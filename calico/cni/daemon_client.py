@@ -28,6 +28,13 @@ ACK = b"A"
 GO = b"G"
 ACK_TIMEOUT = 5.0  # seconds for the daemon to fork a worker; after that, work in-process
 PROTOCOL = 1
+# The header's "mode": which plugin the call is for.
+MODE_PLUGIN = "CNI_PLUGIN"
+MODE_IPAM = "CNI_IPAM"
+
+
+def wire_mode(is_ipam: bool) -> str:
+    return MODE_IPAM if is_ipam else MODE_PLUGIN
 
 
 def socket_path(environ: Mapping[str, str]) -> str | None:

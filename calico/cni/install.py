@@ -1,13 +1,12 @@
 """``calico component cni install``: the conflist and the two plugin launchers.
 
 Launchers are tiny shell scripts so the plugins always run the ``calico`` entry point of this
-environment (no copy of the code to go stale). ``calico-ipam`` must see that basename as
-argv[0]; a shebang script cannot carry argv[0] through ``exec -a``, so each launcher names
-itself to :func:`calico.cni.launch.entry`, which dispatches exactly as the ``calico`` console
-script does. With a daemon socket (``--daemon-socket``), the launchers also default
-``CALICO_CNI_DAEMON_SOCKET`` to it, so calls go to that resident helper (a value the caller set
-wins; without the option the plugin's own default applies). Every file is rewritten only when
-its content changes.
+environment (no copy of the code to go stale): :func:`calico.cli.main.main`, the console
+script's own entry. ``calico-ipam`` must see that basename as argv[0]; a shebang script cannot
+carry argv[0] through ``exec -a``, so each launcher passes its name to ``main``. With a daemon
+socket (``--daemon-socket``), the launchers also default ``CALICO_CNI_DAEMON_SOCKET`` to it, so
+calls go to that resident helper (a value the caller set wins; without the option the plugin's
+own default applies). Every file is rewritten only when its content changes.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 
 from calico.cni.daemon_client import SOCKET_ENV
+from calico.datastore.config import DEFAULT_LOCAL_PATH
 
 CONFLIST_NAME = "10-calico.conflist"
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
@@ -56,7 +56,9 @@ class InstallOptions:
     bin_dir: str = DEFAULT_BIN_DIR
     mtu: int = DEFAULT_MTU
     datastore_type: str = "local"
-    datastore_path: str = "/var/lib/calico/calico.db"
+    datastore_path: str = DEFAULT_LOCAL_PATH
+    # Added to the calico plugin's entry (after datastore_path) unless the template sets it.
+    etcd_endpoints: str = ""
     nodename: str = ""
     network_name: str = "k8s-pod-network"
     log_level: str = "info"
@@ -91,7 +93,21 @@ def render_conflist(opts: InstallOptions) -> str:
     ):
         text = text.replace(key, value)
     doc = json.loads(text)  # raises ValueError for a broken template
+    if opts.etcd_endpoints:
+        for i, plugin in enumerate(doc.get("plugins", [])):
+            if plugin.get("type") == "calico" and "etcd_endpoints" not in plugin:
+                doc["plugins"][i] = _with_etcd_endpoints(plugin, opts.etcd_endpoints)
     return json.dumps(doc, indent=2) + "\n"
+
+
+def _with_etcd_endpoints(plugin: dict[str, object], endpoints: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in plugin.items():
+        out[key] = value
+        if key == "datastore_path":
+            out["etcd_endpoints"] = endpoints
+    out.setdefault("etcd_endpoints", endpoints)
+    return out
 
 
 def launcher_scripts(python: str, daemon_socket: str | None = None) -> dict[str, str]:
@@ -107,7 +123,7 @@ def launcher_scripts(python: str, daemon_socket: str | None = None) -> dict[str,
             "fi\n"
         )
     return {
-        name: head + f'exec {py} -c \'from calico.cni.launch import entry; entry("{name}")\' "$@"\n'
+        name: head + f'exec {py} -c \'from calico.cli.main import main; main("{name}")\' "$@"\n'
         for name in ("calico", "calico-ipam")
     }
 

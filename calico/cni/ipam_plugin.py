@@ -1,8 +1,9 @@
 """calico-ipam: assign and release workload addresses through Calico IPAM.
 
 Usable in-process (the ``calico`` plugin calls :func:`add`/:func:`delete` directly, saving a
-process start) and as the ``calico-ipam`` binary (:func:`run`). Addresses are held under handle
-``<network>.<containerID>``, so DEL can release exactly what ADD took. A host-wide flock
+process start) and as the ``calico-ipam`` binary (:func:`calico.cni.main.run_plugin` with
+``is_ipam``). Addresses are held under handle ``<network>.<containerID>``, so DEL can release
+exactly what ADD took. A host-wide flock
 (best effort) queues this host's allocations, which avoids pointless CAS retries on the blocks
 this host shares; the 90 s assignment clock starts after the lock is taken, as upstream.
 """

@@ -115,16 +115,17 @@ def _ipam_verb(call: Any) -> tuple[int, dict[str, Any] | None]:
 
 
 def run_plugin(
-    mode: object,
-    argv: tuple[str, ...] | list[str],
+    is_ipam: bool,
     *,
     stdin: BinaryIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
-    """Entry for :mod:`calico.cli.main` in CNI modes (``Mode.CNI_PLUGIN``/``Mode.CNI_IPAM``)."""
-    is_ipam = getattr(mode, "name", "") == "CNI_IPAM"
+    """Serve one call in this process: the calico-ipam plugin when ``is_ipam``, else calico.
+
+    Returns the exit code; the reply document (if any) is written to ``stdout``.
+    """
     stdin = stdin if stdin is not None else sys.stdin.buffer
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
@@ -139,10 +140,3 @@ def run_plugin(
         stdout.write(json.dumps(doc) + "\n")
     stdout.flush()
     return code
-
-
-def entry(prog: str) -> None:
-    """Launchers written by older installs call this; see :func:`calico.cni.launch.entry`."""
-    from calico.cni.launch import entry as launch_entry
-
-    launch_entry(prog)

@@ -1,8 +1,8 @@
 """Optionally hold ADD until Felix reports the endpoint's policy programmed.
 
-Felix writes ``<endpoint_status_dir>/<orchestrator> <workload> <endpoint>`` (see
-:mod:`calico.felix.dataplane.endpoint_status`, whose naming function we reuse) once the
-endpoint is up with policy in place. Upstream only warns when the wait times out: the pod starts
+Felix writes ``<endpoint_status_dir>/<orchestrator> <workload> <endpoint>`` (the name is
+:func:`calico.model.status_files.endpoint_status_filename`'s, shared with Felix's writer) once
+the endpoint is up with policy in place. Upstream only warns when the wait times out: the pod starts
 anyway, it just may see a moment without policy.
 """
 
@@ -13,6 +13,7 @@ import os
 import time
 
 from calico.cni.identity import Identity
+from calico.model.status_files import endpoint_status_filename
 
 log = logging.getLogger(__name__)
 
@@ -20,15 +21,8 @@ POLL_INTERVAL = 0.02
 
 
 def status_path(status_dir: str, ident: Identity) -> str:
-    from calico.felix.dataplane.endpoint_status import status_filename
-    from calico.felix.messages import WorkloadEndpointID
-
-    wep_id = WorkloadEndpointID(
-        orchestrator_id=ident.orchestrator,
-        workload_id=ident.workload_id,
-        endpoint_id=ident.endpoint,
-    )
-    return os.path.join(status_dir, status_filename(wep_id))
+    name = endpoint_status_filename(ident.orchestrator, ident.workload_id, ident.endpoint)
+    return os.path.join(status_dir, name)
 
 
 def wait_for_policy(status_dir: str, ident: Identity, timeout: float) -> bool:

@@ -39,7 +39,7 @@ from calico.felix.config import (
     severity_level,
 )
 from calico.felix.messages import ConfigUpdate, DatastoreNotReady, ToDataplane
-from calico.health import HealthAggregator
+from calico.health import HealthAggregator, HealthServer
 from calico.logutils import configure_early_logging_from_env, configure_formatter
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,7 @@ class FelixDaemon:
         self.config_file = config_file
         self.health = HealthAggregator()
         self.health.register_reporter(STARTUP_HEALTH, live=True, ready=True)
+        self.health_server = HealthServer(self.health)
         self._stop = threading.Event()
         self.exit_code = 0
         self._owned: list[tuple[str, Callable[[], Any]]] = []  # (name, stop) in start order
@@ -188,8 +189,8 @@ class FelixDaemon:
             log.error("Invalid Felix configuration, exiting: %s", "; ".join(config.errors))
             return 1
         self._startup_not_ready("loading configuration")
-        self.health.serve(config.health_enabled, config.health_host, config.health_port)
-        self._own("health server", lambda: self.health.serve(False))
+        self.health_server.serve(config.health_enabled, config.health_host, config.health_port)
+        self._own("health server", lambda: self.health_server.serve(False))
         try:
             connected = self.connect(config)
             if connected is None:

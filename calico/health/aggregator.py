@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from calico.boxtable import render_box_table
 from calico.durations import format_duration
-from calico.health.table import render_table
 
 log = logging.getLogger(__name__)
+
+
+TABLE_HEADERS = ("COMPONENT", "TIMEOUT", "LIVENESS", "READINESS", "DETAIL")
 
 
 class UnknownReporterError(KeyError):
@@ -40,6 +43,17 @@ class _Reporter:
 
     def has_timed_out(self, now: float, timeout: float) -> bool:
         return timeout > 0 and (now - self.last_report) > timeout
+
+
+def _vote(votes: bool, timed_out: bool, reported_ok: bool, quality: str) -> tuple[bool, str]:
+    """One reporter's say on one quality: (keeps the aggregate good, its table cell)."""
+    if not votes:
+        return True, "-"
+    if timed_out:
+        return False, "timed out"
+    if reported_ok:
+        return True, f"reporting {quality}"
+    return False, f"reporting non-{quality}"
 
 
 @dataclass(frozen=True)
@@ -63,7 +77,6 @@ class HealthAggregator:
         self._overrides: dict[str, float] = {}
         self._last_summary: HealthSummary | None = None
         self._ever_ready = False
-        self._server: object | None = None  # HealthServer, created lazily by serve()
 
     # -- reporters -----------------------------------------------------------------------------
 
@@ -114,28 +127,18 @@ class HealthAggregator:
                 rep = self._reporters[name]
                 timeout = self._overrides.get(name, rep.timeout)
                 timed_out = rep.has_timed_out(now, timeout)
-                live_cell = ready_cell = "-"
-                if rep.votes_live:
-                    if timed_out:
-                        live, live_cell = False, "timed out"
-                    elif rep.live:
-                        live_cell = "reporting live"
-                    else:
-                        live, live_cell = False, "reporting non-live"
-                if rep.votes_ready:
-                    if timed_out:
-                        ready, ready_cell = False, "timed out"
-                    elif rep.ready:
-                        ready_cell = "reporting ready"
-                    else:
-                        ready, ready_cell = False, "reporting non-ready"
-                    if ready_cell != "reporting ready":
-                        not_ready.append(name)
+                live_ok, live_cell = _vote(rep.votes_live, timed_out, rep.live, "live")
+                ready_ok, ready_cell = _vote(rep.votes_ready, timed_out, rep.ready, "ready")
+                live, ready = live and live_ok, ready and ready_ok
+                if not ready_ok:
+                    not_ready.append(name)
                 timeout_cell = format_duration(timeout) if timeout else "-"
                 if name in self._overrides:
                     timeout_cell += " (override)"
                 rows.append((name, timeout_cell, live_cell, ready_cell, rep.detail))
-            result = HealthSummary(live=live, ready=ready, detail=render_table(rows))
+            result = HealthSummary(
+                live=live, ready=ready, detail=render_box_table(TABLE_HEADERS, rows)
+            )
             changed = self._last_summary is None or (
                 (self._last_summary.live, self._last_summary.ready) != (live, ready)
             )
@@ -153,20 +156,3 @@ class HealthAggregator:
                 "Overall health status changed: live=%s ready=%s\n%s", live, ready, result.detail
             )
         return result
-
-    # -- HTTP ----------------------------------------------------------------------------------
-
-    def serve(self, enabled: bool, host: str = "localhost", port: int = 9099) -> None:
-        """Start, keep or stop the health HTTP server (see HealthServer.serve)."""
-        from calico.health.server import HealthServer
-
-        with self._lock:
-            if self._server is None:
-                self._server = HealthServer(self)
-            server = self._server
-        assert isinstance(server, HealthServer)
-        server.serve(enabled, host, port)
-
-    @property
-    def server(self) -> object | None:
-        return self._server

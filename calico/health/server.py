@@ -1,8 +1,10 @@
-"""The /liveness and /readiness HTTP endpoints.
+"""The /liveness and /readiness HTTP endpoints, served for one aggregator.
 
-``serve(enabled, host, port)`` follows upstream: while wanted, a server that fails to bind (port in
-use) is retried every second; a call while running is a no-op even if host/port differ (callers
-move it by disabling then enabling); disabling stops and forgets it.
+The daemon builds the server around its aggregator (``HealthServer(aggregator)``); the
+aggregator knows nothing of HTTP. ``serve(enabled, host, port)`` follows upstream: while wanted,
+a server that fails to bind (port in use) is retried every second; a call while running is a
+no-op even if host/port differ (callers move it by disabling then enabling); disabling stops
+and forgets it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,8 @@ import logging
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from calico.health.aggregator import HealthAggregator
+from calico.health.aggregator import HealthAggregator
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class HealthServer:
         self._httpd: _Server | None = None
         self._bound = threading.Event()
 
-    def serve(self, enabled: bool, host: str, port: int) -> None:
+    def serve(self, enabled: bool, host: str = "localhost", port: int = 9099) -> None:
         with self._lock:
             if enabled:
                 if self._thread is not None:

@@ -1,8 +1,9 @@
 """Calico IPAM: block-based address allocation shared by every host through the datastore.
 
 Public entry points: :class:`IPAMClient` (assign/release/affinity/config/utilization),
-:func:`garbage_collect` (leaked addresses, empty blocks of deleted nodes) and the calicoctl
-``ipam`` click group in :mod:`calico.ipam.cli`.
+:func:`garbage_collect` (leaked addresses, empty blocks of deleted nodes), utilisation and the
+``ipam check`` report (:mod:`calico.ipam.check`). Library code only: the ``calicoctl ipam``
+commands live in :mod:`calico.calicoctl.ipam`.
 """
 
 from calico.ipam.allocator import IPAMClient, ReleaseOptions

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import click
 
@@ -15,12 +16,22 @@ log = logging.getLogger(__name__)
 
 
 def _version() -> str:
-    from calico.cli.buildinfo import build_info
+    from calico.buildinfo import build_info
 
     return build_info().version
 
 
-@click.group("node")
+class NodeGroup(click.Group):
+    """A group whose commands' :class:`NodeError` becomes click's ``Error: <message>``, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NodeError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group("node", cls=NodeGroup)
 def node_group() -> None:
     """Node agent lifecycle: provision, serve, probe."""
 
@@ -61,7 +72,7 @@ def init_command(best_effort: bool, bpffs: bool, state_dirs: tuple[str, ...]) ->
 @node_group.command("node-services")
 def node_services_command() -> None:
     """Run the long-lived node helpers (the address monitor) until SIGTERM/SIGINT."""
-    from calico.node.services import node_services, run_services
+    from calico.node.background import node_services, run_services
 
     configure_formatter("node-services")
     run_services(node_services(dict(os.environ)))
@@ -70,7 +81,7 @@ def node_services_command() -> None:
 @node_group.command("monitor-addresses")
 def monitor_addresses_command() -> None:
     """Only the address monitor: re-detect every AUTODETECT_POLL_INTERVAL, update the Node."""
-    from calico.node.services import monitor_addresses, run_services
+    from calico.node.background import monitor_addresses, run_services
 
     configure_formatter("monitor-addresses")
     run_services({"monitor-addresses": monitor_addresses(dict(os.environ))})

@@ -1,13 +1,12 @@
-"""The one error type node commands raise for a problem the operator must fix."""
+"""The one error type node code raises for a problem the operator must fix."""
 
 from __future__ import annotations
 
-import click
 
-
-class NodeError(click.ClickException):
-    """A fatal, already-explained problem: printed as one ``Error: ...`` line, exit 1.
+class NodeError(Exception):
+    """A fatal, already-explained problem, worded as one line.
 
     Upstream logs the reason and then "Terminating"; one exception type keeps every exit path
-    identical and free of tracebacks.
+    identical and free of tracebacks. It knows nothing of click: the node's command groups
+    (:class:`calico.node.command.NodeGroup`) turn it into ``Error: <message>``, exit 1.
     """

@@ -12,30 +12,28 @@ import requests
 from calico.health import HealthAggregator, HealthServer
 
 
-def _server(agg: HealthAggregator) -> HealthServer:
-    server = agg.server
-    assert isinstance(server, HealthServer)
-    return server
+@pytest.fixture
+def agg() -> HealthAggregator:
+    return HealthAggregator()
 
 
 @pytest.fixture
-def agg() -> Iterator[HealthAggregator]:
-    a = HealthAggregator()
-    yield a
-    a.serve(False)
+def server(agg: HealthAggregator) -> Iterator[HealthServer]:
+    s = HealthServer(agg)
+    yield s
+    s.serve(False)
 
 
-def _start(agg: HealthAggregator, host: str = "127.0.0.1", port: int = 0) -> int:
-    agg.serve(True, host, port)
-    server = _server(agg)
+def _start(server: HealthServer, host: str = "127.0.0.1", port: int = 0) -> int:
+    server.serve(True, host, port)
     assert server.wait_bound(5)
     assert server.port is not None
     return server.port
 
 
-def test_endpoints_good_and_bad(agg: HealthAggregator) -> None:
+def test_endpoints_good_and_bad(agg: HealthAggregator, server: HealthServer) -> None:
     agg.register_reporter("felix", live=True, ready=True, timeout=0)
-    port = _start(agg)
+    port = _start(server)
     base = f"http://127.0.0.1:{port}"
     r = requests.get(f"{base}/liveness", timeout=5)
     assert r.status_code == 200
@@ -50,8 +48,8 @@ def test_endpoints_good_and_bad(agg: HealthAggregator) -> None:
     assert requests.get(f"{base}/liveness", timeout=5).status_code == 503
 
 
-def test_method_not_checked_and_404(agg: HealthAggregator) -> None:
-    port = _start(agg)
+def test_method_not_checked_and_404(server: HealthServer) -> None:
+    port = _start(server)
     base = f"http://127.0.0.1:{port}"
     assert requests.post(f"{base}/readiness", timeout=5).status_code == 200
     r = requests.get(f"{base}/other", timeout=5)
@@ -60,63 +58,60 @@ def test_method_not_checked_and_404(agg: HealthAggregator) -> None:
     assert requests.get(f"{base}/", timeout=5).status_code == 404
 
 
-def test_already_running_ignores_new_address(agg: HealthAggregator) -> None:
-    port = _start(agg)
-    agg.serve(True, "127.0.0.1", port + 1)  # ignored: still on the first port
-    assert _server(agg).port == port
+def test_already_running_ignores_new_address(server: HealthServer) -> None:
+    port = _start(server)
+    server.serve(True, "127.0.0.1", port + 1)  # ignored: still on the first port
+    assert server.port == port
     assert requests.get(f"http://127.0.0.1:{port}/liveness", timeout=5).status_code == 200
 
 
-def test_disable_stops_and_reenable_moves(agg: HealthAggregator) -> None:
-    port = _start(agg)
-    agg.serve(False)
+def test_disable_stops_and_reenable_moves(server: HealthServer) -> None:
+    port = _start(server)
+    server.serve(False)
     with pytest.raises(requests.ConnectionError):
         requests.get(f"http://127.0.0.1:{port}/liveness", timeout=2)
-    agg.serve(False)  # no-op when stopped
-    port2 = _start(agg)
+    server.serve(False)  # no-op when stopped
+    port2 = _start(server)
     assert requests.get(f"http://127.0.0.1:{port2}/liveness", timeout=5).status_code == 200
 
 
-def test_retries_bind_until_port_is_free(agg: HealthAggregator) -> None:
+def test_retries_bind_until_port_is_free(server: HealthServer) -> None:
     blocker = socket.socket()
     blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     blocker.bind(("127.0.0.1", 0))
     blocker.listen(1)
     port = blocker.getsockname()[1]
-    agg.serve(True, "127.0.0.1", port)
-    server = _server(agg)
+    server.serve(True, "127.0.0.1", port)
     assert not server.wait_bound(1.3)  # at least one failed attempt and a retry
     blocker.close()
     assert server.wait_bound(5)
     assert requests.get(f"http://127.0.0.1:{port}/liveness", timeout=5).status_code == 200
 
 
-def test_disable_while_retrying_stops_retry_loop(agg: HealthAggregator) -> None:
+def test_disable_while_retrying_stops_retry_loop(server: HealthServer) -> None:
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", 0))
     blocker.listen(1)
     port = blocker.getsockname()[1]
     try:
-        agg.serve(True, "127.0.0.1", port)
+        server.serve(True, "127.0.0.1", port)
         time.sleep(0.2)
         start = time.monotonic()
-        agg.serve(False)
+        server.serve(False)
         assert time.monotonic() - start < 3
     finally:
         blocker.close()
-    assert not _server(agg).wait_bound(1.5)
+    assert not server.wait_bound(1.5)
 
 
-def test_default_host_is_localhost(agg: HealthAggregator) -> None:
-    agg.serve(True, port=0)
-    server = _server(agg)
+def test_default_host_is_localhost(server: HealthServer) -> None:
+    server.serve(True, port=0)
     assert server.wait_bound(5)
     r = requests.get(f"http://localhost:{server.port}/readiness", timeout=5)
     assert r.status_code == 200
 
 
-def test_empty_host_listens_everywhere(agg: HealthAggregator) -> None:
-    agg.serve(True, "", 0)
-    server = _server(agg)
+def test_empty_host_listens_everywhere(server: HealthServer) -> None:
+    server.serve(True, "", 0)
     assert server.wait_bound(5)
     assert requests.get(f"http://127.0.0.1:{server.port}/liveness", timeout=5).status_code == 200

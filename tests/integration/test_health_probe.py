@@ -23,12 +23,12 @@ def run(calico_bin: str, env: dict[str, str], *args: str) -> subprocess.Complete
 def live_server() -> Iterator[tuple[HealthAggregator, int]]:
     agg = HealthAggregator()
     agg.register_reporter("loop", live=True, ready=True)
-    agg.serve(True, "127.0.0.1", 0)
-    server = agg.server
-    assert isinstance(server, HealthServer) and server.wait_bound(5)
+    server = HealthServer(agg)
+    server.serve(True, "127.0.0.1", 0)
+    assert server.wait_bound(5)
     assert server.port is not None
     yield agg, server.port
-    agg.serve(False)
+    server.serve(False)
 
 
 def test_ready_exit_0(calico_bin: str, clean_env: dict[str, str], live_server) -> None:

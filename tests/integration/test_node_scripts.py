@@ -51,12 +51,17 @@ def fakebin(tmp_path: Path) -> Path:
 
 
 def run_service(
-    spawn: Spawn, tmp_path: Path, fakebin: Path, svc: str, env: dict[str, str]
+    spawn: Spawn,
+    tmp_path: Path,
+    fakebin: Path,
+    svc: str,
+    env: dict[str, str],
+    args: tuple[str, ...] = (),
 ) -> tuple[list[str], dict[str, str], str]:
     """Run a service's run script with a minimal env; return (argv, env, stdout)."""
     dump = tmp_path / "dump"
     proc = spawn(
-        [str(SERVICES / svc / "run")],
+        [str(SERVICES / svc / "run"), *args],
         env={"PATH": f"{fakebin}{os.pathsep}{BASE_PATH}", "FAKE_CALICO_DUMP": str(dump), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -118,6 +123,15 @@ def test_cni_daemon_run_takes_the_socket_from_env(
 ) -> None:
     env = {"CALICO_CNI_DAEMON_SOCKET": "/run/node-a/cni-daemon.sock"}
     argv, _, _ = run_service(spawn, tmp_path, fakebin, "cni-daemon", env)
+    assert argv[-2:] == ["--socket", "/run/node-a/cni-daemon.sock"]
+
+
+def test_cni_daemon_run_argument_wins_over_env(spawn: Spawn, tmp_path: Path, fakebin: Path) -> None:
+    """``calico node run`` hands its socket as the argument (see node/run/service_dir.py)."""
+    env = {"CALICO_CNI_DAEMON_SOCKET": "/run/other/cni-daemon.sock"}
+    argv, _, _ = run_service(
+        spawn, tmp_path, fakebin, "cni-daemon", env, ("/run/node-a/cni-daemon.sock",)
+    )
     assert argv[-2:] == ["--socket", "/run/node-a/cni-daemon.sock"]
 
 

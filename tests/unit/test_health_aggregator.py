@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
+from calico.boxtable import render_box_table
 from calico.health import HealthAggregator, UnknownReporterError
-from calico.health.table import render_table
+from calico.health.aggregator import TABLE_HEADERS
 
 
 class FakeClock:
@@ -146,7 +147,7 @@ def test_table_exact(agg: HealthAggregator) -> None:
 
 
 def test_empty_table_has_header_only() -> None:
-    out = render_table([])
+    out = render_box_table(TABLE_HEADERS, [])
     lines = out.splitlines()
     assert lines[1] == "| COMPONENT | TIMEOUT | LIVENESS | READINESS | DETAIL |"
     assert len(lines) == 3 and not out.endswith("\n")

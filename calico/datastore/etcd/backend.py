@@ -7,6 +7,7 @@ import math
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import Unpack
 
 from calico.datastore.backend import KVPair, ListResult
 from calico.datastore.errors import (
@@ -17,14 +18,13 @@ from calico.datastore.errors import (
     RevisionCompactedError,
     UpdateConflictError,
 )
-from calico.datastore.etcd.connection import Connection
+from calico.datastore.etcd.connection import Connection, ConnectionOptions
 from calico.datastore.etcd.keys import encode, prefix_range, to_pair
 from calico.datastore.etcd.watch import EtcdWatch
 from calico.proto.etcd import kv_pb2, rpc_pb2
 
 Compare = rpc_pb2.Compare
 
-DEFAULT_TIMEOUT = 10.0
 LIST_PAGE_SIZE = 10_000  # keys per Range page; the list stays at one pinned revision
 
 
@@ -77,17 +77,9 @@ class EtcdBackend:
     """
 
     def __init__(
-        self,
-        endpoints: Sequence[str] | str,
-        *,
-        key_file: str | None = None,
-        cert_file: str | None = None,
-        ca_file: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        self, endpoints: Sequence[str] | str, **options: Unpack[ConnectionOptions]
     ) -> None:
-        self._conn = Connection(
-            endpoints, key_file=key_file, cert_file=cert_file, ca_file=ca_file, timeout=timeout
-        )
+        self._conn = Connection(endpoints, **options)
         self._watches: weakref.WeakSet[EtcdWatch] = weakref.WeakSet()
         self._watches_lock = threading.Lock()
 

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypedDict, TypeVar, Unpack
 from urllib.parse import urlsplit
 
 import grpc
@@ -95,20 +95,29 @@ class Stubs:
         self.lease = rpc_pb2_grpc.LeaseStub(channel)
 
 
+DEFAULT_TIMEOUT = 10.0
+
+
+class ConnectionOptions(TypedDict, total=False):
+    """TLS files (PEM paths) and the per-call deadline in seconds (default 10)."""
+
+    key_file: str | None
+    cert_file: str | None
+    ca_file: str | None
+    timeout: float
+
+
 class Connection:
     """Lazily opened channels to every endpoint; calls stick to the last endpoint that worked."""
 
     def __init__(
-        self,
-        endpoints: Sequence[str] | str,
-        *,
-        key_file: str | None = None,
-        cert_file: str | None = None,
-        ca_file: str | None = None,
-        timeout: float = 10.0,
+        self, endpoints: Sequence[str] | str, **options: Unpack[ConnectionOptions]
     ) -> None:
         self.endpoints = parse_endpoints(endpoints)
-        self.timeout = timeout
+        self.timeout = options.get("timeout", DEFAULT_TIMEOUT)
+        key_file = options.get("key_file")
+        cert_file = options.get("cert_file")
+        ca_file = options.get("ca_file")
         self._creds: grpc.ChannelCredentials | None = None
         if key_file or cert_file or ca_file or any(e.secure for e in self.endpoints):
             if bool(key_file) != bool(cert_file):

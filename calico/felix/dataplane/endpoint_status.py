@@ -5,10 +5,8 @@ Layout (compatible with upstream's file-based reporter and the CNI plugin's
 
 * directory ``<EndpointStatusPathPrefix>/endpoint-status/``;
 * one file per workload endpoint whose status is "up" (policy programmed, interface up), named
-  ``<orchestrator> <workload> <endpoint>``: the three WorkloadEndpointID fields, each escaped like
-  Go's ``url.PathEscape`` (only ``A-Za-z0-9-_.~$&+:=@`` kept, the rest ``%XX`` upper-case hex),
-  joined by single spaces (a space is always escaped inside a field, so it is unambiguous), e.g.
-  ``k8s default%2Fnginx eth0``;
+  ``<orchestrator> <workload> <endpoint>`` as :mod:`calico.model.status_files` spells it (the
+  CNI plugin waits for that same name), e.g. ``k8s default%2Fnginx eth0``;
 * content: compact JSON ``{"ifaceName":..,"mac":..,"ipv4Nets":[..],"ipv6Nets":[..],
   "bgpPeerName":..}`` in that key order with empty fields omitted (Go ``omitempty``).
 
@@ -26,33 +24,26 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote
 
 from calico.felix.messages import WorkloadEndpoint, WorkloadEndpointID
+from calico.model.status_files import endpoint_status_filename, parse_endpoint_status_filename
 
 log = logging.getLogger(__name__)
 
 STATUS_DIR = "endpoint-status"
 DEFAULT_PATH_PREFIX = "/var/run/calico"  # EndpointStatusPathPrefix
-_SEPARATOR = " "
-_GO_PATH_SEGMENT_SAFE = "$&+:=@"  # plus quote()'s always-safe A-Za-z0-9_.-~
 _TMP_PREFIX = ".tmp."
 
 
-def _escape(field: str) -> str:
-    return quote(field, safe=_GO_PATH_SEGMENT_SAFE)
-
-
 def status_filename(wep_id: WorkloadEndpointID) -> str:
-    parts = (wep_id.orchestrator_id, wep_id.workload_id, wep_id.endpoint_id)
-    return _SEPARATOR.join(_escape(p) for p in parts)
+    return endpoint_status_filename(wep_id.orchestrator_id, wep_id.workload_id, wep_id.endpoint_id)
 
 
 def parse_status_filename(name: str) -> WorkloadEndpointID | None:
-    parts = name.split(_SEPARATOR)
-    if len(parts) != 3 or name.startswith(_TMP_PREFIX):
+    parts = None if name.startswith(_TMP_PREFIX) else parse_endpoint_status_filename(name)
+    if parts is None:
         return None
-    orch, workload, endpoint = (unquote(p) for p in parts)
+    orch, workload, endpoint = parts
     return WorkloadEndpointID(orchestrator_id=orch, workload_id=workload, endpoint_id=endpoint)
 
 

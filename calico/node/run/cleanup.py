@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from calico.node.run import workloads
 from calico.node.run.layout import Layout, NodeSettings
@@ -76,21 +77,23 @@ def _delete_policy(settings: NodeSettings, name: str) -> None:
         backend.close()
 
 
-def cali_links() -> list[str]:
-    proc = workloads.ip_cmd("-j", "link", "show", check=False)
+def _ip_json(*args: str) -> list[dict[str, Any]]:
+    """``ip -j <args>``'s objects (none when ip fails or prints something else)."""
+    proc = workloads.ip_cmd("-j", *args, check=False)
     try:
-        links = json.loads(proc.stdout or "[]")
+        found = json.loads(proc.stdout or "[]")
     except ValueError:
         return []
+    return found if isinstance(found, list) else []
+
+
+def cali_links() -> list[str]:
+    links = _ip_json("link", "show")
     return [ln["ifname"] for ln in links if str(ln.get("ifname", "")).startswith("cali")]
 
 
 def cali_routes() -> list[str]:
-    proc = workloads.ip_cmd("-j", "route", "show", check=False)
-    try:
-        routes = json.loads(proc.stdout or "[]")
-    except ValueError:
-        return []
+    routes = _ip_json("route", "show")
     return [r["dst"] for r in routes if str(r.get("dev", "")).startswith("cali")]
 
 

@@ -1,4 +1,6 @@
-"""The ``calico node`` group (``run``, ``stop``, ``status``), also served as ``calicoctl node``.
+"""The ``calico node`` group (``run``, ``stop``, ``status``).
+
+The entry layer (:mod:`calico.cli.root`) also serves it as ``calicoctl node``.
 
 Only flag parsing lives here; each command's work is in its own module.
 """
@@ -7,6 +9,8 @@ from __future__ import annotations
 
 import click
 
+from calico.datastore.config import DEFAULT_LOCAL_PATH
+from calico.node.command import NodeGroup
 from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 
@@ -19,7 +23,7 @@ STATE_DIR_OPTION = click.option(
 )
 
 
-@click.group("node")
+@click.group("node", cls=NodeGroup)
 def node_group() -> None:
     """A whole Calico node on this machine: run, stop, status."""
 
@@ -46,7 +50,7 @@ def node_group() -> None:
 @click.option(
     "--datastore-path",
     envvar="CALICO_DATASTORE_PATH",
-    default=lay.DEFAULT_DATASTORE_PATH,
+    default=DEFAULT_LOCAL_PATH,
     show_default=True,
     help="The local datastore's file.",
 )
@@ -136,7 +140,3 @@ def status_command(state_dir: str) -> None:
     print_report(report, click.echo)
     if not report.healthy:
         raise SystemExit(1)
-
-
-# calicoctl serves the same commands ("calicoctl node run|stop|status").
-calicoctl_node_group = node_group

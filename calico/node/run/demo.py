@@ -28,8 +28,10 @@ from pathlib import Path
 
 import click
 
+from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.health import probe
 from calico.model.names import wep_name
+from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 from calico.node.run import workloads as wl
 from calico.node.run.demo_net import SERVER_PORT, Server, wait_for
@@ -252,7 +254,7 @@ def print_running(settings: lay.NodeSettings) -> None:
     flag = f" --state-dir {settings.state_dir}" if custom else ""
     say(f"   Node status       calico node status{flag}")
     env = settings.datastore_env()
-    if env.get("CALICO_DATASTORE_PATH") == lay.DEFAULT_DATASTORE_PATH:
+    if env.get("CALICO_DATASTORE_PATH") == DEFAULT_LOCAL_PATH:
         env = {}  # calicoctl's own default
     prefix = "".join(f"{k}={v} " for k, v in env.items())
     say(f"   calicoctl         {prefix}calicoctl get workloadendpoints -A")
@@ -317,6 +319,9 @@ def main() -> None:
         demo_command.main(standalone_mode=False)
     except click.ClickException as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
+        sys.exit(1)
+    except NodeError as exc:
+        click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     except click.Abort:
         sys.exit(130)

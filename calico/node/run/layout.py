@@ -17,13 +17,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.node.errors import NodeError
 
 DEFAULT_STATE_DIR = "/var/run/calico/node-run"
 DEFAULT_LOG_DIR = "/var/log/calico"
-DEFAULT_DATASTORE_PATH = "/var/lib/calico/calico.db"
 DEFAULT_CNI_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_CNI_BIN_DIR = "/opt/cni/bin"
+# The conflist the node installs (handed to the installer as --conflist-name) and reads back.
+CNI_CONFLIST_NAME = "10-calico.conflist"
 DEFAULT_HEALTH_PORT = 9099
 STATE_DIR_ENV = "CALICO_NODE_STATE_DIR"
 # Exported to every supervised process: its value (the state dir) identifies our processes in
@@ -39,7 +41,7 @@ class NodeSettings:
     log_dir: str = DEFAULT_LOG_DIR
     name: str = ""
     datastore: str = "local"
-    datastore_path: str = DEFAULT_DATASTORE_PATH
+    datastore_path: str = DEFAULT_LOCAL_PATH
     etcd_endpoints: str = ""
     ip: str = ""
     ip_autodetection_method: str = ""
@@ -55,6 +57,11 @@ class NodeSettings:
         if self.datastore == "etcdv3":
             return {"DATASTORE_TYPE": "etcdv3", "ETCD_ENDPOINTS": self.etcd_endpoints}
         return {"DATASTORE_TYPE": "local", "CALICO_DATASTORE_PATH": self.datastore_path}
+
+    def address_env(self) -> dict[str, str]:
+        """``IP`` and ``IP_AUTODETECTION_METHOD`` when set (for startup and node-services)."""
+        pairs = (("IP", self.ip), ("IP_AUTODETECTION_METHOD", self.ip_autodetection_method))
+        return {name: value for name, value in pairs if value}
 
     def datastore_description(self) -> str:
         if self.datastore == "etcdv3":

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from calico.node.run.layout import MARKER_ENV, pid_alive
+from calico.reaper import reap_children
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -45,17 +46,6 @@ def marked_pids(state_dir: str | os.PathLike[str]) -> list[int]:
         if want in environ.split(b"\0") and pid_alive(int(entry.name)):
             found.append(int(entry.name))
     return sorted(found)
-
-
-def reap_children() -> None:
-    """Collect exited children (re-parented orphans included) so none stay zombies."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def signal_all(pids: list[int], sig: signal.Signals) -> None:

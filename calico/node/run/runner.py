@@ -20,7 +20,7 @@ import click
 
 from calico.health import probe
 from calico.node.errors import NodeError
-from calico.node.run import procs, provision, services
+from calico.node.run import procs, provision, service_dir
 from calico.node.run.layout import (
     Layout,
     NodeSettings,
@@ -29,6 +29,7 @@ from calico.node.run.layout import (
     save_settings,
 )
 from calico.node.run.supervisor import Supervisor
+from calico.reaper import reap_children
 
 READY_POLL = 0.5
 
@@ -75,7 +76,7 @@ class StopFlag:
 def wait_ready(settings: NodeSettings, sup: Supervisor, stop: StopFlag, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not stop.event.is_set() and sup.alive():
-        procs.reap_children()
+        reap_children()
         result = probe.check(
             settings.felix_health_host, settings.felix_health_port, "readiness", "1s"
         )
@@ -96,11 +97,11 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
     sup: Supervisor | None = None
     output: IO[bytes] | int = subprocess.DEVNULL
     try:
-        available = services.available_dir()
-        enabled = services.enabled_services()
-        daemon_socket = services.cni_daemon_socket(layout)
-        if services.CNI_DAEMON in enabled and daemon_socket is None:
-            enabled.remove(services.CNI_DAEMON)
+        available = service_dir.available_dir()
+        enabled = service_dir.enabled_services()
+        daemon_socket = service_dir.cni_daemon_socket(layout)
+        if service_dir.CNI_DAEMON in enabled and daemon_socket is None:
+            enabled.remove(service_dir.CNI_DAEMON)
             say(
                 f"Note: {layout.cni_daemon_socket} is too long for a unix socket; "
                 "CNI calls run without the resident helper (use a shorter --state-dir)"
@@ -114,15 +115,15 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
             return 0
         say("[2/4] CNI plugin: launchers and conflist")
         files = provision.install_cni(
-            settings, daemon_socket if services.CNI_DAEMON in enabled else "off"
+            settings, daemon_socket if service_dir.CNI_DAEMON in enabled else "off"
         )
         settings = replace(settings, cni_files=tuple(files))
         save_settings(layout, settings)
         for path in files:
             say(f"      {path}")
         say(f"[3/4] runit: {', '.join(enabled)} (services in {layout.service_dir})")
-        services.build_service_dir(settings, layout, enabled, available)
-        env = {**os.environ, **services.service_env(settings, layout)}
+        service_dir.build_service_dir(settings, layout, enabled, available)
+        env = {**os.environ, **service_dir.service_env(settings, layout)}
         # The services' log/run also tee to runsvdir's stdout (the container log upstream).
         runsvdir_log = os.path.join(settings.log_dir, "runsvdir.log")
         output = 1 if print_logs else open(runsvdir_log, "ab")  # noqa: SIM115 - closed below
@@ -150,7 +151,7 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
 def supervise(sup: Supervisor, stop: StopFlag) -> int:
     """Block until a stop signal (exit 0) or runsvdir dying on its own (exit 1)."""
     while not stop.event.wait(1.0):
-        procs.reap_children()
+        reap_children()
         if not sup.alive():
             raise NodeError("runsvdir exited unexpectedly; stopping the node")
     say(f"Received {stop.signal_name}.")

@@ -18,6 +18,7 @@ from typing import IO
 
 from calico.node.run import procs
 from calico.node.run.layout import Layout
+from calico.reaper import reap_children
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Supervisor:
                 self.proc.wait(timeout=RUNSV_EXIT_TIMEOUT)
         procs.wait_gone(self.layout.state_dir, RUNSV_EXIT_TIMEOUT, reap=True)
         procs.kill_leftovers(self.layout.state_dir, grace=2.0, reap=True)
-        procs.reap_children()
+        reap_children()
         self.proc = None
 
     def _stop_services(self) -> None:

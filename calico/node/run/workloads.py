@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from calico.cni.install import CONFLIST_NAME
-from calico.node.run.layout import NodeSettings
+from calico.node.run.layout import CNI_CONFLIST_NAME, NodeSettings
 
 NETNS_DIR = "/var/run/netns"
 CNI_TIMEOUT = 60.0
@@ -71,7 +70,7 @@ class Workload:
 
 def plugin_netconf(settings: NodeSettings) -> dict[str, Any]:
     """The single plugin of the installed conflist, as a runtime hands it to the plugin."""
-    path = Path(settings.cni_conf_dir) / CONFLIST_NAME
+    path = Path(settings.cni_conf_dir) / CNI_CONFLIST_NAME
     try:
         conflist = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

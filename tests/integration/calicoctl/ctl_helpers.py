@@ -24,7 +24,7 @@ DATASTORE_TESTS = HERE.parent / "datastore"
 if str(DATASTORE_TESTS) not in sys.path:
     sys.path.insert(0, str(DATASTORE_TESTS))
 
-from calico.cli.main import cli  # noqa: E402
+from calico.cli.root import cli  # noqa: E402
 from calico.datastore.etcd import EtcdBackend  # noqa: E402
 
 CALICOCTL = Path(sys.executable).parent / "calicoctl"

@@ -1,4 +1,4 @@
-"""The ``ipam`` click group, driven through a tiny wrapper that supplies the client."""
+"""calicoctl's ``ipam`` commands, driven through a tiny wrapper group that supplies the client."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from calico.api.cluster import ClusterInformation
 from calico.api.endpoints import WorkloadEndpoint
 from calico.api.ipam import IPPool, IPPoolSpec, IPReservation, IPReservationSpec
+from calico.calicoctl.ipam import ipam_group
 from calico.datastore.client import Client
 from calico.ipam import IPAMClient
-from calico.ipam.cli import ipam as ipam_group
 
 
 class Ctx:
@@ -26,12 +26,12 @@ class Ctx:
 
 
 def run(client: Client, *args: str):
-    @click.group()
+    @click.group("ipam", commands=ipam_group.commands)
     @click.pass_context
-    def root(ctx: click.Context) -> None:
+    def ipam(ctx: click.Context) -> None:
         ctx.obj = Ctx(client)
 
-    root.add_command(ipam_group)
+    root = click.Group(commands=[ipam])
     return CliRunner().invoke(root, ["ipam", *args], catch_exceptions=False)
 
 

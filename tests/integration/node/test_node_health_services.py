@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from node_netns import NODE_CIDR, NodeHost, ip
 
-from calico.health import HealthAggregator
+from calico.health import HealthAggregator, HealthServer
 
 pytestmark = pytest.mark.root
 
@@ -27,7 +27,8 @@ def felix() -> Iterator[tuple[HealthAggregator, int]]:
     agg = HealthAggregator()
     agg.register_reporter("dataplane", live=True, ready=True)
     port = _free_port()
-    agg.serve(True, "127.0.0.1", port)
+    server = HealthServer(agg)
+    server.serve(True, "127.0.0.1", port)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         try:
@@ -38,7 +39,7 @@ def felix() -> Iterator[tuple[HealthAggregator, int]]:
     try:
         yield agg, port
     finally:
-        agg.serve(False)
+        server.serve(False)
 
 
 def _health(calico: str, port: int, *flags: str) -> subprocess.CompletedProcess[str]:

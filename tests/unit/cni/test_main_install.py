@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from calico.cli.dispatch import Mode
 from calico.cni import install as inst
 from calico.cni import main
 
@@ -26,9 +25,9 @@ def _restore_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
-def run(stdin: bytes, env: dict[str, str], mode: Mode = Mode.CNI_PLUGIN) -> tuple[int, dict]:
+def run(stdin: bytes, env: dict[str, str], is_ipam: bool = False) -> tuple[int, dict]:
     out, err = io.StringIO(), io.StringIO()
-    code = main.run_plugin(mode, ("calico",), stdin=io.BytesIO(stdin), stdout=out, stderr=err,
+    code = main.run_plugin(is_ipam, stdin=io.BytesIO(stdin), stdout=out, stderr=err,
                            environ=env)  # fmt: skip
     assert "Traceback" not in err.getvalue()
     return code, json.loads(out.getvalue()) if out.getvalue() else {}
@@ -37,7 +36,7 @@ def run(stdin: bytes, env: dict[str, str], mode: Mode = Mode.CNI_PLUGIN) -> tupl
 def test_version() -> None:
     code, doc = run(b'{"cniVersion":"0.3.1"}', {"CNI_COMMAND": "VERSION"})
     assert code == 0 and doc["cniVersion"] == "0.3.1"
-    code, doc = run(b"", {"CNI_COMMAND": "VERSION"}, Mode.CNI_IPAM)
+    code, doc = run(b"", {"CNI_COMMAND": "VERSION"}, is_ipam=True)
     assert code == 0 and doc["cniVersion"] == "1.0.0"
 
 
@@ -89,7 +88,7 @@ def test_launchers_quote_the_interpreter() -> None:
     scripts = inst.launcher_scripts("/opt/my venv/bin/python")
     assert set(scripts) == {"calico", "calico-ipam"}
     assert "'/opt/my venv/bin/python'" in scripts["calico-ipam"]
-    assert 'entry("calico-ipam")' in scripts["calico-ipam"]
+    assert 'main("calico-ipam")' in scripts["calico-ipam"]
 
 
 def test_launchers_without_daemon_socket_leave_the_lookup_alone() -> None:
@@ -138,3 +137,18 @@ def test_write_if_changed(tmp_path: Path) -> None:
     assert not inst.write_if_changed(path, "x", 0o644)
     assert inst.write_if_changed(path, "x", 0o755)  # mode drift is repaired
     assert inst.write_if_changed(path, "y", 0o755)
+
+
+def test_etcd_endpoints_follow_the_datastore_path() -> None:
+    opts = inst.InstallOptions(datastore_type="etcdv3", etcd_endpoints='http://a:2379,"b"')
+    plugin = json.loads(inst.render_conflist(opts))["plugins"][0]
+    keys = list(plugin)
+    assert keys[keys.index("datastore_path") + 1] == "etcd_endpoints"
+    assert plugin["etcd_endpoints"] == 'http://a:2379,"b"'
+    assert (
+        "etcd_endpoints"
+        not in json.loads(inst.render_conflist(inst.InstallOptions()))["plugins"][0]
+    )
+    own = inst.TEMPLATE.replace('"mtu":', '"etcd_endpoints": "mine", "mtu":')
+    opts = inst.InstallOptions(template=own, etcd_endpoints="http://a:2379")
+    assert json.loads(inst.render_conflist(opts))["plugins"][0]["etcd_endpoints"] == "mine"

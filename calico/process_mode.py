@@ -2,6 +2,7 @@
 
 Pure and table-tested: the same installed entry point serves as ``calico``, ``calicoctl`` and the
 CNI plugins, because kubelet/container runtimes and operators invoke it under those names.
+Standard library only (``os``, ``enum``, ``typing``): every CNI call imports this module.
 """
 
 from __future__ import annotations
@@ -22,20 +23,20 @@ class Mode(Enum):
 CLI_VERBS = frozenset({"component", "ctl", "health", "version", "help", "node"})
 
 
-class Dispatch(NamedTuple):  # not a dataclass: every CNI call imports this (dataclasses ~9 ms)
+class Decision(NamedTuple):  # not a dataclass: every CNI call imports this (dataclasses ~9 ms)
     mode: Mode
     argv: tuple[str, ...]  # argv to hand to the chosen mode (argv[0] included)
 
 
-def dispatch(argv: list[str] | tuple[str, ...], cni_command: str | None) -> Dispatch:
+def decide(argv: list[str] | tuple[str, ...], cni_command: str | None) -> Decision:
     """Map (argv, $CNI_COMMAND) to a mode and the argv that mode should parse."""
     args = tuple(argv)
     prog = os.path.basename(args[0]) if args else "calico"
     if prog == "calico-ipam":
-        return Dispatch(Mode.CNI_IPAM, args)
+        return Decision(Mode.CNI_IPAM, args)
     if prog == "calicoctl":
-        return Dispatch(Mode.CLI, (args[0], "ctl", *args[1:]))
+        return Decision(Mode.CLI, (args[0], "ctl", *args[1:]))
     first = args[1] if len(args) > 1 else ""
     if cni_command and first not in CLI_VERBS:
-        return Dispatch(Mode.CNI_PLUGIN, args)
-    return Dispatch(Mode.CLI, args)
+        return Decision(Mode.CNI_PLUGIN, args)
+    return Decision(Mode.CLI, args)

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
+from calico.node.background import node_services, poll_interval, run_services
 from calico.node.errors import NodeError
-from calico.node.services import node_services, poll_interval, run_services
 
 
 def test_first_failure_stops_everything() -> None:

@@ -1,10 +1,10 @@
-"""The argv[0] / CNI_COMMAND dispatch table, one test row per upstream rule."""
+"""The argv[0] / CNI_COMMAND process-mode table, one test row per upstream rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from calico.cli.dispatch import Dispatch, Mode, dispatch
+from calico.process_mode import Decision, Mode, decide
 
 CASES = [
     # (argv, CNI_COMMAND, expected mode, expected argv)
@@ -42,11 +42,11 @@ CASES = [
 
 
 @pytest.mark.parametrize(("argv", "cni", "mode", "out"), CASES)
-def test_dispatch_table(argv: list[str], cni: str | None, mode: Mode, out: list[str]) -> None:
-    assert dispatch(argv, cni) == Dispatch(mode, tuple(out))
+def test_mode_table(argv: list[str], cni: str | None, mode: Mode, out: list[str]) -> None:
+    assert decide(argv, cni) == Decision(mode, tuple(out))
 
 
-def test_dispatch_does_not_mutate_argv() -> None:
+def test_decide_does_not_mutate_argv() -> None:
     argv = ["calicoctl", "get"]
-    dispatch(argv, None)
+    decide(argv, None)
     assert argv == ["calicoctl", "get"]

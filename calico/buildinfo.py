@@ -1,6 +1,6 @@
 """Version, build date and git commit for ``calico version``.
 
-A built distribution may ship ``calico/_buildinfo.json`` (written by ``make buildinfo``); a source
+A built distribution may ship ``calico/_buildinfo.json`` (written by its build step); a source
 checkout asks git. Anything unknown says so rather than inventing a value.
 """
 

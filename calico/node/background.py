@@ -94,9 +94,8 @@ def run_services(services: Mapping[str, Service], stop: threading.Event | None =
             if not stop.is_set():
                 raise NodeError(f"{name} stopped unexpectedly")
         except Exception as exc:  # any failure ends the whole process, as upstream's errgroup
-            msg = exc.format_message() if isinstance(exc, NodeError) else f"{exc}"
             with lock:
-                failures.append(f"{name}: {msg}")
+                failures.append(f"{name}: {exc}")
             stop.set()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -1,0 +1,121 @@
+"""The ``calico`` click tree (``component``, ``ctl``, ``health``, ``node``, ``version``) and
+:func:`run_cli`, which runs it for :func:`calico.cli.main.main` in CLI mode.
+
+Errors are printed as ``Error: <message>`` on stderr with exit code 1 (usage errors included, as
+upstream's cobra root does); a traceback appears only with ``--log-level debug``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from calico.buildinfo import build_info
+from calico.calicoctl import ctl
+from calico.cli.components import ComponentGroup
+from calico.cli.health_cmd import health_command
+from calico.logutils import LogLevelError, configure_formatter, parse_level
+from calico.node.run.cli import node_group as node_run_group
+
+LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal", "panic")
+
+
+@click.group(
+    "calico",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    help="Log level for this process; debug also shows tracebacks on errors.",
+)
+def cli(log_level: str) -> None:
+    """Calico: container networking and network policy.
+
+    Run a daemon with "calico component <name>", probe one with "calico health".
+    """
+    configure_formatter("calico", sys.stderr)
+    logging.getLogger().setLevel(parse_level(log_level))
+
+
+@cli.group("component", cls=ComponentGroup)
+def component_group() -> None:
+    """Run one of Calico's components (daemons and plugins)."""
+
+
+@cli.command("version")
+def version_command() -> None:
+    """Print the version, build date and git commit."""
+    info = build_info()
+    click.echo(f"Version:     {info.version}")
+    click.echo(f"Build date:  {info.build_date}")
+    click.echo(f"Git commit:  {info.git_commit}")
+
+
+cli.add_command(health_command)
+cli.add_command(ctl)
+cli.add_command(node_run_group)
+# calicoctl serves the node commands too ("calicoctl node run|stop|status"); calicoctl itself
+# does not depend on node, the entry layer composes them.
+ctl.attach(node_run_group, "Run, stop or inspect a Calico node on this machine.")
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    for i, arg in enumerate(argv):
+        if arg == "--log-level" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--log-level="):
+            value = arg.partition("=")[2]
+        else:
+            continue
+        try:
+            return parse_level(value) <= logging.DEBUG
+        except LogLevelError:
+            return False
+    return False
+
+
+def run_cli(argv: list[str]) -> int:
+    """Run the click tree on ``argv`` (argv[0] is the program name); return the exit code."""
+    prog = os.path.basename(argv[0]) if argv else "calico"
+    # Invoked as calicoctl: run the ctl tree under its own name so help reads "calicoctl ...".
+    command: click.Command = cli
+    args = argv[1:]
+    if prog == "calicoctl" and args[:1] == ["ctl"]:
+        command, args = ctl, args[1:]
+    try:
+        command.main(args=args, prog_name=prog, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    except click.UsageError as exc:
+        click.echo(f"Error: {exc.format_message()}", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()  # commands may print their errors bare (calicoctl's style)
+        return exc.exit_code or 1
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        click.echo(f"Error: {code}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if _debug_requested(argv):
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"Error: {exc}", err=True)
+        return 1
+    return 0
