@@ -30,7 +30,7 @@ from typing import Any
 
 from calico.backoff import Backoff
 from calico.datastore import Backend, DatastoreError, EventType, KVPair
-from calico.model import Key, ResourceKey, key_from_default_path
+from calico.model import KINDS, InvalidKeyError, Key, ResourceKey
 from calico.model.processors import Processor, resource_passthrough
 from calico.model.resources import resource_prefix
 from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType, sorted_keys
@@ -77,6 +77,8 @@ class _WatcherCache:
     ) -> None:
         self.index = index
         self.rtype = rtype
+        self._prefix = rtype.prefix
+        self._namespaced = KINDS[rtype.kind].namespaced
         self.backend = backend
         self.out = out
         self.stopping = stopping
@@ -97,10 +99,15 @@ class _WatcherCache:
 
     def source_key(self, path: str) -> ResourceKey | None:
         """The resource a stored path names (None, logged, for anything else under the
-        prefix: nothing but this kind's resources can be converted)."""
-        key = key_from_default_path(path)
-        if isinstance(key, ResourceKey) and key.kind == self.rtype.kind:
-            return key
+        prefix: nothing but this kind's resources can be converted). The prefix fixes kind
+        and scope, so only the name (and namespace) segments are left to split."""
+        rest = path[len(self._prefix) :] if path.startswith(self._prefix) else ""
+        namespace, sep, name = rest.partition("/") if self._namespaced else ("", "", rest)
+        if name and "/" not in name and (bool(sep) and bool(namespace)) == self._namespaced:
+            try:
+                return ResourceKey(self.rtype.kind, name, namespace)
+            except InvalidKeyError:
+                pass
         log.warning("Ignoring %r: not a %s resource path", path, self.rtype.kind)
         return None
 
