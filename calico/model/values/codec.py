@@ -95,28 +95,19 @@ _SCALARS: dict[str, tuple[Callable[[Any], Any], str]] = {
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Spec:
-    """One field's JSON shape (read from the dataclass field's metadata)."""
+class FieldShape:
+    """One field's JSON shape, kept in the dataclass field's ``metadata["json"]``."""
 
-    attr: str
     json: str
     kind: str  # a key of _SCALARS, "nested" or "list"
-    item: Any  # list items: a _SCALARS key or a V1Value class; nested: the class
-    omitempty: bool
-    pointer: bool  # emptiness (for omitempty) is "is None"
-    nil: Any  # JSON for an empty non-omitempty slice/map
+    item: Any = None  # list items: a _SCALARS key or a V1Value class; nested: the class
+    omitempty: bool = False
+    pointer: bool = False  # emptiness (for omitempty) is "is None"
+    nil: Any = None  # JSON for an empty non-omitempty slice/map
 
 
-def _meta(
-    json: str,
-    kind: str,
-    *,
-    item: Any = None,
-    omitempty: bool,
-    pointer: bool = False,
-    nil: Any = None,
-) -> dict[str, Any]:
-    return {"json": (json, kind, item, omitempty, pointer, nil)}
+def _meta(json: str, kind: str, **shape: Any) -> dict[str, Any]:
+    return {"json": FieldShape(json, kind, **shape)}
 
 
 # --- field declarations (used by the value modules) ---------------------------------------------
@@ -180,8 +171,7 @@ def numbers(json: str, *, nullable: bool = False, omitempty: bool = False, nil: 
 
 
 def items(json: str, cls: Any, *, omitempty: bool = False, nil: Any = None) -> Any:
-    """A Go slice of structs; ``cls`` is a V1Value class (or a zero-argument callable
-    returning one, for classes defined later in the module)."""
+    """A Go slice of structs; ``cls`` is a V1Value class."""
     meta = _meta(json, "list", item=cls, omitempty=omitempty, nil=nil)
     return dataclasses.field(default=(), metadata=meta)
 
@@ -207,41 +197,29 @@ def raw(json: str, *, omitempty: bool = True) -> Any:
 # --- the base class -----------------------------------------------------------------------------
 
 
-def _resolve(item: Any) -> Any:
-    if item is None or isinstance(item, type | str):
-        return item
-    return item()  # a forward reference: a callable returning the class
-
-
-def _empty(value: Any) -> bool:
-    return not value
-
-
 class V1Value:
     """Base of every v1 value dataclass: Go-compatible ``to_json``/``from_json``."""
 
     __slots__ = ()
 
     @classmethod
-    def _specs(cls) -> tuple[_Spec, ...]:
-        specs = cls.__dict__.get("_SPECS_CACHE")
-        if specs is None:
-            out = []
-            for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-                json, kind, item, omitempty, pointer, nil = f.metadata["json"]
-                out.append(_Spec(f.name, json, kind, _resolve(item), omitempty, pointer, nil))
-            specs = tuple(out)
-            type.__setattr__(cls, "_SPECS_CACHE", specs)
-        return specs
+    def _shapes(cls) -> tuple[tuple[str, FieldShape], ...]:
+        """(attribute, shape) of every field, read once per class."""
+        shapes = cls.__dict__.get("_SHAPES")
+        if shapes is None:
+            fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+            shapes = tuple((f.name, f.metadata["json"]) for f in fields)
+            type.__setattr__(cls, "_SHAPES", shapes)
+        return shapes
 
     def to_json(self) -> dict[str, Any]:
         """The value as upstream's Go struct marshals it."""
         out: dict[str, Any] = {}
-        for spec in self._specs():
-            value = getattr(self, spec.attr)
-            if spec.omitempty and (value is None if spec.pointer else _empty(value)):
+        for attr, shape in self._shapes():
+            value = getattr(self, attr)
+            if shape.omitempty and (value is None if shape.pointer else not value):
                 continue
-            out[spec.json] = _encode(spec, value)
+            out[shape.json] = _encode(shape, value)
         return out
 
     @classmethod
@@ -250,45 +228,45 @@ class V1Value:
         if not isinstance(data, Mapping):
             raise ValueJSONError(f"{cls.__name__}: expected a JSON object, got {data!r}")
         kwargs: dict[str, Any] = {}
-        for spec in cls._specs():
-            raw_value = data.get(spec.json)
+        for attr, shape in cls._shapes():
+            raw_value = data.get(shape.json)
             if raw_value is not None:
-                kwargs[spec.attr] = _decode(cls, spec, raw_value)
+                kwargs[attr] = _decode(cls, shape, raw_value)
         return cls(**kwargs)
 
 
-def _encode(spec: _Spec, value: Any) -> Any:
-    if spec.kind == "list":
+def _encode(shape: FieldShape, value: Any) -> Any:
+    if shape.kind == "list":
         if not value:
-            return spec.nil
-        if isinstance(spec.item, type):
+            return shape.nil
+        if isinstance(shape.item, type):
             return [v.to_json() for v in value]
         return list(value)
-    if spec.kind == "nested":
+    if shape.kind == "nested":
         return None if value is None else value.to_json()
-    if spec.kind == "labels":
-        return dict(value) if value else spec.nil
+    if shape.kind == "labels":
+        return dict(value) if value else shape.nil
     return value
 
 
-def _decode(cls: type, spec: _Spec, raw_value: Any) -> Any:
-    if spec.kind == "list":
+def _decode(cls: type, shape: FieldShape, raw_value: Any) -> Any:
+    if shape.kind == "list":
         if not isinstance(raw_value, list | tuple):
-            raise _bad(cls, spec.json, raw_value, "a list")
-        if isinstance(spec.item, type):
-            return tuple(spec.item.from_json(v) for v in raw_value)
-        decode, want = _SCALARS[spec.item]
+            raise _bad(cls, shape.json, raw_value, "a list")
+        if isinstance(shape.item, type):
+            return tuple(shape.item.from_json(v) for v in raw_value)
+        decode, want = _SCALARS[shape.item]
         out = []
         for v in raw_value:
             value = decode(v)
             if value is _INVALID:
-                raise _bad(cls, spec.json, v, f"list items that are each {want}")
+                raise _bad(cls, shape.json, v, f"list items that are each {want}")
             out.append(value)
         return tuple(out)
-    if spec.kind == "nested":
-        return spec.item.from_json(raw_value)
-    decode, want = _SCALARS[spec.kind]
+    if shape.kind == "nested":
+        return shape.item.from_json(raw_value)
+    decode, want = _SCALARS[shape.kind]
     value = decode(raw_value)
     if value is _INVALID:
-        raise _bad(cls, spec.json, raw_value, want)
+        raise _bad(cls, shape.json, raw_value, want)
     return value

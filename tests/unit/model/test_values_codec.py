@@ -42,7 +42,8 @@ CLASSES = sorted({*VALUE_CLASSES.values(), v1.Rule, v1.EndpointPort}, key=lambda
 
 
 def field_strategy(f: dataclasses.Field[Any]) -> st.SearchStrategy[Any]:
-    _json, kind, item, _omit, pointer, _nil = f.metadata["json"]
+    shape = f.metadata["json"]
+    kind, item, pointer = shape.kind, shape.item, shape.pointer
     if kind == "list":
         inner = values_of(item) if isinstance(item, type) else SCALARS[item]
         return st.lists(inner, max_size=2).map(tuple)
