@@ -21,7 +21,6 @@ pipeline on its own thread.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -61,8 +60,6 @@ from calico.model import (
 )
 from calico.model import values as v1
 from calico.syncer.api import SyncStatus, Update
-
-log = logging.getLogger(__name__)
 
 IndexKind = Literal["indexed", "linear"]
 IPSetMember = v1.WorkloadEndpoint | v1.HostEndpoint | v1.NetworkSet
@@ -206,10 +203,6 @@ class CalcGraph:
     def on_update(self, update: Update) -> None:
         """Called for each syncer update (typed key and value)."""
         self._filter.on_update(update.key, update.value)
-
-    def on_key_update(self, key: Any, value: Any) -> None:
-        """As :meth:`on_update`, without the Update wrapper (tests, benchmarks)."""
-        self._filter.on_update(key, value)
 
     def on_status(self, status: SyncStatus) -> None:
         self.all_updates.on_status(status)
