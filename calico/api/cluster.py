@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, model_validator
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, SingletonResource, register
 from calico.api.bgp import ASNumber, Duration, Selector
+from calico.api.conditions import Condition, Time
 
 EnabledDisabled = Literal["Enabled", "Disabled"]
 IPv4 = Annotated[str, AfterValidator(lambda s: v.ip_address(s, 4))]
@@ -135,6 +136,41 @@ class ClusterInformation(SingletonResource):
 
     kind: str = "ClusterInformation"
     spec: ClusterInformationSpec = Field(default_factory=ClusterInformationSpec)
+
+
+# --- DatastoreMigration -----------------------------------------------------------------------
+
+
+class DatastoreMigrationSpec(CalicoModel):
+    """Which migration to run; upstream knows one (crd.projectcalico.org/v1 CRDs to v3)."""
+
+    type: Literal["V1ToV3"]
+
+
+class DatastoreMigrationProgress(CalicoModel):
+    total: Annotated[int, Field(ge=0)] | None = None
+    migrated: Annotated[int, Field(ge=0)] | None = None
+    skipped: Annotated[int, Field(ge=0)] | None = None
+    conflicts: Annotated[int, Field(ge=0)] | None = None
+
+
+class DatastoreMigrationStatus(CalicoModel):
+    phase: Literal["Pending", "Migrating", "Converged", "Complete", "Failed"] | None = None
+    started_at: Time | None = None
+    completed_at: Time | None = None
+    progress: DatastoreMigrationProgress | None = None
+    conditions: list[Condition] | None = None
+
+
+@register
+class DatastoreMigration(Resource):
+    """Triggers and tracks kube-controllers' v1-to-v3 CRD migration (a KDD-only workflow)."""
+
+    KIND: ClassVar[str] = "DatastoreMigration"
+    ALIASES: ClassVar[tuple[str, ...]] = ("datastoremigration", "datastoremigrations")
+
+    spec: DatastoreMigrationSpec
+    status: DatastoreMigrationStatus | None = None
 
 
 # --- Node -------------------------------------------------------------------------------------
