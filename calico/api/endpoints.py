@@ -63,8 +63,13 @@ def _no_namespace_label(res: Resource) -> None:
         v.raise_issues([(("metadata", "labels", _NAMESPACE_LABEL), msg)])
 
 
+# Upstream's CRD limits on a network set: entries are CIDRs or IPs (at most 49 characters, an
+# IPv6 CIDR's longest form), at most 100000 of them.
+SetNets = Annotated[list[Annotated[str, Field(max_length=49)]], Field(max_length=100000)]
+
+
 class NetworkSetSpec(CalicoModel):
-    nets: list[str] | None = None
+    nets: SetNets | None = None
 
     @field_validator("nets")
     @classmethod
@@ -73,7 +78,7 @@ class NetworkSetSpec(CalicoModel):
 
 
 class GlobalNetworkSetSpec(CalicoModel):
-    nets: list[str] | None = None
+    nets: SetNets | None = None
     allowed_egress_domains: list[str] | None = None
 
     @field_validator("nets")

@@ -212,8 +212,9 @@ class AllocationAttribute(CalicoModel):
 
     handle_id: str | None = Field(default=None, alias="handle_id")
     secondary: dict[str, str] | None = Field(default=None, alias="secondary")
-    alternate: dict[str, str] | None = Field(default=None, alias="alternate")
-    # Our addition (upstream keeps it in-process): when the IP was released, for the cooldown.
+    # The other owner during a live migration (source or target pod); upstream's v3 name.
+    alternate: dict[str, str] | None = Field(default=None, alias="alternateOwnerAttrs")
+    # When the IP was released, for the cooldown (ipCooldownSeconds).
     released_at: str | None = Field(default=None, alias="releasedAt")
 
 

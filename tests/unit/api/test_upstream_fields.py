@@ -506,3 +506,38 @@ def test_new_kinds_load_from_yaml_by_alias() -> None:
     )
     kinds = [r.KIND for r in load_documents(text, source="t.yaml")]
     assert kinds == ["QoSPolicy", "DatastoreMigration"]
+
+
+# --- (Global)NetworkSet limits ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["NetworkSet", "GlobalNetworkSet"])
+def test_network_set_limits(kind: str) -> None:
+    longest = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128"  # 49 characters
+    assert len(longest) == 49
+    load(kind, {"nets": [longest]})
+    [(loc, _)] = errors(kind, {"nets": ["0" + longest]})
+    assert loc == "spec.nets.0"
+    many = [f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}" for i in range(100001)]
+    load(kind, {"nets": many[:100000]})
+    [(loc, _)] = errors(kind, {"nets": many})
+    assert loc == "spec.nets"
+
+
+def test_ipam_block_alternate_owner_wire_name() -> None:
+    attr = {"handle_id": "k8s-pod-network.abc", "alternateOwnerAttrs": {"pod": "vm-target"}}
+    spec = {
+        "cidr": "10.0.0.0/30",
+        "allocations": [0, None, None, None],
+        "unallocated": [1, 2, 3],
+        "attributes": [attr],
+    }
+    stored = wire_spec("IPAMBlock", spec, "10-0-0-0-30")
+    assert stored["attributes"] == [attr]
+    # The earlier spelling (also the attribute's Python name) is still read, written anew.
+    legacy = {**spec, "attributes": [{"alternate": {"pod": "vm-source"}}]}
+    assert wire_spec("IPAMBlock", legacy, "10-0-0-0-30")["attributes"] == [
+        {"alternateOwnerAttrs": {"pod": "vm-source"}}
+    ]
+    [(loc, _)] = errors("IPAMBlock", {**spec, "attributes": [{"alternateOwner": {}}]}, "b")
+    assert loc == "spec.attributes.0.alternateOwner"
