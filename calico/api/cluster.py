@@ -8,6 +8,7 @@ request (``spec``) that calico-node answers in ``status``.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
@@ -25,15 +26,25 @@ MAC = Annotated[str, AfterValidator(v.mac_address)]
 # --- KubeControllersConfiguration -------------------------------------------------------------
 
 
+def _regexp(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+    return value
+
+
 class AutoHostEndpointTemplate(CalicoModel):
     """Which host endpoints the node controller creates automatically, and how to name them."""
 
-    generate_name: Annotated[str, Field(max_length=253)] | None = None
+    generate_name: (
+        Annotated[str, Field(max_length=253), AfterValidator(v.dns1123_subdomain)] | None
+    ) = None
     interface_cidrs: list[Annotated[str, AfterValidator(v.cidr)]] | None = Field(
         default=None, alias="interfaceCIDRs"
     )
-    interface_pattern: str | None = None
-    labels: dict[str, str] | None = None
+    interface_pattern: Annotated[str, AfterValidator(_regexp)] | None = None
+    labels: Annotated[dict[str, str], AfterValidator(v.label_map)] | None = None
     node_selector: Selector | None = None
 
 

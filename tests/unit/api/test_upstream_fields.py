@@ -541,3 +541,36 @@ def test_ipam_block_alternate_owner_wire_name() -> None:
     ]
     [(loc, _)] = errors("IPAMBlock", {**spec, "attributes": [{"alternateOwner": {}}]}, "b")
     assert loc == "spec.attributes.0.alternateOwner"
+
+
+# --- KubeControllersConfiguration host endpoint templates ---------------------------------------
+
+
+def kcc(template: dict[str, Any]) -> dict[str, Any]:
+    return {"controllers": {"node": {"hostEndpoint": {"templates": [template]}}}}
+
+
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ({"interfacePattern": "eth[0-"}, "interfacePattern"),
+        ({"generateName": "Bad_Name"}, "generateName"),
+        ({"labels": {"bad key!": "x"}}, "labels"),
+        ({"interfaceCIDRs": ["10.0.0.0/33"]}, "interfaceCIDRs.0"),
+    ],
+)
+def test_auto_host_endpoint_template_validation(template: dict[str, Any], field: str) -> None:
+    [(loc, _)] = errors("KubeControllersConfiguration", kcc(template), "default")
+    assert loc == f"spec.controllers.node.hostEndpoint.templates.0.{field}"
+
+
+def test_auto_host_endpoint_template_accepts_upstream_example() -> None:
+    template = {
+        "generateName": "custom-host-endpoint",
+        "interfaceCIDRs": ["1.2.3.0/24"],
+        "interfacePattern": "eth[0-9]+",
+        "labels": {"env": "prod"},
+        "nodeSelector": "has(my-label)",
+    }
+    spec = wire_spec("KubeControllersConfiguration", kcc(template), "default")
+    assert spec["controllers"]["node"]["hostEndpoint"]["templates"] == [template]
