@@ -5,12 +5,13 @@ DatastoreMigration)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from calico.api import kind_class, load_documents
+from calico.api import dump_resources, kind_class, load_documents, load_file
 from calico.api.base import Resource
 from calico.api.kind_table import KINDS
 
@@ -574,3 +575,18 @@ def test_auto_host_endpoint_template_accepts_upstream_example() -> None:
     }
     spec = wire_spec("KubeControllersConfiguration", kcc(template), "default")
     assert spec["controllers"]["node"]["hostEndpoint"]["templates"] == [template]
+
+
+def test_example_manifest_loads_and_round_trips() -> None:
+    path = Path(__file__).parent / "manifests" / "upstream-fields.yaml"
+    resources = load_file(path)
+    assert [r.KIND for r in resources] == [
+        "BGPConfiguration",
+        "BGPFilter",
+        "FelixConfiguration",
+        "WorkloadEndpoint",
+        "QoSPolicy",
+        "DatastoreMigration",
+    ]
+    again = load_documents(dump_resources(resources), source="dump.yaml")
+    assert [r.to_wire() for r in again] == [r.to_wire() for r in resources]
