@@ -590,3 +590,14 @@ def test_example_manifest_loads_and_round_trips() -> None:
     ]
     again = load_documents(dump_resources(resources), source="dump.yaml")
     assert [r.to_wire() for r in again] == [r.to_wire() for r in resources]
+
+
+def test_ippool_status_conditions() -> None:
+    cond = {**CONDITION, "type": "Allocatable", "reason": "PoolDisabled", "status": "False"}
+    res = load("IPPool", {"cidr": "10.0.0.0/16"}, "p", status={"conditions": [cond]})
+    assert res.to_wire()["status"] == {"conditions": [cond]}
+    assert "status" not in load("IPPool", {"cidr": "10.0.0.0/16"}, "p").to_wire()
+    [(loc, _)] = errors(
+        "IPPool", {"cidr": "10.0.0.0/16"}, "p", status={"conditions": [{**cond, "status": "no"}]}
+    )
+    assert loc == "status.conditions.0.status"
