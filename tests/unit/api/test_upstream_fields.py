@@ -601,3 +601,23 @@ def test_ippool_status_conditions() -> None:
         "IPPool", {"cidr": "10.0.0.0/16"}, "p", status={"conditions": [{**cond, "status": "no"}]}
     )
     assert loc == "status.conditions.0.status"
+
+
+def test_new_felix_fields_reach_felix_as_v1_parameters() -> None:
+    from calico.api.felixconfig import FelixConfigurationSpec
+    from calico.model.processors.confignames import spec_params
+
+    spec = FelixConfigurationSpec.model_validate(
+        {**NEW_FELIX, "liveMigrationRouteConvergenceTime": "1m", "istioDSCPMark": "EF"}
+    )
+    assert spec_params(spec) == {
+        "BPFIPFragTimeout": "30",
+        "BPFIPFragmentReassemblyEnabled": "false",
+        "BPFOverlayHostSourceIP": "HostAddress",
+        "IstioAmbientMode": "Enabled",
+        "IstioDSCPMark": "EF",
+        "LiveMigrationRouteConvergenceTime": "60",
+        "LocalSubnetL2Reachability": "PodsAndLoadBalancers",
+        "LocalSubnetL2ReachabilityRefreshInterval": "120",
+        "ProgramClusterRoutes": "EnabledIPIPOnly",
+    }
