@@ -13,7 +13,9 @@ from pydantic import ValidationError
 
 from calico.api import dump_resources, kind_class, load_documents, load_file
 from calico.api.base import Resource
+from calico.api.felixconfig import FelixConfigurationSpec
 from calico.api.kind_table import KINDS
+from calico.model.processors.confignames import spec_params
 
 CLUSTER_ROUTES = ("Disabled", "EnabledIPIPOnly", "EnabledNoEncapOnly", "Enabled")
 
@@ -604,9 +606,6 @@ def test_ippool_status_conditions() -> None:
 
 
 def test_new_felix_fields_reach_felix_as_v1_parameters() -> None:
-    from calico.api.felixconfig import FelixConfigurationSpec
-    from calico.model.processors.confignames import spec_params
-
     spec = FelixConfigurationSpec.model_validate(
         {**NEW_FELIX, "liveMigrationRouteConvergenceTime": "1m", "istioDSCPMark": "EF"}
     )
