@@ -160,3 +160,14 @@ def test_split_ipv6_pool(ctl: Ctl) -> None:
         "split-v6-0": "fd00:10::/121",
         "split-v6-1": "fd00:10::80/121",
     }
+
+
+def test_split_through_the_calicoctl_script(ctl_bin: Ctl) -> None:
+    for text in (POOL, NODE):
+        assert ctl_bin("create", "-f", "-", stdin=text).code == 0
+    r = ctl_bin("ipam", "split", "--name=ippool-name1", "2")
+    assert (r.code, r.out) == (1, "") and r.err.startswith("datastore is not locked.")
+    assert ctl_bin("datastore", "migrate", "lock").code == 0
+    r = ctl_bin("ipam", "split", "--name=ippool-name1", "2")
+    assert (r.code, r.err) == (0, ""), r
+    assert "Created split-ippool-name1-1 with CIDR 10.0.1.128/25." in r.out
