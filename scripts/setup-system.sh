@@ -17,6 +17,7 @@ PACKAGES=(
     runc              # podman's OCI runtime
     busybox-static    # the tiny local image the podman test builds
     iperf3            # Felix throughput benchmark (make bench)
+    bird              # BIRD 1.6 (bird, bird6, birdc): BGP, configured by confd
 )
 
 missing=()

@@ -13,6 +13,7 @@ import click
 
 COMPONENTS: dict[str, str] = {
     "cni": "calico.cni.component:cni_group",
+    "confd": "calico.confd.command:confd_command",
     "felix": "calico.felix.daemon:felix_command",
     "node": "calico.node.command:node_group",
 }

@@ -1,0 +1,1 @@
+"""confd: renders BIRD's configuration from the datastore (design/confd.md)."""

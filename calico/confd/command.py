@@ -1,0 +1,70 @@
+"""The ``calico component confd`` command line (as upstream's: ``--run-once``,
+``--confdir``, ``--keep-stage-file``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+log = logging.getLogger(__name__)
+DEFAULT_CONFDIR = "/etc/calico/confd"
+
+
+def _log_level(env: dict[str, str]) -> int:
+    text = env.get("BGP_LOGSEVERITYSCREEN", "info").lower()
+    return {
+        "debug": logging.DEBUG,
+        "warning": logging.WARNING,
+        "error": logging.ERROR,
+        "fatal": logging.CRITICAL,
+        "panic": logging.CRITICAL,
+    }.get(text, logging.INFO)
+
+
+@click.command("confd")
+@click.option("--run-once", is_flag=True, help="Render once (after the first sync) and exit.")
+@click.option(
+    "--confdir",
+    default=DEFAULT_CONFDIR,
+    show_default=True,
+    help="Holds conf.d/*.toml and templates/; files are written to DIR/config.",
+)
+@click.option("--keep-stage-file", is_flag=True, help="Keep the staged files (debugging).")
+def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
+    """Render BIRD's configuration from the datastore and reload BIRD when it changes."""
+    from calico import birdctl
+    from calico.confd.daemon import Confd
+    from calico.confd.renderer import Renderer
+    from calico.confd.resources import ConfigError
+    from calico.datastore.daemon_config import daemon_datastore_config
+    from calico.datastore.errors import DatastoreConfigError
+    from calico.datastore.factory import open_backend
+
+    env = dict(os.environ)
+    logging.getLogger().setLevel(_log_level(env))
+    nodename = env.get("NODENAME", "").strip()
+    if not nodename:
+        raise click.ClickException("NODENAME is not set: confd renders for one node")
+    try:
+        renderer = Renderer(Path(confdir), nodename, env, keep_stage=keep_stage_file)
+        datastore = daemon_datastore_config()
+        backend = open_backend(datastore)
+    except (ConfigError, DatastoreConfigError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # datastore unreachable etc.: clear message, exit 1
+        raise click.ClickException(f"cannot open the datastore: {exc}") from None
+    confd = Confd(backend, renderer, nodename, env, status_path=birdctl.status_file(env))
+    signal.signal(signal.SIGTERM, lambda *_: confd.stop_event.set())
+    log.info("confd starting for node %s (confdir %s)", nodename, confdir)
+    try:
+        rc = confd.run(run_once=run_once)
+    except KeyboardInterrupt:
+        rc = 0
+    finally:
+        backend.close()
+    sys.exit(rc)

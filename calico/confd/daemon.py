@@ -1,0 +1,127 @@
+"""``calico component confd``: the BGP syncer feeds the key space; never render before the
+syncer is in sync; retry failures with 250 ms -> 5 s back-off (design/confd.md "Render loop")."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from calico import birdctl
+from calico.backoff import Backoff
+from calico.confd import keyspace
+from calico.confd.renderer import Renderer, RenderError
+from calico.confd.state import BGPState
+from calico.syncer.api import SyncStatus, Update
+
+log = logging.getLogger(__name__)
+RETRY_MIN, RETRY_MAX = 0.25, 5.0
+
+
+class _Callbacks:
+    """Syncer callbacks -> one queue the loop drains (the syncer's thread never renders)."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def on_status_updated(self, status: SyncStatus) -> None:
+        self.q.put(("status", status))
+
+    def on_updates(self, updates: list[Update]) -> None:
+        self.q.put(("updates", updates))
+
+
+class Confd:
+    def __init__(
+        self,
+        backend: Any,
+        renderer: Renderer,
+        nodename: str,
+        env: Mapping[str, str],
+        status_path: Path | None = None,
+    ) -> None:
+        from calico.syncer.definitions import bgp_syncer
+
+        self.renderer, self.nodename, self.env = renderer, nodename, dict(env)
+        self.state = BGPState()
+        self.cb = _Callbacks()
+        self.syncer = bgp_syncer(backend, self.cb, node=nodename)
+        self.in_sync = False
+        self.stop_event = threading.Event()
+        self.status_path = status_path
+        self.last_error: str | None = None
+
+    def _drain(self, timeout: float) -> bool:
+        """Apply queued syncer events; True when anything confd uses changed."""
+        changed = False
+        try:
+            kind, payload = self.cb.q.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        while True:
+            if kind == "status":
+                if payload is SyncStatus.IN_SYNC and not self.in_sync:
+                    log.info("BGP syncer in sync")
+                    self.in_sync = True
+                    changed = True
+            else:
+                for u in payload:
+                    changed |= self.state.apply(u)
+            try:
+                kind, payload = self.cb.q.get_nowait()
+            except queue.Empty:
+                return changed
+
+    def _report(self) -> None:
+        if self.status_path is not None:
+            birdctl.write_status(self.status_path, dict(self.renderer.errors))
+
+    def step(self) -> bool:
+        """Rebuild the key space and render what it touched; True on success."""
+        ks = keyspace.build(self.state, self.nodename, self.env)
+        self.renderer.update(ks)
+        gspec = self.state.global_config()
+        try:
+            self.renderer.process(gspec.spec if gspec else None, self.state.filters)
+        except (RenderError, ValueError) as exc:
+            self.last_error = str(exc)
+            self._report()
+            return False
+        self.last_error = None
+        self._report()
+        return True
+
+    def run(self, run_once: bool = False, poll: float = 0.5) -> int:
+        self.syncer.start()
+        try:
+            backoff = Backoff(RETRY_MIN, RETRY_MAX)
+            pending = False
+            retry_at: float | None = None
+            while not self.stop_event.is_set():
+                wait = poll if retry_at is None else max(0.0, retry_at - time.monotonic())
+                pending |= self._drain(min(wait, poll))
+                if not self.in_sync:
+                    continue  # never render a partial picture
+                due = retry_at is not None and time.monotonic() >= retry_at
+                if not pending and not due:
+                    continue
+                pending = False
+                if self.step():
+                    backoff.reset()
+                    retry_at = None
+                    if run_once:
+                        return 0
+                else:
+                    if run_once:
+                        log.error("confd --run-once failed: %s", self.last_error)
+                        return 1
+                    delay = backoff.next()
+                    log.warning("Render failed; retrying in %.2fs", delay)
+                    retry_at = time.monotonic() + delay
+            return 0
+        finally:
+            self.syncer.stop()
