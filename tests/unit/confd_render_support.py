@@ -1,0 +1,51 @@
+"""Render a golden scenario (base.yaml + <case>/input.yaml [+ env]) into a scratch confdir."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+from calico.api.io import load_file
+from calico.confd import keyspace
+from calico.confd.renderer import Renderer
+from calico.confd.state import BGPState, state_from_resources
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFD_FS = ROOT / "node" / "filesystem" / "etc" / "calico" / "confd"
+GOLDEN = Path(__file__).resolve().parent / "confd_golden"
+FILES = ("bird.cfg", "bird6.cfg", "bird_aggr.cfg", "bird6_aggr.cfg", "bird_ipam.cfg", "bird6_ipam.cfg")
+NODE = "kube-master"
+
+
+def scenario_state(case: Path) -> BGPState:
+    return state_from_resources(load_file(GOLDEN / "base.yaml") + load_file(case / "input.yaml"), NODE)
+
+
+def scenario_env(case: Path) -> dict[str, str]:
+    env = {"NODENAME": NODE}
+    if (case / "env").exists():
+        for line in (case / "env").read_text().splitlines():
+            if line.strip():
+                k, _, v = line.partition("=")
+                env[k.strip()] = v.strip()
+    return env
+
+
+def make_renderer(confdir: Path, env: dict[str, str], krt_tunnel: bool = False) -> Renderer:
+    """A Renderer on a fresh copy of the shipped confdir, with reloads switched off."""
+    if confdir.exists():
+        shutil.rmtree(confdir)
+    shutil.copytree(CONFD_FS, confdir)
+    r = Renderer(confdir, NODE, env, krt_tunnel=krt_tunnel)
+    r.resources = [dataclasses.replace(res, reload_cmd="") for res in r.resources]
+    r.dirty = set(r.resources)
+    return r
+
+
+def render_state(state: BGPState, confdir: Path, env: dict[str, str], krt_tunnel: bool = False) -> Renderer:
+    r = make_renderer(confdir, env, krt_tunnel)
+    r.update(keyspace.build(state, NODE, env))
+    g = state.global_config()
+    r.process(g.spec if g else None, state.filters)
+    return r
