@@ -15,6 +15,7 @@ import click
 
 from calico.buildinfo import build_info
 from calico.calicoctl import ctl
+from calico.calicoctl.node_status import status_command as node_status_command
 from calico.cli.components import ComponentGroup
 from calico.cli.health_cmd import health_command
 from calico.logutils import LogLevelError, configure_formatter, parse_level
@@ -62,7 +63,13 @@ cli.add_command(ctl)
 cli.add_command(node_run_group)
 # calicoctl serves the node commands too ("calicoctl node run|stop|status"); calicoctl itself
 # does not depend on node, the entry layer composes them.
-ctl.attach(node_run_group, "Run, stop or inspect a Calico node on this machine.")
+# "calicoctl node status" is upstream's BGP status (calicoctl's own command); run/stop are node's.
+ctl_node_group = type(node_run_group)(
+    "node",
+    help=node_run_group.help,
+    commands={**node_run_group.commands, "status": node_status_command},
+)
+ctl.attach(ctl_node_group, "Run, stop or inspect a Calico node on this machine.")
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -79,7 +79,7 @@ def run_service(
     ("svc", "argv"),
     [
         ("felix", ["component", "felix"]),
-        ("confd", ["component", "confd"]),
+        ("confd", ["component", "confd", "--confdir", "/etc/calico/confd"]),
         ("node-services", ["component", "node", "node-services"]),
         (
             "cni-daemon",

@@ -14,12 +14,21 @@ from calico.confd.state import BGPState, state_from_resources
 ROOT = Path(__file__).resolve().parents[2]
 CONFD_FS = ROOT / "node" / "filesystem" / "etc" / "calico" / "confd"
 GOLDEN = Path(__file__).resolve().parent / "confd_golden"
-FILES = ("bird.cfg", "bird6.cfg", "bird_aggr.cfg", "bird6_aggr.cfg", "bird_ipam.cfg", "bird6_ipam.cfg")
+FILES = (
+    "bird.cfg",
+    "bird6.cfg",
+    "bird_aggr.cfg",
+    "bird6_aggr.cfg",
+    "bird_ipam.cfg",
+    "bird6_ipam.cfg",
+)
 NODE = "kube-master"
 
 
 def scenario_state(case: Path) -> BGPState:
-    return state_from_resources(load_file(GOLDEN / "base.yaml") + load_file(case / "input.yaml"), NODE)
+    return state_from_resources(
+        load_file(GOLDEN / "base.yaml") + load_file(case / "input.yaml"), NODE
+    )
 
 
 def scenario_env(case: Path) -> dict[str, str]:
@@ -43,7 +52,9 @@ def make_renderer(confdir: Path, env: dict[str, str], krt_tunnel: bool = False) 
     return r
 
 
-def render_state(state: BGPState, confdir: Path, env: dict[str, str], krt_tunnel: bool = False) -> Renderer:
+def render_state(
+    state: BGPState, confdir: Path, env: dict[str, str], krt_tunnel: bool = False
+) -> Renderer:
     r = make_renderer(confdir, env, krt_tunnel)
     r.update(keyspace.build(state, NODE, env))
     g = state.global_config()

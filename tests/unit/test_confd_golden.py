@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from confd_render_support import FILES, GOLDEN, render_state, scenario_env, scenario_state
 
 CASES = sorted(p for p in GOLDEN.iterdir() if (p / "input.yaml").is_file())
@@ -42,7 +41,9 @@ def test_golden(case: Path, tmp_path: Path) -> None:
     for raw in (case / "expect").read_text().splitlines():
         negate = raw.startswith("!")
         name, _, line = raw.lstrip("!").partition(": ")
-        present = any(line.strip() == got.strip() or line in got for got in _lines((out / name).read_text()))
+        present = any(
+            line.strip() == got.strip() or line in got for got in _lines((out / name).read_text())
+        )
         assert present != negate, f"{name}: {'unexpected' if negate else 'missing'} {line!r}"
     for daemon, name in (("bird", "bird.cfg"), ("bird6", "bird6.cfg")):
         res = subprocess.run([daemon, "-p", "-c", str(out / name)], capture_output=True, text=True)
