@@ -141,7 +141,7 @@ def test_conf_d_errors(tmp_path: Path) -> None:
     (tmp_path / "conf.d" / "a.toml").write_text(
         "[template]\nsrc = 'a.template'\ndest = 'config/a'\nkeys = ['/x']\n"
     )
-    with pytest.raises(ConfigError, match="template a.template not found"):
+    with pytest.raises(ConfigError, match=r"template a\.template not found"):
         load_resources(tmp_path, NODE)
 
 
