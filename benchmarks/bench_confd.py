@@ -92,7 +92,11 @@ def full_render(state: BGPState, node: str, tmp: Path) -> tuple[float, int]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for topo, rrs, node in (("mesh", 0, "node-0"), ("rr_client", 2, "node-2"), ("rr", 2, "node-0")):
+        for topo, rrs, node in (
+            ("mesh", 0, "node-0"),
+            ("rr_client", 2, "node-2"),
+            ("rr", 2, "node-0"),
+        ):
             small = state_from_resources(load_documents(cluster(10, rrs)), node)
             big = state_from_resources(load_documents(cluster(1000, rrs)), node)
             base, _ = full_render(small, node, tmp)
@@ -113,8 +117,14 @@ def main() -> None:
             before = r.renders
             cycle(big, r, node)
             relevant = r.renders - before
-            emit("confd", f"renders_after_unrelated_change_{topo}", unrelated, relevant,
-                 noop_cycle_s=round(noop_s, 4), target=0)
+            emit(
+                "confd",
+                f"renders_after_unrelated_change_{topo}",
+                unrelated,
+                relevant,
+                noop_cycle_s=round(noop_s, 4),
+                target=0,
+            )
 
 
 if __name__ == "__main__":
