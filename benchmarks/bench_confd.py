@@ -48,7 +48,8 @@ def cluster(n: int, rrs: int) -> str:
     for b in range(4):
         docs.append(
             f"{H}kind: BlockAffinity\nmetadata: {{name: b{b}}}\n"
-            f"spec: {{node: node-{rrs}, cidr: 10.24{b}.0.0/26, state: confirmed, deleted: 'false'}}\n"
+            f"spec: {{node: node-{rrs}, cidr: 10.24{b}.0.0/26, state: confirmed, "
+            "deleted: 'false'}\n"
         )
     if rrs:
         docs.append(
