@@ -210,3 +210,37 @@ spec: {ignoredInterfaces: ['eth9']}
         confd.stop_event.set()
         thread.join(10)
         backend.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "confdir", "message"),
+    [
+        ({"DATASTORE_TYPE": "bogus"}, None, "unknown datastore type 'bogus'"),
+        ({}, "/nonexistent-confd", "no template resources (*.toml) in /nonexistent-confd/conf.d"),
+    ],
+)
+def test_bad_setup_is_one_clear_error(
+    extra: dict[str, str], confdir: str | None, message: str, tmp_path: Path
+) -> None:
+    if confdir is None:
+        confdir = str(tmp_path / "confd")
+        make_renderer(Path(confdir), {})
+    env = {**os.environ, "NODENAME": NODE, "CALICO_DATASTORE_PATH": str(tmp_path / "c.db"), **extra}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calico.cli.main",
+            "component",
+            "confd",
+            "--run-once",
+            "--confdir",
+            confdir,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 1
+    assert message in res.stderr and "Traceback" not in res.stderr
