@@ -130,3 +130,28 @@ def test_peer_table_layout() -> None:
         "| 10.250.12.1   | node specific     | up    | 17:38:13 | Established |",
         "+---------------+-------------------+-------+----------+-------------+",
     ]
+
+
+def _proc(tmp_path: Path, argvs: list[list[str]]) -> Path:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    for pid, argv in enumerate(argvs, start=100):
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    return proc
+
+
+@pytest.mark.parametrize(
+    ("argvs", "running"),
+    [
+        ([["/usr/bin/python3", "/usr/local/bin/calico", "component", "felix"]], True),
+        ([["calico", "component", "confd", "--confdir", "/x"]], True),
+        ([["/usr/sbin/bird", "-R", "-s", "/var/run/calico/bird.ctl"]], True),
+        ([["calico", "component", "cni", "daemon"], ["birdc", "show"], ["felix-like"]], False),
+        ([], False),
+    ],
+)
+def test_calico_running(tmp_path: Path, argvs: list[list[str]], running: bool) -> None:
+    from calico.calicoctl.node_status import calico_running
+
+    assert calico_running(_proc(tmp_path, argvs)) is running
