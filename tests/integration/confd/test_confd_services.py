@@ -1,4 +1,4 @@
-"""The node image's confd/bird/bird6 run scripts with ``calico.confd.services``' environment:
+"""The node image's confd/bird/bird6 run scripts with ``calico.bird_services``' environment:
 each execs its daemon with the overridden confdir and sockets (stand-ins on PATH print argv)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from calico.confd import services
+from calico import bird_services as services
 
 AVAILABLE = Path(__file__).resolve().parents[3] / "node/filesystem/etc/service/available"
 

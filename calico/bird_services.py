@@ -1,5 +1,7 @@
-"""What ``calico node run --networking-backend bird`` needs from confd (design/confd.md
-"Node run wiring"): which runit services to add, in start order, and their environment.
+"""What ``calico node run --networking-backend bird`` needs to run confd and BIRD
+(design/confd.md "Node run wiring"): which runit services to add, in start order, and their
+environment. Ground floor (stdlib only) so the node component can use it: components never
+import each other, and node starts confd by command line through the image's run script.
 
 The services are the node image's own (``node/filesystem/etc/service/available/{confd,bird,
 bird6}``): confd renders into ``<confdir>/config``; bird/bird6 run ``bird -R -s <socket> -d -c
@@ -16,7 +18,7 @@ from pathlib import Path
 
 #: Start order: confd first (BIRD needs its config), then the two BIRD 1.x daemons.
 BIRD_SERVICES = ("confd", "bird", "bird6")
-SHIPPED_CONFD = Path(__file__).resolve().parents[2] / "node/filesystem/etc/calico/confd"
+SHIPPED_CONFD = Path(__file__).resolve().parents[1] / "node/filesystem/etc/calico/confd"
 
 
 def bird_installed() -> bool:
