@@ -117,7 +117,10 @@ def install_set(
                 log.warning("Rename onto %s failed (%s); writing in place", s.res.dest, exc)
                 s.res.dest.write_bytes(s.stage.read_bytes())
             log.info("Target config %s has been updated", s.res.dest)
-        reload = next((s.res.reload_cmd for s in changed if s.res.reload_cmd), "")
+        # One reload per BIRD instance, whichever of its files changed.
+        cmds = [s.res.reload_cmd for s in changed] + [s.res.reload_cmd for s in staged]
+        cmds += [r.reload_cmd for r in others]
+        reload = next((c for c in cmds if c), "")
         res = _run(reload)
         if res.returncode != 0:
             log.warning(

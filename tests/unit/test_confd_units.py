@@ -189,3 +189,15 @@ spec: {peerIP: 10.50.0.1, asNumber: 65002}
     ks = keyspace.build(state_from_resources(load_documents(text), NODE), NODE)
     assert '"as_num": "65002"' in ks["/calico/bgp/v1/global/peer_v4/10.50.0.1"]
     assert "/calico/bgp/v1/host/kube-master/peer_v4/10.50.0.1" not in ks
+
+
+def test_reload_runs_only_when_a_file_changed(tmp_path: Path) -> None:
+    marker = tmp_path / "reloaded"
+    res = dataclasses.replace(_res(tmp_path), reload_cmd=f"echo x >> {marker}")
+    other = dataclasses.replace(res, dest=tmp_path / "out" / "g.cfg", reload_cmd="")
+    install_set([(res, "a\n"), (other, "b\n")])
+    assert marker.read_text() == "x\n"  # one reload for the whole set
+    install_set([(res, "a\n"), (other, "b\n")])
+    assert marker.read_text() == "x\n"
+    install_set([(res, "a\n"), (other, "c\n")])
+    assert marker.read_text() == "x\nx\n"
