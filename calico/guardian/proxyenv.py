@@ -83,11 +83,13 @@ def _bypassed(host: str, port: int, no_proxy: str) -> bool:
         if eport and eport != str(port):
             continue
         try:
-            if ip is not None and ip == ipaddress.ip_address(ehost):
+            entry_ip = ipaddress.ip_address(ehost)
+        except ValueError:
+            entry_ip = None
+        if entry_ip is not None:
+            if ip == entry_ip:
                 return True
             continue
-        except ValueError:
-            pass
         if ehost.startswith("*."):
             ehost = ehost[1:]
         if ehost.startswith("."):
