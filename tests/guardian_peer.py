@@ -156,9 +156,11 @@ class ManagementPeer:
         upstream: tuple[str, int] | None = None,
         port: int = 0,
         keepalive: bool = True,
+        stream_handler: Callable[[Any], Any] | None = None,
     ) -> None:
         self.ctx = ctx
         self.upstream = upstream
+        self.stream_handler = stream_handler
         self.port = port
         self.keepalive = keepalive
         self.lt = LoopThread()
@@ -220,7 +222,8 @@ class ManagementPeer:
                 stream = await session.accept()
             except ConnectionError:
                 return
-            asyncio.ensure_future(self._pipe_up(stream))
+            handler = self.stream_handler or self._pipe_up
+            asyncio.ensure_future(handler(stream))
 
     async def _pipe_up(self, stream: Any) -> None:
         if self.upstream is None:
