@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -69,10 +70,8 @@ async def management_handler(stream) -> None:
     except (ConnectionError, OSError):
         return
     finally:
-        try:
+        with contextlib.suppress(ConnectionError, OSError):
             await stream.close()
-        except (ConnectionError, OSError):
-            pass
 
 
 # -- client side (a child process) ------------------------------------------------------------
@@ -135,8 +134,20 @@ def client_main(args: argparse.Namespace) -> None:
 
 
 def run_client(kind: str, port: int, tls: dict | None, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--client", kind, "--host", "127.0.0.1", "--port",
-           str(port), "--streams", str(args.streams), "--mb", str(args.mb)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--client",
+        kind,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--streams",
+        str(args.streams),
+        "--mb",
+        str(args.mb),
+    ]
     if tls:
         cmd += ["--tls", json.dumps(tls)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
@@ -155,8 +166,9 @@ def main(args: argparse.Namespace) -> None:
         async def on_conn(r, w):
             await management_handler(SocketStream(r, w))
 
-        srv = await asyncio.start_server(on_conn, "127.0.0.1", 0, ssl=certs.server_context(),
-                                         limit=1 << 20)
+        srv = await asyncio.start_server(
+            on_conn, "127.0.0.1", 0, ssl=certs.server_context(), limit=1 << 20
+        )
         return srv.sockets[0].getsockname()[1]
 
     direct_port = peer.lt.call(direct_server())
@@ -173,8 +185,12 @@ def main(args: argparse.Namespace) -> None:
         HEALTH_ENABLED="false",
     )
     calico = shutil.which("calico", path=str(Path(sys.executable).parent)) or "calico"
-    guardian = subprocess.Popen([calico, "component", "guardian"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    guardian = subprocess.Popen(
+        [calico, "component", "guardian"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     managed_crt = str(Path(certs.files["cert_path"]) / "managed-cluster.crt")
     tls = {
         "ca": str(Path(certs.files["cert_path"]) / "management-cluster.crt"),
@@ -189,16 +205,30 @@ def main(args: argparse.Namespace) -> None:
             direct_s = min(direct_s, run_client("throughput", direct_port, tls, args)["seconds"])
             tunnel_s = min(tunnel_s, run_client("throughput", listen_port, None, args)["seconds"])
         total_mb = args.streams * args.mb
-        emit("guardian", "tunnel_throughput_MBps", total_mb / tunnel_s, total_mb / direct_s,
-             streams=args.streams, mb_per_stream=args.mb, target_ratio=0.5)
+        emit(
+            "guardian",
+            "tunnel_throughput_MBps",
+            total_mb / tunnel_s,
+            total_mb / direct_s,
+            streams=args.streams,
+            mb_per_stream=args.mb,
+            target_ratio=0.5,
+        )
         direct = run_client("latency", direct_port, tls, args)["samples"]
         tunnel = run_client("latency", listen_port, None, args)["samples"]
         d50 = statistics.median(direct) * 1000
         t50 = statistics.median(tunnel) * 1000
         q = statistics.quantiles
-        emit("guardian", "small_request_p50_ms", t50, d50, added_p50_ms=round(t50 - d50, 4),
-             tunnel_p99_ms=round(q(tunnel, n=100)[98] * 1000, 4),
-             direct_p99_ms=round(q(direct, n=100)[98] * 1000, 4), target_added_ms=2.0)
+        emit(
+            "guardian",
+            "small_request_p50_ms",
+            t50,
+            d50,
+            added_p50_ms=round(t50 - d50, 4),
+            tunnel_p99_ms=round(q(tunnel, n=100)[98] * 1000, 4),
+            direct_p99_ms=round(q(direct, n=100)[98] * 1000, 4),
+            target_added_ms=2.0,
+        )
     finally:
         guardian.terminate()
         guardian.wait(20)

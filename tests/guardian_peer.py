@@ -171,6 +171,7 @@ class ManagementPeer:
         self._server: asyncio.Server | None = None
         self._bridges: list[asyncio.Server] = []
         self._cond = threading.Condition()
+        self._tasks: set[asyncio.Future[Any]] = set()
 
     # lifecycle
     def start(self) -> ManagementPeer:
@@ -179,7 +180,11 @@ class ManagementPeer:
 
     async def _start(self) -> None:
         self._server = await asyncio.start_server(
-            self._on_conn, "127.0.0.1", self.port, ssl=self.ctx, reuse_address=True,
+            self._on_conn,
+            "127.0.0.1",
+            self.port,
+            ssl=self.ctx,
+            reuse_address=True,
             ssl_handshake_timeout=5,
         )
         self.port = self._server.sockets[0].getsockname()[1]
@@ -208,7 +213,9 @@ class ManagementPeer:
         ssl_obj = writer.get_extra_info("ssl_object")
         self.client_certs.append(ssl_obj.getpeercert() if ssl_obj else {})
         session = Session(
-            reader, writer, client=False,
+            reader,
+            writer,
+            client=False,
             config=SessionConfig(enable_keepalive=self.keepalive, keepalive_interval=1.0),
             name="peer",
         )
@@ -223,7 +230,9 @@ class ManagementPeer:
             except ConnectionError:
                 return
             handler = self.stream_handler or self._pipe_up
-            asyncio.ensure_future(handler(stream))
+            task = asyncio.ensure_future(handler(stream))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _pipe_up(self, stream: Any) -> None:
         if self.upstream is None:
@@ -326,8 +335,11 @@ class FakeKubeAPI:
                         body = repr(sorted(req.items())).encode()
                         h2c.send_headers(
                             ev.stream_id,
-                            [(":status", "200"), ("content-type", "text/plain"),
-                             ("content-length", str(len(body)))],
+                            [
+                                (":status", "200"),
+                                ("content-type", "text/plain"),
+                                ("content-length", str(len(body))),
+                            ],
                         )
                         h2c.send_data(ev.stream_id, body, end_stream=True)
                 conn.sendall(h2c.data_to_send())
@@ -338,8 +350,13 @@ class FakeKubeAPI:
 
 
 def h2_request(
-    port: int, ctx: ssl.SSLContext, path: str, server_name: str = MANAGED_NAME,
-    method: str = "GET", extra: list[tuple[str, str]] | None = None, timeout: float = 10.0,
+    port: int,
+    ctx: ssl.SSLContext,
+    path: str,
+    server_name: str = MANAGED_NAME,
+    method: str = "GET",
+    extra: list[tuple[str, str]] | None = None,
+    timeout: float = 10.0,
 ) -> tuple[int, dict[str, str], bytes]:
     """One HTTP/2 request over TLS to 127.0.0.1:port; (status, headers, body)."""
     raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -351,8 +368,13 @@ def h2_request(
         sid = c.get_next_available_stream_id()
         c.send_headers(
             sid,
-            [(":method", method), (":scheme", "https"), (":authority", server_name),
-             (":path", path), *(extra or [])],
+            [
+                (":method", method),
+                (":scheme", "https"),
+                (":authority", server_name),
+                (":path", path),
+                *(extra or []),
+            ],
             end_stream=True,
         )
         conn.sendall(c.data_to_send())

@@ -17,7 +17,9 @@ class GuardianProcess:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [calico_bin, "component", "guardian"], env=env, stdout=self._log,
+            [calico_bin, "component", "guardian"],
+            env=env,
+            stdout=self._log,
             stderr=subprocess.STDOUT,
         )
 

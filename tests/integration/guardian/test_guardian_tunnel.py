@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import socket
 import threading
 import time
@@ -132,7 +133,9 @@ def test_tunnel_refuses_a_server_that_is_not_the_management_cluster(
         peer.shutdown()
 
 
-def test_requests_through_the_tunnel_reach_the_kube_api(certs, guardian_env, start_guardian, kube_api):
+def test_requests_through_the_tunnel_reach_the_kube_api(
+    certs, guardian_env, start_guardian, kube_api
+):
     peer = ManagementPeer(certs.server_context()).start()
     try:
         guardian_env["GUARDIAN_VOLTRON_URL"] = f"127.0.0.1:{peer.port}"
@@ -149,7 +152,9 @@ def test_requests_through_the_tunnel_reach_the_kube_api(certs, guardian_env, sta
         assert req["x-forwarded-host"] == MANAGED_NAME
         assert req["x-forwarded-for"] == "127.0.0.1"
         status, _, _ = h2_request(
-            port, ctx, "/apis/projectcalico.org/v3/ippools",
+            port,
+            ctx,
+            "/apis/projectcalico.org/v3/ippools",
             extra=[("authorization", "Bearer from-voltron")],
         )
         assert status == 200
@@ -177,15 +182,19 @@ class _Goldmane:
         self.first_seen = threading.Event()
         self.streamed_before_end = False
         creds = grpc.ssl_server_credentials(
-            [(server_pem.key, server_pem.cert)], root_certificates=ca.cert,
+            [(server_pem.key, server_pem.cert)],
+            root_certificates=ca.cert,
             require_client_auth=True,
         )
 
         def stats_list(request: bytes, context: grpc.ServicerContext):
             auth = context.auth_context()
             self.calls.append(
-                {"request": request, "metadata": dict(context.invocation_metadata()),
-                 "peer_cn": [c.decode() for c in auth.get("x509_common_name", [])]}
+                {
+                    "request": request,
+                    "metadata": dict(context.invocation_metadata()),
+                    "peer_cn": [c.decode() for c in auth.get("x509_common_name", [])],
+                }
             )
             yield b"first"
             # Only sent once the client has the first message: a proxy that buffered the
@@ -228,7 +237,8 @@ def test_grpc_through_the_tunnel_reaches_goldmane_with_the_client_cert(
         port = peer.bridge_port()
         creds = grpc.ssl_channel_credentials(root_certificates=certs.tunnel_ca.cert)
         with grpc.secure_channel(
-            f"127.0.0.1:{port}", creds,
+            f"127.0.0.1:{port}",
+            creds,
             options=[("grpc.ssl_target_name_override", MANAGED_NAME)],
         ) as channel:
             call = channel.unary_stream("/goldmane.Statistics/List")(
@@ -289,10 +299,8 @@ def test_redial_after_the_peer_restarts_and_in_flight_streams_fail(
         peer.shutdown()
         # The in-flight connection ends promptly (reset or EOF), it does not hang.
         start = time.monotonic()
-        try:
+        with contextlib.suppress(ConnectionResetError):
             assert inflight.recv(100) == b""
-        except ConnectionResetError:
-            pass
         assert time.monotonic() - start < 5
         inflight.close()
         peer = ManagementPeer(certs.server_context(), upstream=srv.getsockname(), port=port)
@@ -392,3 +400,54 @@ def test_garbage_from_the_peer_closes_the_session_and_guardian_redials(
         assert "Traceback" not in g.log()
     finally:
         peer.shutdown()
+
+
+def test_an_unreachable_target_is_a_502(certs, guardian_env, start_guardian):
+    peer = ManagementPeer(certs.server_context()).start()
+    try:
+        guardian_env["GUARDIAN_VOLTRON_URL"] = f"127.0.0.1:{peer.port}"
+        g = start_guardian(guardian_env)  # GOLDMANE_ENDPOINT points at a closed port
+        peer.wait_sessions(1)
+        port = peer.bridge_port()
+        status, headers, body = h2_request(
+            port, certs.stream_client_context(), "/goldmane.Statistics/List", method="POST"
+        )
+        assert (status, body) == (502, b"")
+        assert "strict-transport-security" in headers
+        g.wait_log("http: proxy error: dial https://localhost:1")
+    finally:
+        peer.shutdown()
+
+
+def test_bad_configuration_is_one_error_line(calico_bin, guardian_env, tmp_path):
+    import subprocess
+
+    env = {k: v for k, v in guardian_env.items() if not k.startswith("_GM_")}
+    res = subprocess.run(
+        [calico_bin, "component", "guardian"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert res.returncode == 1
+    assert res.stderr == "Error: required key GUARDIAN_VOLTRON_URL missing value\n"
+    env["GUARDIAN_VOLTRON_URL"] = "127.0.0.1:1"
+    env["GUARDIAN_CERT_PATH"] = str(tmp_path / "nowhere")
+    res = subprocess.run(
+        [calico_bin, "component", "guardian"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert res.returncode == 1
+    assert res.stderr.splitlines()[-1].startswith("Error: failed to load tunnel cert from path ")
+    assert "Traceback" not in res.stderr + res.stdout
+    env["GUARDIAN_CERT_PATH"] = guardian_env["GUARDIAN_CERT_PATH"]
+    env["GUARDIAN_CA_FILE"] = str(tmp_path / "missing-ca.pem")
+    res = subprocess.run(
+        [calico_bin, "component", "guardian"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert res.returncode == 1
+    assert res.stderr.splitlines()[-1].startswith("Error: could not read cert from file")
+    res = subprocess.run(
+        [calico_bin, "component", "guardian", "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert res.returncode == 0 and res.stdout.startswith("Version:")

@@ -27,8 +27,12 @@ def test_defaults_match_upstream():
 
 
 def test_only_the_tagged_fields_are_read_unprefixed():
-    env = {"GUARDIAN_VOLTRON_URL": "v:1", "HEALTH_PORT": "9000", "LISTEN_PORT": "7000",
-           "HEALTH_ENABLED": "false"}
+    env = {
+        "GUARDIAN_VOLTRON_URL": "v:1",
+        "HEALTH_PORT": "9000",
+        "LISTEN_PORT": "7000",
+        "HEALTH_ENABLED": "false",
+    }
     cfg = load_config(env)
     assert (cfg.health_port, cfg.health_enabled, cfg.listen_port) == (9000, False, 8080)
     cfg = load_config({**env, "GUARDIAN_HEALTH_PORT": "9100"})
@@ -42,12 +46,18 @@ def test_only_the_tagged_fields_are_read_unprefixed():
         ({"GUARDIAN_VOLTRON_URL": ""}, "required key GUARDIAN_VOLTRON_URL missing value"),
         ({"GUARDIAN_VOLTRON_URL": "noport"}, "expected host:port"),
         ({"GUARDIAN_VOLTRON_URL": "h:99999"}, "port 99999 out of range"),
-        ({"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_LISTEN": "yes"},
-         "GUARDIAN_LISTEN: invalid boolean 'yes'"),
-        ({"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_TUNNEL_DIAL_TIMEOUT": "10"},
-         'GUARDIAN_TUNNEL_DIAL_TIMEOUT: missing unit in duration "10"'),
-        ({"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_KEEP_ALIVE_INTERVAL": "1s"},
-         "GUARDIAN_KEEP_ALIVE_INTERVAL: invalid integer '1s'"),
+        (
+            {"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_LISTEN": "yes"},
+            "GUARDIAN_LISTEN: invalid boolean 'yes'",
+        ),
+        (
+            {"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_TUNNEL_DIAL_TIMEOUT": "10"},
+            'GUARDIAN_TUNNEL_DIAL_TIMEOUT: missing unit in duration "10"',
+        ),
+        (
+            {"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_KEEP_ALIVE_INTERVAL": "1s"},
+            "GUARDIAN_KEEP_ALIVE_INTERVAL: invalid integer '1s'",
+        ),
     ],
 )
 def test_bad_values_name_the_variable(env, message):
@@ -56,8 +66,13 @@ def test_bad_values_name_the_variable(env, message):
 
 
 def test_go_bool_and_duration_spellings():
-    cfg = load_config({"GUARDIAN_VOLTRON_URL": "[::1]:9449", "GUARDIAN_LISTEN": "F",
-                       "GUARDIAN_TUNNEL_DIAL_RETRY_INTERVAL": "1m30s"})
+    cfg = load_config(
+        {
+            "GUARDIAN_VOLTRON_URL": "[::1]:9449",
+            "GUARDIAN_LISTEN": "F",
+            "GUARDIAN_TUNNEL_DIAL_RETRY_INTERVAL": "1m30s",
+        }
+    )
     assert cfg.voltron_host_port == ("::1", 9449)
     assert cfg.listen is False and cfg.tunnel_dial_retry_interval == 90.0
 
@@ -65,7 +80,13 @@ def test_go_bool_and_duration_spellings():
 def test_proxy_selection_follows_go_httpproxy():
     env = {"HTTPS_PROXY": "http://u:p%40ss@proxy:3128"}
     p = proxy_for("voltron.example", 9449, env)
-    assert (p.scheme, p.host, p.port, p.username, p.password) == ("http", "proxy", 3128, "u", "p@ss")
+    assert (p.scheme, p.host, p.port, p.username, p.password) == (
+        "http",
+        "proxy",
+        3128,
+        "u",
+        "p@ss",
+    )
     assert p.redacted() == "http://u:xxxxx@proxy:3128"
     assert proxy_for("voltron.example", 1, {"https_proxy": "proxy"}).port == 80
     assert proxy_for("voltron.example", 1, {"HTTPS_PROXY": "https://proxy"}).port == 443
@@ -96,8 +117,11 @@ def test_target_matching_is_servemux_like():
     import ssl
 
     ctx = ssl.create_default_context()
-    ts = [make_target("/api/", "https://k8s", ctx), make_target("/apis/", "https://k8s", ctx),
-          make_target("/goldmane.Statistics/List", "https://gm:7443", ctx)]
+    ts = [
+        make_target("/api/", "https://k8s", ctx),
+        make_target("/apis/", "https://k8s", ctx),
+        make_target("/goldmane.Statistics/List", "https://gm:7443", ctx),
+    ]
     assert match(ts, "/api/v1/pods?watch=1").path == "/api/"
     assert match(ts, "/apis/x").path == "/apis/"
     assert match(ts, "/api") is None
