@@ -141,6 +141,13 @@ class H2Endpoint:
             self.conn.reset_stream(stream_id, error_code=code)
             await self.flush()
 
+    def reset_nowait(self, stream_id: int, code: int = 8) -> None:
+        """Reset from a context that must not await (cleanup of a cancelled task)."""
+        with contextlib.suppress(h2.exceptions.ProtocolError, KeyError):
+            self.conn.reset_stream(stream_id, error_code=code)
+            task = asyncio.ensure_future(self.flush())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
     def forget(self, stream_id: int) -> None:
         self.queues.pop(stream_id, None)
 

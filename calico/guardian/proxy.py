@@ -10,7 +10,6 @@ gRPC server streams are not delayed), trailers, resets. Every response carries u
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import h2.events
@@ -35,6 +34,7 @@ _HOP_BY_HOP = {
     b"trailer",
 }
 _CANCEL = 8  # RST_STREAM CANCEL
+_ABANDONED = object()  # queued for the response relay when the downstream stream is gone
 
 
 def _join_path(base: str, path: bytes) -> bytes:
@@ -166,12 +166,15 @@ class ProxyConnection:
             return
         log.debug("Received request %s will proxy to %s", path, target.dest)
         request = asyncio.create_task(self._request_body(sid, up, up_sid, ended))
+        finished = False
         try:
             await self._response(sid, up, up_sid)
+            finished = True
         finally:
             request.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await request
+            if not finished:
+                # The tunnel side went away (or failed) mid-response: cancel upstream too.
+                up.reset_nowait(up_sid, _CANCEL)
             up.forget(up_sid)
 
     async def _request_body(self, sid: int, up: H2Endpoint, up_sid: int, ended: bool) -> None:
@@ -179,7 +182,10 @@ class ProxyConnection:
         while True:
             event = await queue.get()
             if event is CONNECTION_LOST or isinstance(event, h2.events.StreamReset):
+                # The management side gave up: cancel upstream and stop relaying its answer.
                 await up.reset(up_sid, _CANCEL)
+                if (q := up.queues.get(up_sid)) is not None:
+                    q.put_nowait(_ABANDONED)
                 return
             if isinstance(event, h2.events.DataReceived):
                 await up.send_data(up_sid, event.data)
@@ -199,6 +205,8 @@ class ProxyConnection:
         started = False
         while True:
             event = await queue.get()
+            if event is _ABANDONED:
+                return
             if event is CONNECTION_LOST:
                 if not started:
                     log.warning("http: proxy error: upstream %s closed", up.name)

@@ -48,6 +48,7 @@ class SessionConfig:
     enable_keepalive: bool = True
     keepalive_interval: float = 30.0
     connection_write_timeout: float = 10.0
+    stream_close_timeout: float = 300.0
     max_stream_window: int = INITIAL_WINDOW
 
 
@@ -74,6 +75,7 @@ class Session:
         self._local_go_away = False
         self._closed = asyncio.Event()
         self.close_reason = ""
+        self.pings_received = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -97,7 +99,9 @@ class Session:
             raise SessionClosedError("remote end is not accepting connections (go away)")
         stream_id = self._next_id
         self._next_id += 2
-        stream = Stream(self, stream_id, self.config.max_stream_window)
+        stream = Stream(
+            self, stream_id, self.config.max_stream_window, self.config.stream_close_timeout
+        )
         self._streams[stream_id] = stream
         stream.send_open()
         return stream
@@ -239,7 +243,9 @@ class Session:
             raise FrameError(f"duplicate stream declared: {stream_id}")
         if stream_id == 0:
             raise FrameError("SYN on stream 0")
-        stream = Stream(self, stream_id, self.config.max_stream_window)
+        stream = Stream(
+            self, stream_id, self.config.max_stream_window, self.config.stream_close_timeout
+        )
         if self._local_go_away:
             self.send_frame_nowait(TYPE_WINDOW_UPDATE, FLAG_RST, stream_id, 0)
             return None
@@ -255,6 +261,7 @@ class Session:
 
     def _on_ping(self, flags: int, value: int) -> None:
         if flags & FLAG_SYN:
+            self.pings_received += 1
             self.send_frame_nowait(TYPE_PING, FLAG_ACK, 0, value)
             return
         fut = self._pings.get(value)

@@ -43,8 +43,11 @@ class StreamResetError(ConnectionResetError):
 class Stream:
     """Created by the session (``open_stream`` / ``accept``), never directly."""
 
-    def __init__(self, session: _Session, stream_id: int, window: int) -> None:
+    def __init__(
+        self, session: _Session, stream_id: int, window: int, close_timeout: float = 300.0
+    ) -> None:
         self._session = session
+        self._close_timeout = close_timeout
         self.stream_id = stream_id
         self._max_window = window
         self._recv_window = window
@@ -135,10 +138,21 @@ class Stream:
         self._maybe_forget()
 
     async def close(self) -> None:
-        """Stop reading and half-close; the stream is forgotten once the peer closes too."""
+        """Stop reading and half-close; the stream is forgotten once the peer closes too.
+
+        A peer that never closes its side is reset after the close timeout (hashicorp's
+        StreamCloseTimeout), so an abandoned stream cannot live as long as the session.
+        """
         self._read_closed = True
         self._buf.clear()
         await self.close_write()
+        if not self.closed:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._close_timeout, self._on_close_timeout)
+
+    def _on_close_timeout(self) -> None:
+        if not self.closed:
+            self.abort()
 
     def abort(self) -> None:
         """Reset the stream (RST) without waiting."""

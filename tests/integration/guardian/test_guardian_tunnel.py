@@ -85,6 +85,7 @@ def test_tunnel_comes_up_with_the_right_certificates(certs, guardian_env, start_
         # Keepalives flow (100 ms default): the peer's view stays open and pings are answered.
         rtt = peer.lt.call(peer.current.ping())
         assert rtt < 5
+        wait_for(lambda: peer.current.pings_received >= 5, what="guardian keepalive pings")
         assert g.stop() == 0
         log = g.log()
         assert "Waiting for tunnel to close..." in log and "Tunnel is closed." in log
@@ -179,6 +180,7 @@ class _Goldmane:
     def __init__(self, ca: Pem, root: Path) -> None:
         server_pem = make_cert("goldmane", dns=("localhost",), issuer=ca)
         self.calls: list[dict] = []
+        self.cancelled = threading.Event()
         self.first_seen = threading.Event()
         self.streamed_before_end = False
         creds = grpc.ssl_server_credentials(
@@ -188,6 +190,15 @@ class _Goldmane:
         )
 
         def stats_list(request: bytes, context: grpc.ServicerContext):
+            if request == b"hang":
+                # Streams until the caller goes away; records that the cancel reached us.
+                yield b"started"
+                deadline = time.monotonic() + 15
+                while context.is_active() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if not context.is_active():
+                    self.cancelled.set()
+                return
             auth = context.auth_context()
             self.calls.append(
                 {
@@ -254,6 +265,32 @@ def test_grpc_through_the_tunnel_reaches_goldmane_with_the_client_cert(
         assert goldmane.calls[0]["request"] == b"\x18\x01"
         assert goldmane.calls[0]["metadata"]["x-test"] == "1"
         assert goldmane.calls[0]["peer_cn"] == ["guardian-goldmane-client"]
+
+        # A call the management side cancels is cancelled at Goldmane too.
+        with grpc.secure_channel(
+            f"127.0.0.1:{port}",
+            creds,
+            options=[("grpc.ssl_target_name_override", MANAGED_NAME)],
+        ) as channel:
+            call = channel.unary_stream("/goldmane.Statistics/List")(b"hang", timeout=20)
+            assert next(call) == b"started"
+            call.cancel()
+            assert goldmane.cancelled.wait(10)
+
+        # An in-flight call whose tunnel drops is cancelled upstream, and guardian re-dials.
+        goldmane.cancelled.clear()
+        channel = grpc.secure_channel(
+            f"127.0.0.1:{port}",
+            creds,
+            options=[("grpc.ssl_target_name_override", MANAGED_NAME)],
+        )
+        call = channel.unary_stream("/goldmane.Statistics/List")(b"hang", timeout=20)
+        assert next(call) == b"started"
+        peer.stop()
+        assert goldmane.cancelled.wait(10)
+        with __import__("pytest").raises(grpc.RpcError):
+            next(call)
+        channel.close()
     finally:
         peer.shutdown()
         goldmane.server.stop(0)

@@ -8,7 +8,7 @@ import socket
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calico.guardian.yamux import (
@@ -238,5 +238,69 @@ def test_keepalive_without_answers_closes_the_session():
         await asyncio.wait_for(s.wait_closed(), 5)
         assert s.close_reason == "keepalive timeout"
         b.close()
+
+    asyncio.run(main())
+
+
+def test_window_update_is_sent_once_half_the_window_is_consumed():
+    async def main():
+        s, rb, wb = await _raw_server()
+        wb.write(encode_header(TYPE_WINDOW_UPDATE, FLAG_SYN, 2, 0))
+        half = INITIAL_WINDOW // 2
+        wb.write(encode_header(TYPE_DATA, 0, 2, half - 1) + b"a" * (half - 1))
+        await wb.drain()
+        stream = await s.accept()
+        assert await rb.readexactly(12) == encode_header(TYPE_WINDOW_UPDATE, FLAG_ACK, 2, 0)
+        got = 0
+        while got < half - 1:
+            got += len(await stream.read())
+        with pytest.raises(TimeoutError):  # one byte short of half: no update yet
+            await asyncio.wait_for(rb.readexactly(12), 0.2)
+        wb.write(encode_header(TYPE_DATA, 0, 2, 1) + b"b")
+        await wb.drain()
+        assert await stream.read() == b"b"
+        assert await asyncio.wait_for(rb.readexactly(12), 5) == encode_header(
+            TYPE_WINDOW_UPDATE, 0, 2, half
+        )
+
+    asyncio.run(main())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.binary(min_size=1, max_size=70_000)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 300_000),
+)
+def test_interleaved_writes_on_several_streams_arrive_intact(writes, big):
+    # One write larger than the whole window makes flow control part of every example.
+    writes = [*writes, (0, b"B" * big)]
+
+    async def main():
+        client, server = await _pair()
+        streams = [client.open_stream() for _ in range(3)]
+        received: dict[int, bytes] = {}
+
+        async def drain_one() -> None:
+            peer = await server.accept()
+            buf = bytearray()
+            while chunk := await peer.read(1000):
+                buf += chunk
+            received[peer.stream_id] = bytes(buf)
+
+        readers = [asyncio.create_task(drain_one()) for _ in range(3)]
+        for idx, data in writes:  # may exceed a window: the readers must keep up
+            await asyncio.wait_for(streams[idx].write(data), 10)
+        for st_ in streams:
+            await st_.close_write()
+        await asyncio.wait_for(asyncio.gather(*readers), 10)
+        for i, st_ in enumerate(streams):
+            expected = b"".join(d for idx, d in writes if idx == i)
+            assert received[st_.stream_id] == expected
+        await client.close()
+        await server.close()
 
     asyncio.run(main())
