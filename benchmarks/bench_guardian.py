@@ -11,6 +11,9 @@ peer's event loop.
   ratio = tunnel / direct. Target ratio >= 0.5.
 * ``small_request_p50_ms``: one 64-byte request/response on an established connection,
   2000 times; ``added_p50_ms`` = tunnel p50 - direct p50. Target <= 2 ms.
+* ``proxied_request_p50_ms``: the other direction: a small HTTP/2 GET the management side
+  sends through the tunnel to a fake Kubernetes API (guardian's reverse proxy), 500 times on
+  one connection, against the same GET sent straight to the API. Target added p50 <= 2 ms.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import ssl
 import statistics
 import subprocess
@@ -34,13 +38,67 @@ sys.path.insert(0, str(_ROOT))
 sys.path.insert(0, str(_ROOT.parent))
 sys.path.insert(0, str(_ROOT.parent / "tests"))
 
-from guardian_peer import MANAGEMENT_NAME, CertSet, ManagementPeer, free_port  # noqa: E402
+import h2.config  # noqa: E402
+import h2.connection  # noqa: E402
+import h2.events  # noqa: E402
+from guardian_peer import (  # noqa: E402
+    MANAGED_NAME,
+    MANAGEMENT_NAME,
+    CertSet,
+    FakeKubeAPI,
+    ManagementPeer,
+    free_port,
+    make_cert,
+)
 from harness import emit  # noqa: E402
 
 from calico.guardian.streams import CHUNK, SocketStream  # noqa: E402
 
 SMALL = 64
 LATENCY_ROUNDS = 2000
+PROXY_ROUNDS = 500
+
+
+class H2Client:
+    """A persistent HTTP/2 connection for sequential GETs (the management side's view)."""
+
+    def __init__(self, port: int, ctx: ssl.SSLContext, server_name: str) -> None:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = ctx.wrap_socket(raw, server_hostname=server_name)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        self.sock.sendall(self.conn.data_to_send())
+        self.name = server_name
+
+    def get(self, path: str) -> int:
+        sid = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(
+            sid,
+            [(":method", "GET"), (":scheme", "https"), (":authority", self.name), (":path", path)],
+            end_stream=True,
+        )
+        self.sock.sendall(self.conn.data_to_send())
+        status = 0
+        while True:
+            for ev in self.conn.receive_data(self.sock.recv(65536)):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    status = int(dict(ev.headers)[b":status"])
+                elif isinstance(ev, h2.events.DataReceived):
+                    self.conn.acknowledge_received_data(ev.flow_controlled_length, sid)
+                elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                    self.sock.sendall(self.conn.data_to_send())
+                    return status
+            self.sock.sendall(self.conn.data_to_send())
+
+
+def _time_gets(client: H2Client, rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        assert client.get("/api/v1/namespaces/default") == 200
+        samples.append(time.perf_counter() - t0)
+    return samples
 
 
 async def management_handler(stream) -> None:
@@ -172,12 +230,18 @@ def main(args: argparse.Namespace) -> None:
         return srv.sockets[0].getsockname()[1]
 
     direct_port = peer.lt.call(direct_server())
+    kube_ca = make_cert("kube-ca", ca=True)
+    kube_api = FakeKubeAPI(make_cert("kube", dns=("localhost",), issuer=kube_ca), tmp)
+    (tmp / "kube-ca.crt").write_bytes(kube_ca.cert)
+    (tmp / "token").write_text("bench-token")
     listen_port = free_port()
     env = {k: v for k, v in os.environ.items() if "PROXY" not in k.upper()}
     env.update(
         GUARDIAN_VOLTRON_URL=f"127.0.0.1:{peer.port}",
         GUARDIAN_CERT_PATH=certs.files["cert_path"],
-        GUARDIAN_K8S_CA_FILE=certs.files["tunnel_ca"],
+        GUARDIAN_K8S_CA_FILE=str(tmp / "kube-ca.crt"),
+        GUARDIAN_K8S_TOKEN_FILE=str(tmp / "token"),
+        GUARDIAN_K8S_ENDPOINT=f"https://localhost:{kube_api.port}",
         GUARDIAN_CA_FILE=certs.files["tunnel_ca"],
         GUARDIAN_LISTEN_HOST="127.0.0.1",
         GUARDIAN_LISTEN_PORT=str(listen_port),
@@ -229,7 +293,26 @@ def main(args: argparse.Namespace) -> None:
             direct_p99_ms=round(q(direct, n=100)[98] * 1000, 4),
             target_added_ms=2.0,
         )
+        kctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        kctx.load_verify_locations(cadata=kube_ca.cert.decode())
+        kctx.set_alpn_protocols(["h2"])
+        direct_gets = _time_gets(H2Client(kube_api.port, kctx, "localhost"), PROXY_ROUNDS)
+        via = H2Client(peer.bridge_port(), certs.stream_client_context(), MANAGED_NAME)
+        _time_gets(via, 20)  # warm the upstream connection
+        tunnel_gets = _time_gets(via, PROXY_ROUNDS)
+        d50 = statistics.median(direct_gets) * 1000
+        t50 = statistics.median(tunnel_gets) * 1000
+        emit(
+            "guardian",
+            "proxied_request_p50_ms",
+            t50,
+            d50,
+            added_p50_ms=round(t50 - d50, 4),
+            tunnel_p99_ms=round(q(tunnel_gets, n=100)[98] * 1000, 4),
+            target_added_ms=2.0,
+        )
     finally:
+        kube_api.close()
         guardian.terminate()
         guardian.wait(20)
         peer.shutdown()

@@ -283,7 +283,10 @@ class ManagementPeer:
 
 
 class FakeKubeAPI:
-    """A small HTTP/2-over-TLS server that answers every request with what it received."""
+    """A small HTTP/2-over-TLS server that answers every request with what it received.
+
+    TCP_NODELAY on its connections, as Go servers (the real API server) have by default.
+    """
 
     def __init__(self, server: Pem, root: Path) -> None:
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -302,6 +305,7 @@ class FakeKubeAPI:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, raw: socket.socket) -> None:

@@ -114,7 +114,11 @@ class H2Endpoint:
             with contextlib.suppress(h2.exceptions.StreamClosedError, KeyError):
                 self.conn.acknowledge_received_data(length, stream_id)
 
-    async def send_data(self, stream_id: int, data: bytes, end_stream: bool = False) -> None:
+    async def send_data(
+        self, stream_id: int, data: bytes, end_stream: bool = False, flush: bool = True
+    ) -> None:
+        """Queue ``data`` within the peer's windows; ``flush=False`` lets a caller coalesce
+        several frames into one write (it must flush later)."""
         view = memoryview(data)
         while True:
             if self.closed.is_set():
@@ -123,12 +127,14 @@ class H2Endpoint:
                 self.conn.local_flow_control_window(stream_id), self.conn.max_outbound_frame_size
             )
             if window <= 0 and view:
+                await self.flush()
                 self._window.clear()
                 await self._window.wait()
                 continue
             chunk, view = view[:window], view[window:]
             self.conn.send_data(stream_id, bytes(chunk), end_stream=end_stream and not view)
-            await self.flush()
+            if view or flush:
+                await self.flush()
             if not view:
                 return
 

@@ -219,18 +219,23 @@ class ProxyConnection:
                 return
             if isinstance(event, h2.events.InformationalResponseReceived):
                 continue
+            # Events that arrived together (headers, data, end) leave in one write.
+            more = not queue.empty()
             if isinstance(event, h2.events.ResponseReceived):
                 self.ep.conn.send_headers(sid, _response_headers(list(event.headers)))
-                await self.ep.flush()
+                if not more:
+                    await self.ep.flush()
                 started = True
             elif isinstance(event, h2.events.DataReceived):
-                await self.ep.send_data(sid, event.data)
+                await self.ep.send_data(sid, event.data, flush=not more)
                 up.ack(up_sid, event.flow_controlled_length)
-                await up.flush()
+                if not more:
+                    await up.flush()
             elif isinstance(event, h2.events.TrailersReceived):
                 self.ep.conn.send_headers(sid, list(event.headers), end_stream=True)
                 await self.ep.flush()
                 return
             elif isinstance(event, h2.events.StreamEnded):
                 await self.ep.end_stream(sid)
+                await up.flush()
                 return
