@@ -94,7 +94,7 @@ class Guardian:
             log.warning("TLS handshake on tunnelled stream %d failed: %s", stream.stream_id, exc)
             stream.abort()
             return
-        await ProxyConnection(tls, self.targets, self._upstreams, self.dial_settings.host).serve()
+        await ProxyConnection(tls, self.targets, self._upstreams, session.peer_host).serve()
 
     # -- managed -> management ------------------------------------------------------------------
 

@@ -86,6 +86,12 @@ class Session:
     # -- public API -----------------------------------------------------------------------------
 
     @property
+    def peer_host(self) -> str:
+        """The remote address of the connection under the session (X-Forwarded-For)."""
+        peer = self._writer.get_extra_info("peername")
+        return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+
+    @property
     def is_closed(self) -> bool:
         return self._closed.is_set()
 
