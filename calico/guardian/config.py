@@ -82,6 +82,8 @@ class GuardianConfig:
 
 def split_host_port(text: str, what: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port`` as Go's net.SplitHostPort, with a port number."""
+    if "://" in text:
+        raise ConfigError(f"{what} {text!r}: expected host:port without a scheme")
     host, sep, port = text.rpartition(":")
     if not sep or not host:
         raise ConfigError(f"{what} {text!r}: expected host:port")

@@ -139,6 +139,9 @@ class ProxyConnection:
         except (ConnectionError, OSError, h2.exceptions.ProtocolError) as exc:
             log.debug("Proxying stream %d ended: %s", sid, exc)
             await self.ep.reset(sid, _CANCEL)
+        except Exception as exc:  # a bug must cost one request, not the connection
+            log.error("Proxying stream %d failed: %r", sid, exc)
+            await self.ep.reset(sid, 2)  # INTERNAL_ERROR
         finally:
             self.ep.forget(sid)
 

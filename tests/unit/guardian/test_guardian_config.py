@@ -45,6 +45,8 @@ def test_only_the_tagged_fields_are_read_unprefixed():
         ({}, "required key GUARDIAN_VOLTRON_URL missing value"),
         ({"GUARDIAN_VOLTRON_URL": ""}, "required key GUARDIAN_VOLTRON_URL missing value"),
         ({"GUARDIAN_VOLTRON_URL": "noport"}, "expected host:port"),
+        ({"GUARDIAN_VOLTRON_URL": "https://v:9449"}, "expected host:port without a scheme"),
+        ({"GUARDIAN_VOLTRON_URL": "::1:9449"}, "too many colons"),
         ({"GUARDIAN_VOLTRON_URL": "h:99999"}, "port 99999 out of range"),
         (
             {"GUARDIAN_VOLTRON_URL": "h:1", "GUARDIAN_LISTEN": "yes"},
