@@ -174,8 +174,10 @@ class Stream:
         self._session.send_frame_nowait(TYPE_WINDOW_UPDATE, FLAG_ACK, self.stream_id, 0)
 
     def _credit_window(self) -> None:
+        if self._remote_closed or self._failure:
+            return  # the peer sends nothing more: a window update would be for a dead stream
         delta = (self._max_window - len(self._buf)) - self._recv_window
-        if delta < self._max_window // 2 or self._failure:
+        if delta < self._max_window // 2:
             return
         self._recv_window += delta
         self._session.send_frame_nowait(TYPE_WINDOW_UPDATE, 0, self.stream_id, delta)
