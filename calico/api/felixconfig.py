@@ -476,19 +476,6 @@ class FelixConfiguration(Resource):
             return None
         return super().name_problem(name)
 
-    @model_validator(mode="after")
-    def _selector_scoped_name(self) -> FelixConfiguration:
-        name = self.metadata.name
-        scoped = name and name != "default" and not name.startswith(_NODE_PREFIX)
-        if scoped and self.spec.node_selector is None:
-            v.raise_at(
-                ("metadata", "name"),
-                f"FelixConfiguration name {name!r} is invalid: use 'default', "
-                "'node.<nodename>', or set spec.nodeSelector",
-                name,
-            )
-        return self
-
     def node_name(self) -> str | None:
         """The node a ``node.<nodename>`` config applies to, else None."""
         name = self.metadata.name
