@@ -86,9 +86,10 @@ def test_missing_resource_reports_and_prints_the_rest(populated: Ctl) -> None:
     r = populated("get", "ippool", "pool1", "nope")
     assert r.code == 1
     assert r.out.startswith("NAME    CIDR          SELECTOR")
-    assert r.err == "resource does not exist: IPPool(nope)\n"
+    assert r.err == "resource does not exist: IPPool(nope) with error: <nil>\n"
     r = populated("get", "ippool", "nope", "-o", "yaml")
-    assert (r.code, r.out, r.err) == (1, "[]\n", "resource does not exist: IPPool(nope)\n")
+    assert (r.code, r.out) == (1, "[]\n")
+    assert r.err == "resource does not exist: IPPool(nope) with error: <nil>\n"
 
 
 @pytest.mark.parametrize(
