@@ -260,7 +260,8 @@ def parse_resource(
             f"got {type(data).__name__}"
         )
     api_version, kind = data.get("apiVersion"), data.get("kind")
-    if go_decode and (api_version != API_VERSION or not isinstance(kind, str)):
+    given = api_version is not None and isinstance(kind, str) and kind
+    if go_decode and given and api_version != API_VERSION:
         raise _unknown_kind(prefix, kind, api_version)
     if not isinstance(kind, str) or not kind:
         raise DocumentFormatError(f"{prefix}kind is required and must be a string")
