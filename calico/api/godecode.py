@@ -200,15 +200,14 @@ def _value(value: Any, target: Target, at: _Walk) -> Any:
             raise at.mismatch(value, target)
         assert target.item is not None
         return {
-            go_string(k): v if v is None else _value(v, target.item, at)
-            for k, v in value.items()
+            go_string(k): v if v is None else _value(v, target.item, at) for k, v in value.items()
         }
     return _custom(value, target, at)
 
 
 def _custom(value: Any, target: Target, at: _Walk) -> Any:
     """numorstring types: a number in range or a string; other JSON types are Go errors."""
-    if isinstance(value, bool) or isinstance(value, dict | list):
+    if isinstance(value, bool | dict | list):
         raise at.mismatch(value, target)
     if isinstance(value, int):
         if target.custom == "asnumber" and not 0 <= value <= 0xFFFFFFFF:

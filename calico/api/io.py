@@ -122,12 +122,11 @@ def _short(value: Any) -> str:
 def _lookup(data: Any, loc: Iterable[str | int]) -> Any:
     """The input value at ``loc`` (None when the path does not exist)."""
     for part in loc:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
+        in_dict = isinstance(data, dict) and part in data
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not (in_dict or in_list):
             return None
+        data = data[part]
     return data
 
 

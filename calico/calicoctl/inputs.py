@@ -58,9 +58,7 @@ def _read(path: str) -> list[Loaded]:
         raise FileInvalidError(str(exc)) from None
 
 
-def load_entries_from(
-    path: str, recursive: bool = False, skip_empty: bool = False
-) -> list[Loaded]:
+def load_entries_from(path: str, recursive: bool = False, skip_empty: bool = False) -> list[Loaded]:
     """Every document under ``path``, in order, invalid ones as their validation errors;
     empty files are errors unless ``skip_empty``."""
     entries: list[Loaded] = []

@@ -301,7 +301,9 @@ def test_not_found_and_multi_name_get(ctl: Ctl) -> None:
         "spec": {"cidr": "fed0:8001::/64", "blockSize": 123, "nodeSelector": "all()"},
     }
     assert write(ctl, "create", [POOL, pool2]).code == 0
-    table1 = "NAME           CIDR          SELECTOR       \nippool-name1   10.0.1.0/24   foo == 'bar'"
+    table1 = (
+        "NAME           CIDR          SELECTOR       \nippool-name1   10.0.1.0/24   foo == 'bar'"
+    )
     table2 = "NAME           CIDR             SELECTOR   \nippool-name2   fed0:8001::/64   all()"
     both = ctl("get", "ippool", "ippool-name1", "ippool-name2")
     assert both.out == table1 + "   \n\n" + table2 + "      \n\n"
@@ -359,7 +361,9 @@ def test_version_mismatch(ctl: Ctl, ds_env: dict[str, str]) -> None:
 def test_bgppeer_node_must_be_a_node_name(ctl: Ctl) -> None:
     doc = {**PEER, "spec": {"asNumber": 64590, "node": "node 2", "peerIP": "fd5f::6:ee"}}
     r = write(ctl, "create", doc)
-    assert r.err.startswith("failed to create 'BGPPeer' resource: [error with field Node = 'node 2'")
+    assert r.err.startswith(
+        "failed to create 'BGPPeer' resource: [error with field Node = 'node 2'"
+    )
 
 
 def test_non_default_bgp_configuration_may_not_set_default_only_fields(ctl: Ctl) -> None:

@@ -68,12 +68,20 @@ def test_field_names_match_in_any_case(flips: list[bool]) -> None:
 )
 def test_pool_omitempty_round_trips(nat: bool, disabled: bool, no_export: bool, block: int):
     spec: dict[str, Any] = {"cidr": "10.0.0.0/16", "blockSize": block}
-    for key, value in (("natOutgoing", nat), ("disabled", disabled), ("disableBGPExport", no_export)):
+    for key, value in (
+        ("natOutgoing", nat),
+        ("disabled", disabled),
+        ("disableBGPExport", no_export),
+    ):
         if value:
             spec[key] = True
     pool = IPPool.model_validate({"kind": "IPPool", "metadata": {"name": "p"}, "spec": spec})
     wire = resource_to_wire(pool)
-    for key, value in (("natOutgoing", nat), ("disabled", disabled), ("disableBGPExport", no_export)):
+    for key, value in (
+        ("natOutgoing", nat),
+        ("disabled", disabled),
+        ("disableBGPExport", no_export),
+    ):
         assert (key in wire["spec"]) is value
     assert wire["spec"]["blockSize"] == (block or 26)
     assert load_documents(dump_resources([pool])) == [pool]
