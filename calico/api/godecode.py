@@ -50,6 +50,7 @@ _SCALARS = {str: "str", bool: "bool", int: "int", float: "float"}
 _GO_NAMES = {"str": "string", "bool": "bool", "int": "int", "float": "float64"}
 
 
+@functools.cache
 def _custom_parsers() -> dict[Any, str]:
     """BeforeValidators whose Go types have their own JSON decoders (numorstring)."""
     from calico.api import bgp, rules

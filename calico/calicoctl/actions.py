@@ -52,12 +52,18 @@ def describe(res: Resource) -> str:
     return f"{res.KIND}({ns}{res.metadata.name})"
 
 
-def _refuse(operation: str, res: Resource) -> None:
-    """Upstream's resource-manager refusals for this operation on this resource, if any."""
+def _refusal(operation: str, res: Resource) -> OperationNotSupportedError | None:
+    """Upstream's resource-manager refusal of this operation on this resource, if any."""
     if res.KIND == "ClusterInformation":
-        raise OperationNotSupportedError(operation, "ClusterInformation")
+        return OperationNotSupportedError(operation, "ClusterInformation")
     if res.KIND == "NetworkPolicy" and res.metadata.name.startswith(KNP_PREFIX):
-        raise OperationNotSupportedError(operation, describe(res), KNP_REASON)
+        return OperationNotSupportedError(operation, describe(res), KNP_REASON)
+    return None
+
+
+def _refuse(operation: str, res: Resource) -> None:
+    if refusal := _refusal(operation, res):
+        raise refusal
 
 
 def _with_metadata(res: Resource, meta: ObjectMeta) -> Resource:
@@ -102,8 +108,9 @@ def create(client: Client, res: Resource) -> Resource:
 def update(client: Client, res: Resource) -> Resource:
     m = res.metadata
     wanted = m.resource_version
-    client.get(type(res), m.name, m.namespace)  # not-found comes first, as upstream
-    _refuse("apply or replace", res)
+    if refusal := _refusal("apply or replace", res):
+        client.get(type(res), m.name, m.namespace)  # upstream reads first: not-found wins
+        raise refusal
     if wanted:
         stored = client.get(type(res), m.name, m.namespace)
         latest = stored.metadata.resource_version
