@@ -218,7 +218,25 @@ def _custom(value: Any, target: Target, at: _Walk) -> Any:
             )
         if target.custom == "port" and not 0 <= value <= 0xFFFF:
             raise GoDecodeError(f"cannot unmarshal number {value} into Go value of type uint16")
+    if target.custom == "port" and isinstance(value, str):
+        _port_range(value)
     return value
+
+
+def _port_range(text: str) -> None:
+    """numorstring.Port's own decoding of ``min:max`` (its range errors are decode errors)."""
+    low, sep, high = text.partition(":")
+    if not sep or not (low.isdigit() and high.isdigit()):
+        return  # a single port or a name: left to validation
+    if int(low) > 0xFFFF:
+        raise GoDecodeError(f"invalid minimum port number in range ({text})")
+    if int(high) > 0xFFFF:
+        raise GoDecodeError(f"invalid maximum port number in range ({text})")
+    if int(low) > int(high):
+        raise GoDecodeError(
+            f"minimum port number ({int(low)}) is greater than maximum port number "
+            f"({int(high)}) in port range"
+        )
 
 
 def decode_model(

@@ -63,9 +63,11 @@ def test_yaml_and_json_parse_back_to_the_same_resources(populated: Ctl) -> None:
 
 def test_export_strips_server_metadata(populated: Ctl) -> None:
     one = yaml.safe_load(populated("get", "ippool", "pool1", "-o", "yaml", "--export").out)
-    assert set(one["metadata"]) == {"name"}
+    assert one["metadata"] == {"name": "pool1", "creationTimestamp": None}  # Go's zero time
     listed = yaml.safe_load(populated("get", "ippool", "-o", "yaml", "--export").out)
-    assert all(set(i["metadata"]) <= {"name", "labels"} for i in listed["items"])
+    keep = {"name", "labels", "creationTimestamp"}
+    assert all(set(i["metadata"]) <= keep for i in listed["items"])
+    assert all(i["metadata"]["creationTimestamp"] is None for i in listed["items"])
 
 
 def test_get_from_file(populated: Ctl) -> None:

@@ -133,6 +133,20 @@ def test_policies_carry_the_tier_label(ctl: Ctl) -> None:
     assert labels == {"a": "b", "projectcalico.org/tier": "default"}
 
 
+def test_export_prints_a_null_creation_timestamp_and_applies_back(ctl: Ctl) -> None:
+    assert write(ctl, "create", NP).code == 0
+    r = ctl("get", "networkpolicy", "policy-mypolicy1", "-o", "yaml", "--export")
+    exported = yaml.safe_load(r.out)
+    assert exported["metadata"] == {
+        "creationTimestamp": None,
+        "name": "policy-mypolicy1",
+        "labels": {"projectcalico.org/tier": "default"},
+    }
+    exported["spec"]["order"] = 100
+    assert write(ctl, "apply", exported).code == 0
+    assert get(ctl, "networkpolicy", "policy-mypolicy1")["spec"]["order"] == 100
+
+
 # --- decoding as upstream's loader does
 
 
@@ -285,6 +299,16 @@ def test_pool_validation_messages(ctl: Ctl, spec: dict[str, Any], message: str) 
             },
             "failed to execute command: <stdin>, document 1, NetworkPolicy(policy-mypolicy1): "
             "cannot unmarshal number 65536 into Go value of type uint16",
+        ),
+        (
+            {**NP, "spec": {"egress": [{"action": "Deny", "source": {"ports": ["1:65536"]}}]}},
+            "failed to execute command: <stdin>, document 1, NetworkPolicy(policy-mypolicy1): "
+            "invalid maximum port number in range (1:65536)",
+        ),
+        (
+            {**NP, "spec": {"egress": [{"action": "Deny", "source": {"ports": ["65535:1"]}}]}},
+            "failed to execute command: <stdin>, document 1, NetworkPolicy(policy-mypolicy1): "
+            "minimum port number (65535) is greater than maximum port number (1) in port range",
         ),
     ],
 )
@@ -446,6 +470,7 @@ def test_default_allow_profile_is_listed(ctl: Ctl) -> None:
         "- apiVersion: projectcalico.org/v3\n"
         "  kind: Profile\n"
         "  metadata:\n"
+        "    creationTimestamp: null\n"
         "    name: projectcalico-default-allow\n"
         '    resourceVersion: "1"\n'
         "  spec:\n"
@@ -460,7 +485,11 @@ def test_default_allow_profile_is_listed(ctl: Ctl) -> None:
         "kind: ProfileList\n"
     ), r
     one = get(ctl, "profile", "projectcalico-default-allow")
-    assert one["metadata"] == {"name": "projectcalico-default-allow", "resourceVersion": "1"}
+    assert one["metadata"] == {
+        "creationTimestamp": None,
+        "name": "projectcalico-default-allow",
+        "resourceVersion": "1",
+    }
     assert "projectcalico-default-allow" in ctl("get", "profiles").out
 
 
