@@ -7,8 +7,10 @@ can observe of that before pydantic validates the result:
 - field names match exactly, else case-insensitively (``spec: {Order: 10}`` is ``order``);
 - ``null`` leaves a field at its zero value (a bare ``spec:`` is an empty spec);
 - a scalar meant for a string field becomes a string as the converter renders it
-  (``yes``/``on``/``true`` -> ``"true"``, ``5663`` -> ``"5663"``); anything else of the wrong
-  JSON type is Go's ``cannot unmarshal <type> into Go struct field <Struct>.<path> of type <T>``;
+  (``yes``/``on``/``true`` -> ``"true"``, ``5663`` -> ``"5663"``); a string for a bool is the
+  converter's ``cannot parse string 'True' into field IPPoolSpec.disabled of type bool``;
+  anything else of the wrong JSON type is Go's ``cannot unmarshal <type> into Go struct field
+  <Struct>.<path> of type <T>``;
 - an unknown field is ``field in document is not recognized or is in the wrong location: <f>``.
 
 It walks the pydantic models' type hints, so it needs no per-kind table; targets it cannot
@@ -168,6 +170,10 @@ def _value(value: Any, target: Target, at: _Walk) -> Any:
             raise at.mismatch(value, target)
         return value if isinstance(value, str) else go_string(value)
     if kind == "bool":
+        if isinstance(value, str):  # the converter's own wording (upstream's 'True' case)
+            raise GoDecodeError(
+                f"cannot parse string '{value}' into field {at.struct}.{at.path[-1]} of type bool"
+            )
         if not isinstance(value, bool):
             raise at.mismatch(value, target)
         return value

@@ -289,8 +289,8 @@ def test_pool_validation_messages(ctl: Ctl, spec: dict[str, Any], message: str) 
         ),
         (
             {**POOL, "spec": {"cidr": "10.0.1.0/24", "disabled": "True"}},
-            "failed to execute command: <stdin>, document 1, IPPool(ippool-name1): cannot "
-            "unmarshal string into Go struct field IPPoolSpec.spec.disabled of type bool",
+            "failed to execute command: <stdin>, document 1, IPPool(ippool-name1): cannot parse "
+            "string 'True' into field IPPoolSpec.disabled of type bool",
         ),
         (
             {

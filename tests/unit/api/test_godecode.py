@@ -145,8 +145,7 @@ def test_null_is_the_zero_value() -> None:
         ),
         (
             "{doNotTrack: 'true'}",
-            "cannot unmarshal string into Go struct field GlobalNetworkPolicySpec.spec.doNotTrack "
-            "of type bool",
+            "cannot parse string 'true' into field GlobalNetworkPolicySpec.doNotTrack of type bool",
         ),
         ("{Bogus: 1}", "field in document is not recognized or is in the wrong location: Bogus"),
     ],
