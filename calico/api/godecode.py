@@ -97,7 +97,10 @@ class _Fields:
 
 @functools.cache
 def _fields(cls: type[BaseModel]) -> _Fields:
-    hints = typing.get_type_hints(cls, include_extras=True)
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except (NameError, TypeError):  # an unresolvable hint: type what can be typed
+        hints = {n: i.annotation for n, i in cls.model_fields.items()}
     exact: dict[str, tuple[str, Target]] = {}
     folded: dict[str, tuple[str, Target]] = {}
     for name, info in cls.model_fields.items():
