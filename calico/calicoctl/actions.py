@@ -78,6 +78,14 @@ def _labels(res: Resource, labels: dict[str, str] | None) -> dict[str, str] | No
     return {**(labels or {}), TIER_LABEL: tier}
 
 
+def with_tier_label(res: Resource) -> Resource:
+    """``res`` as every write stores it (patch and label too): policies keep the tier label."""
+    if res.KIND not in TIERED_KINDS:
+        return res
+    meta = res.metadata.model_copy(update={"labels": _labels(res, res.metadata.labels)})
+    return _with_metadata(res, meta)
+
+
 def prepare_for_create(res: Resource) -> Resource:
     m = res.metadata
     meta = ObjectMeta(

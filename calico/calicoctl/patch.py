@@ -7,6 +7,7 @@ import json
 import click
 
 from calico.api import APIError, parse_resource, resource_to_wire
+from calico.calicoctl.actions import with_tier_label
 from calico.calicoctl.errors import CtlError, go_error, handle_errors
 from calico.calicoctl.inputs import NamespaceFlags, resolve_namespace
 from calico.calicoctl.patching import PatchError, json_patch, merge_patch
@@ -86,7 +87,7 @@ def patch_command(
                 f"hit error: creating resource from patched data: {go_error(exc)}"
             ) from None
         try:
-            client.update(updated)
+            client.update(with_tier_label(updated))
         except ConnectionFailedError:
             raise
         except DatastoreError as exc:

@@ -131,6 +131,13 @@ def test_policies_carry_the_tier_label(ctl: Ctl) -> None:
     assert write(ctl, "apply", changed).code == 0
     labels = get(ctl, "networkpolicy", "policy-mypolicy1")["metadata"]["labels"]
     assert labels == {"a": "b", "projectcalico.org/tier": "default"}
+    # as upstream's client re-adds it on every update, patch and label cannot drop it
+    patch = '{"metadata": {"labels": null}}'
+    assert ctl("patch", "gnp", "gnp1", "-t", "merge", "-p", patch).code == 0
+    assert get(ctl, "gnp", "gnp1")["metadata"]["labels"] == {"projectcalico.org/tier": "default"}
+    r = ctl("label", "gnp", "gnp1", "projectcalico.org/tier", "--remove")
+    assert r.code == 0, r
+    assert get(ctl, "gnp", "gnp1")["metadata"]["labels"] == {"projectcalico.org/tier": "default"}
 
 
 def test_export_prints_a_null_creation_timestamp_and_applies_back(ctl: Ctl) -> None:
