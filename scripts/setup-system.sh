@@ -18,6 +18,8 @@ PACKAGES=(
     busybox-static    # the tiny local image the podman test builds
     iperf3            # Felix throughput benchmark (make bench)
     bird              # BIRD 1.6 (bird, bird6, birdc): BGP, configured by confd
+    golang-go         # builds the hashicorp/yamux peer of guardian's wire-compatibility tests
+    golang-github-hashicorp-yamux-dev  # hashicorp/yamux sources for that peer (GOPATH mode)
 )
 
 missing=()

@@ -40,21 +40,29 @@ class CalicoModel(BaseModel):
 
 
 class ObjectMeta(CalicoModel):
-    """Kubernetes-style metadata; only the fields calicoctl reads or writes."""
+    """Kubernetes ObjectMeta: every field is accepted on input, as upstream's types embed it.
+
+    calicoctl keeps only name, namespace, resourceVersion, labels and annotations from a
+    manifest (the rest is server-owned); ``clusterName`` (dropped from Kubernetes in 1.25,
+    still in older manifests) is accepted and never stored.
+    """
 
     name: str = ""
     namespace: str | None = None
     generate_name: str | None = None
+    self_link: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     resource_version: str | None = None
     uid: str | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
+    deletion_grace_period_seconds: int | None = None
     generation: int | None = None
     finalizers: list[str] | None = None
     owner_references: list[dict[str, Any]] | None = None
     managed_fields: list[dict[str, Any]] | None = None
+    cluster_name: str | None = Field(default=None, exclude=True)
 
 
 class Resource(CalicoModel):
@@ -101,6 +109,8 @@ class Resource(CalicoModel):
         meta = self.metadata
         if meta.name and (problem := self.name_problem(meta.name)):
             issues.append((("metadata", "name"), problem))
+        if meta.namespace == "":
+            meta.namespace = None  # Go's empty string: unset (namespaced kinds get a default)
         if meta.namespace is not None:
             if not self.NAMESPACED:
                 issues.append(

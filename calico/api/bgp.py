@@ -159,9 +159,12 @@ class BGPConfigurationSpec(CalicoModel):
         return self
 
 
+# attribute -> (wire name, the name upstream's "Cannot set" message uses)
 _DEFAULT_ONLY_BGP = {
-    "node_mesh_password": "nodeMeshPassword",
-    "node_mesh_max_restart_time": "nodeMeshMaxRestartTime",
+    "node_to_node_mesh_enabled": ("nodeToNodeMeshEnabled", "nodeToNodeMeshEnabled"),
+    "as_number": ("asNumber", "ASNumber"),
+    "node_mesh_password": ("nodeMeshPassword", "nodeMeshPassword"),
+    "node_mesh_max_restart_time": ("nodeMeshMaxRestartTime", "nodeMeshMaxRestartTime"),
 }
 
 
@@ -181,11 +184,12 @@ class BGPConfiguration(Resource):
     @model_validator(mode="after")
     def _node_specific_rules(self) -> BGPConfiguration:
         if self.metadata.name and self.metadata.name != "default":
-            for attr, wire in _DEFAULT_ONLY_BGP.items():
+            for attr, (wire, said) in _DEFAULT_ONLY_BGP.items():
                 if getattr(self.spec, attr) is not None:
                     v.raise_at(
                         ("spec", wire),
-                        f"{wire} can only be set on the BGPConfiguration named 'default'",
+                        f"Cannot set {said} on a non default BGP Configuration.",
+                        getattr(self.spec, attr),
                     )
         return self
 
@@ -203,7 +207,7 @@ class BGPPeerSpec(CalicoModel):
     """Who peers with whom: ``node``/``nodeSelector`` pick the local side, ``peerIP``,
     ``peerSelector`` or ``localWorkloadSelector`` the remote side."""
 
-    node: Annotated[str, Field(max_length=253)] | None = None
+    node: Annotated[str, Field(max_length=253), AfterValidator(v.node_name)] | None = None
     node_selector: Annotated[Selector, Field(max_length=1024)] | None = None
     peer_ip: Annotated[str, AfterValidator(_peer_ip), Field(max_length=64)] | None = Field(
         default=None, alias="peerIP"

@@ -7,14 +7,72 @@ hundred-document manifest can find the line to fix.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+# Go struct field names where upstream's differ from the capitalised wire name (acronyms).
+_GO_NAMES = {
+    "cidr": "CIDR",
+    "peerIP": "PeerIP",
+    "asNumber": "ASNumber",
+    "localASNumber": "LocalASNumber",
+    "ipipMode": "IPIPMode",
+    "vxlanMode": "VXLANMode",
+    "natOutgoing": "NATOutgoing",
+    "disableBGPExport": "DisableBGPExport",
+    "icmp": "ICMP",
+    "notICMP": "NotICMP",
+    "ipVersion": "IPVersion",
+    "containerID": "ContainerID",
+    "ipNetworks": "IPNetworks",
+    "ipNATs": "IPNATs",
+    "ipv4Address": "IPv4Address",
+    "ipv6Address": "IPv6Address",
+    "reservedCIDRs": "ReservedCIDRs",
+    "expectedIPs": "ExpectedIPs",
+    "mac": "MAC",
+    "ports": "Port",
+    "notPorts": "Port",
+}
+# Fields upstream's validator names by their full struct path.
+_GO_PATHS = {("IPPool", "spec.cidr"): "IPPool.Spec.CIDR"}
+_NO_VALUE = object()
+
+
+def go_value(value: Any) -> str:
+    """``value`` as Go's ``%v`` prints it."""
+    if value is None or value is _NO_VALUE:
+        return "<nil>" if value is None else ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + " ".join(go_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_value(v)}" for k, v in sorted(value.items())) + "]"
+    return str(value)
 
 
 @dataclass
 class FieldIssue:
-    """One broken rule: a dotted field path (``spec.ingress[0].protocol``) and a message."""
+    """One broken rule: a dotted field path (``spec.ingress[0].protocol``) and a message.
+
+    ``value`` is the offending input, when known, for upstream's ``error with field`` text.
+    """
 
     path: str
     message: str
+    value: Any = field(default=_NO_VALUE, compare=False)
+
+    def go_field(self, kind: str = "") -> str:
+        """The Go struct field name upstream's validator reports (``PeerIP``, ``Port``)."""
+        if (kind, self.path) in _GO_PATHS:
+            return _GO_PATHS[(kind, self.path)]
+        names = [p for p in self.path.replace("[", ".[").split(".") if p and p[0] != "["]
+        last = names[-1] if names else ""
+        return _GO_NAMES.get(last, last[:1].upper() + last[1:])
+
+    def go_text(self, kind: str = "") -> str:
+        """``<Field> = '<value>' (<reason>)``, the body of upstream's validation error."""
+        return f"{self.go_field(kind)} = '{go_value(self.value)}' ({self.message})"
 
     def __str__(self) -> str:
         # Some messages already end with the path (calicoctl's unknown-field text); don't repeat it.
@@ -62,6 +120,13 @@ class ResourceValidationError(APIError):
         loc = self.location()
         body = "; ".join(str(i) for i in self.issues)
         return f"{loc}: {body}" if loc else body
+
+    def go_text(self) -> str:
+        """Upstream's ``ErrorValidation`` text: one field, or a list of them."""
+        if len(self.issues) == 1:
+            return f"error with field {self.issues[0].go_text(self.kind)}"
+        lines = "".join(f"-  {i.go_text(self.kind)}\n" for i in self.issues)
+        return f"error with the following fields:\n{lines}"
 
 
 class UnknownKindError(APIError):

@@ -492,19 +492,6 @@ class FelixConfiguration(Resource):
         return super().name_problem(name)
 
     @model_validator(mode="after")
-    def _selector_scoped_name(self) -> FelixConfiguration:
-        name = self.metadata.name
-        scoped = name and name != "default" and not name.startswith(_NODE_PREFIX)
-        if scoped and self.spec.node_selector is None:
-            v.raise_at(
-                ("metadata", "name"),
-                f"FelixConfiguration name {name!r} is invalid: use 'default', "
-                "'node.<nodename>', or set spec.nodeSelector",
-                name,
-            )
-        return self
-
-    @model_validator(mode="after")
     def _selector_only_when_scoped(self) -> FelixConfiguration:
         # Upstream's CRD rule: 'default' and 'node.*' configs are placed by name, never by
         # selector, so a nodeSelector there would be silently meaningless.

@@ -11,6 +11,7 @@ Output: the upstream wire shape; one resource prints as an object, several as a 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from calico.api.base import API_VERSION, Resource, kind_class, resource_class
 from calico.api.errors import (
@@ -28,6 +29,7 @@ from calico.api.errors import (
     ResourceValidationError,
     UnknownKindError,
 )
+from calico.api.godecode import GoDecodeError, decode_model
 
 Format = Literal["yaml", "json"]
 UNKNOWN_FIELD = "field in document is not recognized or is in the wrong location"
@@ -71,8 +73,27 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Go's YAML reader (yaml.v2 behind upstream's converter) has no timestamps for string fields and
+# no base-60 numbers: ``5663:12`` (a BGP community) must stay a string.
+_INT = re.compile(
+    r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"
+)
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+
+def _resolver(tag: str, rx: re.Pattern[str]) -> tuple[str, re.Pattern[str]]:
+    if tag == "tag:yaml.org,2002:int":
+        return tag, _INT
+    if tag == "tag:yaml.org,2002:float":
+        return tag, _FLOAT
+    return tag, rx
+
+
 _Loader.yaml_implicit_resolvers = {
-    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    ch: [_resolver(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
@@ -98,12 +119,29 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def issues_from_pydantic(exc: ValidationError) -> list[FieldIssue]:
-    """Pydantic errors as FieldIssues with wire (camelCase) paths and calicoctl wording."""
+def _lookup(data: Any, loc: Iterable[str | int]) -> Any:
+    """The input value at ``loc`` (None when the path does not exist)."""
+    for part in loc:
+        in_dict = isinstance(data, dict) and part in data
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not (in_dict or in_list):
+            return None
+        data = data[part]
+    return data
+
+
+def issues_from_pydantic(exc: ValidationError, data: Any = None) -> list[FieldIssue]:
+    """Pydantic errors as FieldIssues with wire (camelCase) paths and calicoctl wording.
+
+    ``data`` (the decoded input) supplies the offending value where the error has none.
+    """
     issues: list[FieldIssue] = []
     for err in exc.errors(include_url=False):
         path = format_loc(err["loc"])
         kind = err["type"]
+        value = err.get("input")
+        if value is None or isinstance(value, dict):
+            value = _lookup(data, err["loc"])
         if kind == "extra_forbidden":
             message = f"{UNKNOWN_FIELD}: {path}"
         elif kind == "value_error":
@@ -115,7 +153,7 @@ def issues_from_pydantic(exc: ValidationError) -> list[FieldIssue]:
             message = _TYPE_MESSAGES[kind]
         else:
             message = err["msg"]
-        issue = FieldIssue(path, message)
+        issue = FieldIssue(path, message, value)
         if issue not in issues:
             issues.append(issue)
     return issues
@@ -191,10 +229,28 @@ def _expand(doc: Any, source: str, index: int) -> Iterator[tuple[Any, int | None
         yield item, i
 
 
+def _unknown_kind(prefix: str, kind: Any, api_version: Any) -> UnknownKindError:
+    """Upstream's loader wording for a kind/apiVersion pair it has no type for."""
+    return UnknownKindError(
+        f"{prefix}unknown resource type ({kind if kind else ''}) and/or version "
+        f"({api_version if api_version else ''})"
+    )
+
+
 def parse_resource(
-    data: Any, source: str = "", document: int | None = None, item: int | None = None
+    data: Any,
+    source: str = "",
+    document: int | None = None,
+    item: int | None = None,
+    *,
+    go_decode: bool = False,
 ) -> Resource:
-    """Validate one decoded document (a mapping) into its Resource subclass."""
+    """Validate one decoded document (a mapping) into its Resource subclass.
+
+    ``go_decode`` applies upstream's decoder semantics first (calico.api.godecode): field
+    names matched case-insensitively, Go's scalar conversions and type errors. User input
+    needs it; stored data (already canonical) does not.
+    """
     where = _where(source, document, item)
     prefix = f"{where}: " if where else ""
     if not isinstance(data, dict):
@@ -203,6 +259,9 @@ def parse_resource(
             f"got {type(data).__name__}"
         )
     api_version, kind = data.get("apiVersion"), data.get("kind")
+    given = api_version is not None and isinstance(kind, str) and kind
+    if go_decode and given and api_version != API_VERSION:
+        raise _unknown_kind(prefix, kind, api_version)
     if not isinstance(kind, str) or not kind:
         raise DocumentFormatError(f"{prefix}kind is required and must be a string")
     if api_version is None:
@@ -214,46 +273,83 @@ def parse_resource(
         )
     cls = kind_class(kind)
     if cls is None:
+        if go_decode:
+            raise _unknown_kind(prefix, kind, api_version)
         guess = resource_class(kind)
         hint = f" (did you mean {guess.KIND}?)" if guess else ""
         raise UnknownKindError(f"{prefix}resource kind {_short(kind)} is not supported{hint}")
     meta = data.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
+    if go_decode:
+        label = f"{kind}({name})" if isinstance(name, str) and name else kind
+        at = f"{where}, {label}" if where else label
+        try:
+            data = decode_model(cls, data)
+        except GoDecodeError as exc:
+            raise DocumentFormatError(f"{at}: {exc}") from None
+        except RecursionError:
+            raise DocumentFormatError(f"{at}: document is nested too deeply") from None
+        meta = data.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
     issues: list[FieldIssue] = []
     if (isinstance(meta, dict) or meta is None) and not name:
-        issues.append(FieldIssue("metadata.name", "name is required"))
+        issues.append(FieldIssue("metadata.name", "name is required", name or ""))
     try:
         resource = cls.model_validate(data)
     except ValidationError as exc:
-        issues.extend(issues_from_pydantic(exc))
+        issues.extend(issues_from_pydantic(exc, data))
     except RecursionError:
         issues.append(FieldIssue("", "document is nested too deeply"))
     if issues:
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
         raise ResourceValidationError(
             issues,
             kind=kind,
             name=name if isinstance(name, str) else "",
             source=source,
             document=document,
+            extra={"namespace": namespace} if isinstance(namespace, str) else {},
             item=item,
         )
     return resource
 
 
-def load_documents(text: str | bytes, source: str = "<stdin>") -> list[Resource]:
-    """Every resource in ``text`` (YAML stream, JSON, sequences and Lists), in order.
+Loaded = Resource | ResourceValidationError
 
-    Namespaces are left as written (None when absent); see ``with_default_namespace``.
+
+def load_entries(text: str | bytes, source: str = "<stdin>") -> list[Loaded]:
+    """Every document in ``text``, decoded as upstream's loader does, in order.
+
+    A document that fails *validation* is returned as its ResourceValidationError (upstream
+    reports those per resource, when it writes); anything upstream's decoder itself refuses
+    (syntax, unknown kind or field, wrong JSON type) raises, since then nothing is processed.
     """
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise DocumentFormatError(f"{source}: not valid UTF-8 text: {exc}") from None
-    out: list[Resource] = []
+    out: list[Loaded] = []
     for index, doc in _parse(text, source):
         for data, item in _expand(doc, source, index):
-            out.append(parse_resource(data, source, index, item))
+            try:
+                out.append(parse_resource(data, source, index, item, go_decode=True))
+            except ResourceValidationError as exc:
+                out.append(exc)
+    return out
+
+
+def load_documents(text: str | bytes, source: str = "<stdin>") -> list[Resource]:
+    """Every resource in ``text`` (YAML stream, JSON, sequences and Lists), in order.
+
+    Namespaces are left as written (None when absent); see ``with_default_namespace``.
+    The first invalid document raises its ResourceValidationError.
+    """
+    out: list[Resource] = []
+    for entry in load_entries(text, source):
+        if isinstance(entry, ResourceValidationError):
+            raise entry
+        out.append(entry)
     return out
 
 
@@ -295,9 +391,76 @@ def _tidy(value: Any) -> Any:
     return value
 
 
+# Go fields without ``omitempty`` whose zero value is also our default: always printed.
+_KEEP_EMPTY: dict[str, frozenset[str]] = {
+    "IPAMBlockSpec": frozenset({"allocations", "unallocated", "attributes", "deleted"}),
+    "IPAMHandleSpec": frozenset({"block", "deleted"}),
+    "IPAMConfigurationSpec": frozenset({"strictAffinity"}),
+}
+
+
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float | str | list | dict):
+        return not value
+    return False
+
+
+@functools.cache
+def _omittable(cls: type[BaseModel]) -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+    """(wire names dropped when zero, (attribute, wire) pairs that may hold models).
+
+    A field is dropped when zero only if its default is that zero value: then it reads back
+    unchanged, and it is what Go's ``omitempty`` on a non-pointer field prints. Optional
+    fields (pointers in Go) print whenever set.
+    """
+    keep = _KEEP_EMPTY.get(cls.__name__, frozenset())
+    drop: set[str] = set()
+    nested: list[tuple[str, str]] = []
+    for name, info in cls.model_fields.items():
+        wire = info.alias or name
+        nested.append((name, wire))
+        if wire in keep or info.is_required():
+            continue
+        default = info.get_default(call_default_factory=True)
+        if default is not None and _is_zero(default):
+            drop.add(wire)
+    return frozenset(drop), tuple(nested)
+
+
+def _omit_empty(model: BaseModel, data: dict[str, Any]) -> None:
+    """Remove, in place, what upstream's Go structs would not print (see ``_omittable``)."""
+    drop, fields = _omittable(type(model))
+    for name, wire in fields:
+        if wire not in data:
+            continue
+        value = getattr(model, name)
+        out = data[wire]
+        if isinstance(value, BaseModel):
+            if isinstance(out, dict):
+                _omit_empty(value, out)
+        elif isinstance(value, list) and isinstance(out, list):
+            for item, item_out in zip(value, out, strict=False):
+                if isinstance(item, BaseModel) and isinstance(item_out, dict):
+                    _omit_empty(item, item_out)
+        elif isinstance(value, dict) and isinstance(out, dict):
+            for key, item in value.items():
+                if isinstance(item, BaseModel) and isinstance(out.get(key), dict):
+                    _omit_empty(item, out[key])
+        if wire in drop and _is_zero(out):
+            del data[wire]
+
+
 def resource_to_wire(resource: Resource) -> dict[str, Any]:
-    """The upstream JSON shape of one resource: kind, apiVersion, metadata, spec, status."""
-    body = _tidy(resource.to_wire())
+    """The upstream JSON shape of one resource: kind, apiVersion, metadata, spec, status.
+
+    Fields at their zero default are left out, as upstream's ``omitempty`` does, so that
+    ``get -o yaml`` reproduces the manifest it was given.
+    """
+    wire = resource.to_wire()
+    _omit_empty(resource, wire)
+    body = _tidy(wire)
     head = {k: body.pop(k) for k in ("kind", "apiVersion", "metadata") if k in body}
     return {**head, **body}
 

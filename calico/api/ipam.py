@@ -96,10 +96,10 @@ class IPPoolSpec(CalicoModel):
             )
         if net.prefixlen > self.block_size:
             v.raise_at(
-                ("blockSize",),
-                f"blockSize /{self.block_size} is larger than the pool {self.cidr}; "
-                f"the pool prefix must be at most /{self.block_size}",
-                self.block_size,
+                ("cidr",),
+                "IP pool size is too small for use with Calico IPAM. It must be equal to or "
+                "greater than the block size.",
+                str(net),
             )
         if self.ipip_mode != "Never" and net.version == 6:
             v.raise_at(("ipipMode",), "IPIP is not supported on an IPv6 pool", self.ipip_mode)

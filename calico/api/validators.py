@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from calico.durations import DurationError, parse_duration
+from calico.durations import DurationError, format_duration, parse_duration
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -115,12 +115,13 @@ def asn(value: int | str) -> int:
 
 
 def duration(value: str) -> str:
-    """A Go duration string; kept as written so round trips are lossless."""
+    """A Go duration string, in the canonical form upstream's ``metav1.Duration`` prints
+    (``125s`` -> ``2m5s``)."""
     try:
-        parse_duration(value)
+        seconds = parse_duration(value)
     except DurationError as exc:
         raise ValueError(str(exc)) from None
-    return value
+    return format_duration(seconds)
 
 
 # --- Added for the ipam/bgp/felixconfig/cluster models (additive; keep names stable). ---
@@ -270,3 +271,10 @@ def raise_issues(issues: list[tuple[tuple[str | int, ...], str]]) -> None:
         for loc, msg in issues
     ]
     raise ValidationError.from_exception_data("validation", details)
+
+
+def node_name(value: str) -> str:
+    """A Calico node name (a BGPPeer's ``node``): a DNS-1123 subdomain, as upstream checks."""
+    if value:
+        dns1123_subdomain(value, "node name")
+    return value

@@ -1,9 +1,10 @@
 """``create``, ``apply``, ``replace``, ``validate`` and ``delete``.
 
-Write verbs validate every document (syntax, schema, namespace flags) before the first datastore
-call, then act on the resources in order and stop at the first failure, so the
-``Partial success: <verb> the first N out of M ...`` report names exactly the documents that were
-written: documents 1..N.
+Every file is decoded before the first datastore call (a document upstream's loader refuses
+means nothing is written: ``failed to execute command: ...``). Write verbs then take the
+documents in order, each one validated, namespaced and written in turn, and stop at the first
+failure, so ``Partial success: <verb> the first N out of M ...`` names exactly the documents
+that were written: documents 1..N (design/calicoctl.md "Decisions").
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from dataclasses import dataclass, field
 
 import click
 
-from calico.api import APIError, Resource
+from calico.api import APIError, Resource, ResourceValidationError
+from calico.api.io import Loaded
 from calico.calicoctl import actions
-from calico.calicoctl.errors import CtlError, go_errors, handle_errors, report
+from calico.calicoctl.errors import CtlError, go_error, go_errors, handle_errors, report
 from calico.calicoctl.inputs import (
     NamespaceFlags,
+    load_entries_from,
     load_inputs,
     resolve_namespace,
     single_kind,
@@ -90,7 +93,7 @@ def file_options(verb: str, required: bool = True) -> Callable[[Callable[..., No
 
 
 def _write_message_failure(verb: str, out: Outcome, brackets: bool) -> str:
-    err = go_errors(out.errors) if brackets else str(out.errors[0])
+    err = go_errors(out.errors) if brackets else go_error(out.errors[0])
     if out.total == 1:
         return f"failed to {verb} '{out.kind}' resource: {err}"
     if out.kind:
@@ -112,44 +115,38 @@ def report_write(verb: str, out: Outcome) -> None:
     click.echo(
         f"Partial success: {past} the first {out.handled} out of {out.total}{kind} resources:"
     )
-    err = go_errors(out.errors) if brackets else str(out.errors[0])
-    report(f"hit error: {err}")
+    err = go_errors(out.errors) if brackets else go_error(out.errors[0])
+    hit = "hit error(s)" if verb == "validate" else "hit error"
+    report(f"{hit}: {err}")
 
 
-def prepare(resources: list[Resource], namespace: str | None) -> list[Resource]:
-    """Fill in namespaces (``-n`` or ``default``); any flag conflict is raised before writing."""
-    flags = NamespaceFlags(namespace)
-    return [
-        with_namespace(r, resolve_namespace(type(r), r.metadata.namespace, flags))
-        for r in resources
-    ]
+def prepare(entry: Loaded, flags: NamespaceFlags) -> Resource:
+    """One document ready to write: valid, its namespace filled in (``-n`` or ``default``).
+
+    Raises the document's validation error, or the namespace rule it breaks.
+    """
+    if isinstance(entry, ResourceValidationError):
+        raise entry
+    return with_namespace(entry, resolve_namespace(type(entry), entry.metadata.namespace, flags))
+
+
+def load_write_inputs(
+    filename: str, recursive: bool, skip_empty: bool
+) -> tuple[Outcome, list[Loaded]] | None:
+    """A write verb's documents and the outcome to report; None when there are none."""
+    entries = load_entries_from(filename, recursive, skip_empty)
+    if not entries:
+        click.echo("No resources specified")
+        return None
+    return Outcome(len(entries), single_kind(entries)), entries
 
 
 def given_inputs(filename: str, recursive: bool, skip_empty: bool) -> list[Resource]:
-    """The resources of ``-f``; when there are none, says so (upstream: not an error)."""
+    """The resources ``-f`` names (identity is enough: delete); none is not an error."""
     resources = load_inputs(filename, recursive, skip_empty)
     if not resources:
         click.echo("No resources specified")
     return resources
-
-
-def load_prepared(
-    filename: str, recursive: bool, skip_empty: bool, namespace: str | None
-) -> tuple[Outcome, list[Resource]] | None:
-    """A write verb's inputs, namespaces filled in, and the outcome to report.
-
-    None when there is nothing to do; a preparation failure is already in the outcome's
-    errors (and the list is empty), so nothing is written.
-    """
-    resources = given_inputs(filename, recursive, skip_empty)
-    if not resources:
-        return None
-    out = Outcome(len(resources), single_kind(resources))
-    try:
-        return out, prepare(resources, namespace)
-    except CtlError as exc:
-        out.errors.append(exc)
-        return out, []
 
 
 def run_write(
@@ -162,22 +159,20 @@ def run_write(
     config_file: str | None,
     skip_exists: bool = False,
 ) -> None:
-    loaded = load_prepared(filename, recursive, skip_empty, namespace)
+    loaded = load_write_inputs(filename, recursive, skip_empty)
     if loaded is None:
         return
-    out, prepared = loaded
-    if out.errors:
-        report_write(verb, out)
-        return
+    out, entries = loaded
+    flags = NamespaceFlags(namespace)
     with open_client(config_file, initialize=True) as client:
-        for res in prepared:
+        for entry in entries:
             try:
-                action(client, res)
+                action(client, prepare(entry, flags))
             except ResourceAlreadyExistsError as exc:
                 if not skip_exists:
                     out.errors.append(exc)
                     break
-            except (DatastoreError, APIError) as exc:
+            except (CtlError, DatastoreError, APIError) as exc:
                 out.errors.append(exc)
                 break
             out.handled += 1
@@ -250,12 +245,18 @@ def validate_command(
     config_file: str | None,
 ) -> None:
     """Check resources' syntax and schema without contacting the datastore."""
-    loaded = load_prepared(filename, recursive, skip_empty, namespace)
+    loaded = load_write_inputs(filename, recursive, skip_empty)
     if loaded is None:
         return
-    out, _ = loaded
-    if not out.errors:
-        out.handled = out.total
+    out, entries = loaded
+    flags = NamespaceFlags(namespace)
+    for entry in entries:  # every document is checked: nothing is written
+        try:
+            prepare(entry, flags)
+        except (CtlError, APIError) as exc:
+            out.errors.append(exc)
+            continue
+        out.handled += 1
     report_write("validate", out)
 
 
@@ -321,4 +322,4 @@ def delete_command(
     if errors:
         what = f"'{kind_name}' resource" if kind_name else "resource"
         prefix = f"Failed to delete {what}"
-        report("".join(f"{prefix}: {e}\n" for e in errors))
+        report("".join(f"{prefix}: {go_error(e)}\n" for e in errors))

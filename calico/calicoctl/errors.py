@@ -15,9 +15,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from calico.api import APIError
+from calico.api import APIError, ResourceValidationError
 from calico.calicoctl.flags import options
-from calico.datastore.errors import ConnectionFailedError, DatastoreError
+from calico.datastore.errors import (
+    ConnectionFailedError,
+    DatastoreError,
+    ResourceDoesNotExistError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
@@ -31,9 +35,22 @@ def fail(message: str) -> NoReturn:
     raise CtlError(message)
 
 
+def go_error(exc: BaseException) -> str:
+    """An error as upstream's libcalico error types print it.
+
+    Not-found carries its (nil) cause, ``resource does not exist: IPPool(x) with error: <nil>``;
+    validation failures are ``error with field <Field> = '<value>' (<reason>)``.
+    """
+    if isinstance(exc, ResourceDoesNotExistError):
+        return f"{exc} with error: <nil>"
+    if isinstance(exc, ResourceValidationError):
+        return exc.go_text()
+    return str(exc)
+
+
 def go_errors(errors: list[Exception]) -> str:
     """A list of errors as Go prints ``[]error`` with ``%v``: ``[first second]``."""
-    return "[" + " ".join(str(e) for e in errors) + "]"
+    return "[" + " ".join(go_error(e) for e in errors) + "]"
 
 
 def connection_message(exc: ConnectionFailedError) -> str:
@@ -89,6 +106,6 @@ def handle_errors(fn: F) -> F:
         except (APIError, DatastoreError, OSError, ValueError) as exc:
             if _debug():
                 traceback.print_exc()
-            report(str(exc))
+            report(go_error(exc))
 
     return wrapper  # type: ignore[return-value]

@@ -12,9 +12,9 @@ import functools
 
 import click
 
-from calico.api import Resource
+from calico.api import API_VERSION, Resource
 from calico.calicoctl.crud import file_options
-from calico.calicoctl.errors import CtlError, handle_errors, report
+from calico.calicoctl.errors import CtlError, go_error, handle_errors, report
 from calico.calicoctl.inputs import NamespaceFlags, load_inputs, resolve_namespace
 from calico.calicoctl.printer import KindList, Result, echo, parse_output, render
 from calico.calicoctl.resources import TableContext, identity, resolve_kind
@@ -46,19 +46,46 @@ def _tier_order(res: Resource) -> tuple[int, float]:
     return (1, 0.0) if order is None else (0, float(order))
 
 
+DEFAULT_ALLOW_PROFILE = "projectcalico-default-allow"
+
+
+def default_allow_profile() -> Resource:
+    """The profile upstream's client always lists: allow in and out, never stored.
+
+    Endpoints with no profile of their own fall back to it; resourceVersion ``1`` and no
+    creation time, as upstream shows it.
+    """
+    from calico.api import parse_resource
+
+    allow = [{"action": "Allow", "source": {}, "destination": {}}]
+    return parse_resource(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "Profile",
+            "metadata": {"name": DEFAULT_ALLOW_PROFILE, "resourceVersion": "1"},
+            "spec": {"ingress": allow, "egress": allow},
+        }
+    )
+
+
 def fetch(client: Client, target: Resource, flags: NamespaceFlags) -> Result:
     """One target: a named resource (get) or a whole kind (list, name empty)."""
     cls = type(target)
     ns = resolve_namespace(cls, target.metadata.namespace, flags)
     name = target.metadata.name
+    builtin = cls.KIND == "Profile"
     if name:
         if cls.NAMESPACED and ns is None:
             raise CtlError("cannot use --all-namespace flag for getting a single resource")
+        if builtin and name == DEFAULT_ALLOW_PROFILE:
+            return default_allow_profile()
         return client.get(cls, name, ns)
     listed = client.list(cls, ns)
     items = listed.items
     if cls.KIND == "Tier":
         items = sorted(items, key=_tier_order)
+    if builtin and all(p.metadata.name != DEFAULT_ALLOW_PROFILE for p in items):
+        items = [default_allow_profile(), *items]
     return KindList(cls, items, listed.revision)
 
 
@@ -146,4 +173,4 @@ def get_command(
         )
     echo(text)
     if errors:
-        report("\n".join(str(e) for e in errors))
+        report("\n".join(go_error(e) for e in errors))

@@ -1,7 +1,9 @@
 """Resources named on the command line: ``-f`` (file, directory or ``-``) and namespaces.
 
-Everything is parsed and validated before any datastore call, so a bad document anywhere
-in the input means nothing is written.
+Every file is decoded (syntax, kinds, field names and JSON types, as upstream's loader) before
+any datastore call, so a document upstream could not decode means nothing is written. A
+document that decodes but fails validation is kept as its error: write verbs report it when
+they reach it, as upstream's client does; get/delete only need its kind, name and namespace.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from calico.api import APIError, Resource, load_documents
+from calico.api import APIError, Resource, ResourceValidationError, kind_class
+from calico.api.io import Loaded, load_entries
 from calico.calicoctl.errors import CtlError
 
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -44,28 +47,50 @@ def read_input(path: str) -> bytes:
         return fh.read()
 
 
-def _read(path: str) -> list[Resource]:
+def _read(path: str) -> list[Loaded]:
     try:
         raw = read_input(path)
     except OSError as exc:
         raise FileInvalidError(f"open {path}: {exc.strerror or exc}") from None
     try:
-        return load_documents(raw, "<stdin>" if path == "-" else path)
+        return load_entries(raw, "<stdin>" if path == "-" else path)
     except APIError as exc:
         raise FileInvalidError(str(exc)) from None
 
 
-def load_inputs(path: str, recursive: bool = False, skip_empty: bool = False) -> list[Resource]:
-    """Every resource under ``path``, in order; empty files are errors unless ``skip_empty``."""
-    resources: list[Resource] = []
+def load_entries_from(path: str, recursive: bool = False, skip_empty: bool = False) -> list[Loaded]:
+    """Every document under ``path``, in order, invalid ones as their validation errors;
+    empty files are errors unless ``skip_empty``."""
+    entries: list[Loaded] = []
     for name in _files(path, recursive):
         loaded = _read(name)
         if not loaded and not skip_empty:
-            raise CtlError(f"No resources specified in file {name}")
-        resources.extend(loaded)
-    if not resources and not skip_empty:
-        raise CtlError(f"No resources specified in directory {path}")
-    return resources
+            raise CtlError(f"no resources specified in file {name}")
+        entries.extend(loaded)
+    if not entries and not skip_empty:
+        raise CtlError(f"no resources specified in directory {path}")
+    return entries
+
+
+def entry_kind(entry: Loaded) -> str:
+    return entry.kind if isinstance(entry, ResourceValidationError) else entry.KIND
+
+
+def as_target(entry: Loaded) -> Resource:
+    """The resource an entry names (an invalid one becomes its kind/name/namespace)."""
+    if not isinstance(entry, ResourceValidationError):
+        return entry
+    from calico.calicoctl.resources import identity
+
+    cls = kind_class(entry.kind)
+    if cls is None:  # the loader only returns errors for known kinds
+        raise CtlError(str(entry))
+    return identity(cls, entry.name, entry.extra.get("namespace") or None)
+
+
+def load_inputs(path: str, recursive: bool = False, skip_empty: bool = False) -> list[Resource]:
+    """The resources ``path`` names, for verbs that only need their identity (get, delete)."""
+    return [as_target(e) for e in load_entries_from(path, recursive, skip_empty)]
 
 
 @dataclass(frozen=True)
@@ -111,7 +136,7 @@ def with_namespace(resource: Resource, namespace: str | None) -> Resource:
     return resource.model_copy(update={"metadata": meta})
 
 
-def single_kind(resources: list[Resource]) -> str:
+def single_kind(resources: list[Resource] | list[Loaded]) -> str:
     """The kind when all resources share one, else "" (messages then omit the kind)."""
-    kinds = {r.KIND for r in resources}
+    kinds = {entry_kind(r) for r in resources}
     return kinds.pop() if len(kinds) == 1 else ""

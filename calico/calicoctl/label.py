@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from calico.api import APIError
+from calico.calicoctl.actions import with_tier_label
 from calico.calicoctl.errors import CtlError, handle_errors
 from calico.calicoctl.inputs import NamespaceFlags, resolve_namespace
 from calico.calicoctl.resources import resolve_kind
@@ -80,7 +81,7 @@ def label_command(
             labels[key] = value
         meta = current.metadata.model_copy(update={"labels": labels or None})
         try:
-            client.update(current.model_copy(update={"metadata": meta}))
+            client.update(with_tier_label(current.model_copy(update={"metadata": meta})))
         except ConnectionFailedError:
             raise
         except (DatastoreError, APIError) as exc:

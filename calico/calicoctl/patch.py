@@ -7,7 +7,8 @@ import json
 import click
 
 from calico.api import APIError, parse_resource, resource_to_wire
-from calico.calicoctl.errors import CtlError, handle_errors
+from calico.calicoctl.actions import with_tier_label
+from calico.calicoctl.errors import CtlError, go_error, handle_errors
 from calico.calicoctl.inputs import NamespaceFlags, resolve_namespace
 from calico.calicoctl.patching import PatchError, json_patch, merge_patch
 from calico.calicoctl.resources import resolve_kind
@@ -62,7 +63,7 @@ def patch_command(
         except ConnectionFailedError:
             raise
         except DatastoreError as exc:
-            raise CtlError(f"hit error: {exc}") from None
+            raise CtlError(f"hit error: {go_error(exc)}") from None
         original = resource_to_wire(current)
         try:
             if patch_type == "json":
@@ -80,13 +81,15 @@ def patch_command(
         if patched.get("kind") != cls.KIND:
             raise CtlError("hit error: a patch may not change the resource's kind")
         try:
-            updated = parse_resource(patched, source="patched resource")
+            updated = parse_resource(patched, source="patched resource", go_decode=True)
         except APIError as exc:
-            raise CtlError(f"hit error: creating resource from patched data: {exc}") from None
+            raise CtlError(
+                f"hit error: creating resource from patched data: {go_error(exc)}"
+            ) from None
         try:
-            client.update(updated)
+            client.update(with_tier_label(updated))
         except ConnectionFailedError:
             raise
         except DatastoreError as exc:
-            raise CtlError(f"hit error: updating existing resource: {exc}") from None
+            raise CtlError(f"hit error: updating existing resource: {go_error(exc)}") from None
     click.echo(f"Successfully patched 1 '{cls.KIND}' resource")

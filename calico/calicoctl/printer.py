@@ -84,11 +84,14 @@ def tabwrite(rows: Sequence[Sequence[str]]) -> str:
 
 
 def _wire(resource: Resource, export: bool) -> dict[str, Any]:
+    """One resource as upstream prints it; Go's zero ``metav1.Time`` prints as
+    ``creationTimestamp: null`` (exported resources, the built-in profile)."""
     wire = resource_to_wire(resource)
+    meta = wire.setdefault("metadata", {})
     if export:
-        meta = wire.get("metadata", {})
         for key in EXPORT_STRIPPED:
             meta.pop(key, None)
+    meta.setdefault("creationTimestamp", None)
     return wire
 
 

@@ -44,6 +44,20 @@ SHORT_HELP = {
 }
 
 
+def flag_error(exc: click.NoSuchOption) -> str:
+    """An unknown flag in cobra's (upstream's) words: ``unknown shorthand flag: 'm' in -m``."""
+    name = exc.option_name
+    if name.startswith("--"):
+        return f"unknown flag: {name}"
+    return f"unknown shorthand flag: '{name[1:2]}' in {name}"
+
+
+def _unknown_flag(exc: click.NoSuchOption) -> None:
+    """Report an unknown flag as upstream does: the message alone on stderr, exit code 1."""
+    click.echo(flag_error(exc), err=True)
+    raise SystemExit(1)
+
+
 class LazyGroup(click.Group):
     """A group whose own subcommands are imported on first use, listed before attached ones."""
 
@@ -56,6 +70,20 @@ class LazyGroup(click.Group):
         assert command.name is not None and command.name not in COMMANDS
         self.add_command(command)
         self._attached_help[command.name] = short_help
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            _unknown_flag(exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:  # a subcommand's flags (parsed inside invoke)
+            _unknown_flag(exc)
+            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*COMMANDS, *self.commands]

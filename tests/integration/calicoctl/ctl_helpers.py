@@ -98,3 +98,19 @@ def run_bin(
 
 
 Ctl = Callable[..., Run]
+
+
+def set_cluster_version(env: Mapping[str, str], version: str) -> None:
+    """Set ClusterInformation's calicoVersion as calico/node does (calicoctl may not)."""
+    from calico.datastore import config as dsconfig
+    from calico.datastore.client import Client
+    from calico.datastore.factory import open_backend
+
+    backend = open_backend(dsconfig.from_env(dict(env)))
+    try:
+        client = Client(backend)
+        info = client.get("ClusterInformation", "default")
+        spec = info.spec.model_copy(update={"calico_version": version})  # type: ignore[attr-defined]
+        client.update(info.model_copy(update={"spec": spec}))
+    finally:
+        backend.close()

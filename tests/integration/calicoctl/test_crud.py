@@ -74,16 +74,32 @@ def test_partial_success_mixed_kinds_and_replace_wording(ctl: Ctl) -> None:
     r = ctl("replace", "-f", "-", stdin=text)
     assert r.code == 1
     assert r.out == "Partial success: replaced the first 1 out of 2 'IPPool' resources:\n"
-    assert r.err == "hit error: resource does not exist: IPPool(zz)\n"
+    assert r.err == "hit error: resource does not exist: IPPool(zz) with error: <nil>\n"
     r = ctl("replace", "-f", "-", stdin=pool("zz", "10.20.0.0/16"))
-    assert r.err == "failed to replace 'IPPool' resource: resource does not exist: IPPool(zz)\n"
+    assert r.err == (
+        "failed to replace 'IPPool' resource: resource does not exist: IPPool(zz) "
+        "with error: <nil>\n"
+    )
 
 
-def test_invalid_later_document_writes_nothing(ctl: Ctl) -> None:
-    text = stream(pool("a", "10.10.0.0/16"), pool("b", "10.11.0.0/33"))
+def test_invalid_later_document_stops_there(ctl: Ctl) -> None:
+    """Validation is per document, in order (upstream's client validates on write)."""
+    text = stream(pool("a", "10.10.0.0/16"), pool("b", "10.11.0.0/33"), pool("c", "10.12.0.0/16"))
+    r = ctl("apply", "-f", "-", stdin=text)
+    assert r.code == 1
+    assert r.out == "Partial success: applied the first 1 out of 3 'IPPool' resources:\n"
+    assert r.err.startswith("hit error: [error with field IPPool.Spec.CIDR = '10.11.0.0/33' (")
+    assert names(ctl) == ["a"]
+
+
+def test_undecodable_later_document_writes_nothing(ctl: Ctl) -> None:
+    text = stream(pool("a", "10.10.0.0/16"), pool("b", "10.11.0.0/16", colour="red"))
     r = ctl("apply", "-f", "-", stdin=text)
     assert r.code == 1 and r.out == ""
-    assert r.err.startswith("failed to execute command: <stdin>, document 2, IPPool(b): spec.cidr")
+    assert r.err == (
+        "failed to execute command: <stdin>, document 2, IPPool(b): field in document is not "
+        "recognized or is in the wrong location: colour\n"
+    )
     assert names(ctl) == []
 
 
@@ -96,22 +112,15 @@ def test_invalid_later_document_writes_nothing(ctl: Ctl) -> None:
         ),
         (
             "apiVersion: projectcalico.org/v3\nkind: Bogus\nmetadata: {name: p}\n",
-            "failed to execute command: f.yaml, document 1: resource kind 'Bogus' is not supported",
+            "failed to execute command: f.yaml, document 1: unknown resource type (Bogus) and/or "
+            "version (projectcalico.org/v3)",
         ),
         (
             pool("p", "10.0.0.0/16", colour="red"),
             "failed to execute command: f.yaml, document 1, IPPool(p): field in document is not "
-            "recognized or is in the wrong location: spec.colour",
+            "recognized or is in the wrong location: colour",
         ),
-        (
-            pool("p", "10.0.0.0/16", nodeSelector="a ==="),
-            "failed to execute command: f.yaml, document 1, IPPool(p): spec.nodeSelector",
-        ),
-        (
-            pool("p", "10.0.0.300/16"),
-            "failed to execute command: f.yaml, document 1, IPPool(p): spec.cidr",
-        ),
-        ("", "No resources specified in file f.yaml"),
+        ("", "no resources specified in file f.yaml"),
     ],
 )
 def test_bad_input_is_one_located_message(ctl: Ctl, tmp_path: Path, text: str, expected: str):
@@ -121,6 +130,30 @@ def test_bad_input_is_one_located_message(ctl: Ctl, tmp_path: Path, text: str, e
         assert r.code == 1, r
         assert r.err.replace(str(tmp_path) + "/", "").startswith(expected), r
         assert "Traceback" not in r.err and r.out == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            pool("p", "10.0.0.0/16", nodeSelector="a ==="),
+            "error with field NodeSelector = 'a ===' (invalid selector",
+        ),
+        (
+            pool("p", "10.0.0.300/16"),
+            "error with field IPPool.Spec.CIDR = '10.0.0.300/16' ('10.0.0.300/16' is not a valid",
+        ),
+    ],
+)
+def test_invalid_resource_is_upstreams_validation_error(
+    ctl: Ctl, tmp_path: Path, text: str, expected: str
+):
+    (tmp_path / "f.yaml").write_text(text)
+    for verb in ("create", "apply", "replace", "validate"):
+        r = ctl(verb, "-f", str(tmp_path / "f.yaml"))
+        assert r.code == 1 and r.out == "", r
+        bracket = "" if verb == "replace" else "["
+        assert r.err.startswith(f"failed to {verb} 'IPPool' resource: {bracket}{expected}"), r
 
 
 def test_missing_file(ctl: Ctl, tmp_path: Path) -> None:
@@ -140,7 +173,7 @@ def test_directory_and_recursive(ctl: Ctl, tmp_path: Path) -> None:
     assert r.out == "Successfully applied 2 'IPPool' resource(s)\n", r
     (tmp_path / "empty").mkdir()
     r = ctl("apply", "-f", str(tmp_path / "empty"))
-    assert (r.code, r.err) == (1, f"No resources specified in directory {tmp_path / 'empty'}\n")
+    assert (r.code, r.err) == (1, f"no resources specified in directory {tmp_path / 'empty'}\n")
     r = ctl("apply", "-f", str(tmp_path / "empty"), "--skip-empty")
     assert (r.code, r.out) == (0, "No resources specified\n")
 
@@ -209,7 +242,10 @@ def test_delete_by_name_and_file(ctl: Ctl) -> None:
     r = ctl("delete", "ippool", "pool1", "nope")
     assert r.code == 1
     assert r.out == "Successfully deleted 1 'IPPool' resource(s)\n"
-    assert r.err == "Failed to delete 'IPPool' resource: resource does not exist: IPPool(nope)\n"
+    assert r.err == (
+        "Failed to delete 'IPPool' resource: resource does not exist: IPPool(nope) "
+        "with error: <nil>\n"
+    )
     r = ctl("delete", "-f", str(DATA / "pools.yaml"))
     assert r.code == 1 and r.out == "Successfully deleted 1 'IPPool' resource(s)\n"
     r = ctl("delete", "-f", str(DATA / "pools.yaml"), "--skip-not-exists")

@@ -44,7 +44,7 @@ DOCS = {
             "istioDSCPMark": "AF21",
             "liveMigrationRouteConvergenceTime": "45s",
             "localSubnetL2Reachability": "PodsAndLoadBalancers",
-            "localSubnetL2ReachabilityRefreshInterval": "2m",
+            "localSubnetL2ReachabilityRefreshInterval": "2m0s",
             "programClusterRoutes": "Enabled",
         },
     },
@@ -136,7 +136,7 @@ def test_tier_status_round_trips(ctl: Ctl) -> None:
         ),
         (
             {"kind": "BGPConfiguration", "spec": {"programClusterRoutes": "Sometimes"}},
-            "programClusterRoutes",
+            "ProgramClusterRoutes = 'Sometimes'",  # upstream's Go field name
         ),
         ({"kind": "FelixConfiguration", "spec": {"istioDSCPMark": 64}}, "DSCP value 64"),
     ],

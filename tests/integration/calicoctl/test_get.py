@@ -63,9 +63,11 @@ def test_yaml_and_json_parse_back_to_the_same_resources(populated: Ctl) -> None:
 
 def test_export_strips_server_metadata(populated: Ctl) -> None:
     one = yaml.safe_load(populated("get", "ippool", "pool1", "-o", "yaml", "--export").out)
-    assert set(one["metadata"]) == {"name"}
+    assert one["metadata"] == {"name": "pool1", "creationTimestamp": None}  # Go's zero time
     listed = yaml.safe_load(populated("get", "ippool", "-o", "yaml", "--export").out)
-    assert all(set(i["metadata"]) <= {"name", "labels"} for i in listed["items"])
+    keep = {"name", "labels", "creationTimestamp"}
+    assert all(set(i["metadata"]) <= keep for i in listed["items"])
+    assert all(i["metadata"]["creationTimestamp"] is None for i in listed["items"])
 
 
 def test_get_from_file(populated: Ctl) -> None:
@@ -86,9 +88,10 @@ def test_missing_resource_reports_and_prints_the_rest(populated: Ctl) -> None:
     r = populated("get", "ippool", "pool1", "nope")
     assert r.code == 1
     assert r.out.startswith("NAME    CIDR          SELECTOR")
-    assert r.err == "resource does not exist: IPPool(nope)\n"
+    assert r.err == "resource does not exist: IPPool(nope) with error: <nil>\n"
     r = populated("get", "ippool", "nope", "-o", "yaml")
-    assert (r.code, r.out, r.err) == (1, "[]\n", "resource does not exist: IPPool(nope)\n")
+    assert (r.code, r.out) == (1, "[]\n")
+    assert r.err == "resource does not exist: IPPool(nope) with error: <nil>\n"
 
 
 @pytest.mark.parametrize(

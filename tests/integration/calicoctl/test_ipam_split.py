@@ -101,7 +101,9 @@ def test_split_keeps_ipam_blocks_usable_and_checks_children(prepared: Ctl) -> No
     assert ctl("datastore", "migrate", "lock").code == 0
     # 16 children would be /28s, smaller than the pool's /27 blocks: refused, nothing written.
     err = refused(ctl, "--cidr=10.0.1.0/24", "16")
-    assert err.startswith("error splitting the CIDR 10.0.1.0/24 into 16 CIDRs: spec.blockSize:")
+    assert err.startswith(
+        "error splitting the CIDR 10.0.1.0/24 into 16 CIDRs: spec.cidr: IP pool size is too small"
+    )
     assert pools(ctl)["ippool-name1"]["spec"].get("disabled") in (None, False)
     assert ctl("ipam", "split", "--cidr=10.0.1.0/24", "8").code == 0
     assert sorted(p["spec"]["cidr"] for p in pools(ctl).values()) == sorted(

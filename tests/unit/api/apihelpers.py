@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from calico.api import Resource, ResourceValidationError, load_documents
+from calico.api import DocumentFormatError, Resource, ResourceValidationError, load_documents
 
 MANIFESTS = Path(__file__).parent / "manifests"
 
@@ -22,6 +22,13 @@ def issues(text: str) -> list[str]:
     with pytest.raises(ResourceValidationError) as info:
         load_documents(textwrap.dedent(text), source="test.yaml")
     return [str(i) for i in info.value.issues]
+
+
+def decode_error(text: str) -> str:
+    """What upstream's decoder says about a document it refuses (after the location)."""
+    with pytest.raises(DocumentFormatError) as info:
+        load_documents(textwrap.dedent(text), source="test.yaml")
+    return str(info.value).split("): ", 1)[1]
 
 
 def gnp_with_rule(rule_yaml: str, direction: str = "ingress") -> str:

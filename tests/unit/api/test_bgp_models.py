@@ -66,7 +66,7 @@ def test_bgp_configuration_example_round_trips() -> None:
     assert c.spec.as_number == 63400 and c.spec.listen_port == 178
     wire = c.to_wire()
     assert wire["spec"]["serviceClusterIPs"] == [{"cidr": "10.96.0.0/12"}]
-    assert wire["spec"]["nodeMeshMaxRestartTime"] == "120s"
+    assert wire["spec"]["nodeMeshMaxRestartTime"] == "2m0s"  # Go prints metav1.Duration canonically
     assert BGPConfiguration.model_validate(wire) == c
     assert resource_class("bgpconfig") is BGPConfiguration
 
@@ -153,7 +153,7 @@ def test_dotted_as_number() -> None:
             "node.node-1",
             (
                 "spec.nodeMeshPassword",
-                "nodeMeshPassword can only be set on the BGPConfiguration named 'default'",
+                "Cannot set nodeMeshPassword on a non default BGP Configuration.",
             ),
         ),
         (

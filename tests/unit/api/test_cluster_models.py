@@ -60,7 +60,9 @@ def test_kube_controllers_configuration() -> None:
     k = KubeControllersConfiguration.model_validate(yaml.safe_load(KCC))
     assert k.spec.controllers.load_balancer is not None
     assert k.spec.controllers.load_balancer.assign_ips == "AllServices"
-    assert k.to_wire()["spec"]["etcdV3CompactionPeriod"] == "10m"
+    assert (
+        k.to_wire()["spec"]["etcdV3CompactionPeriod"] == "10m0s"
+    )  # Go prints metav1.Duration canonically
     assert KubeControllersConfiguration.model_validate(k.to_wire()) == k
     assert resource_class("kubecontrollersconfigs") is KubeControllersConfiguration
     base = yaml.safe_load(KCC)

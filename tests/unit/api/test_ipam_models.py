@@ -111,9 +111,9 @@ def test_aliases_and_registration() -> None:
         (
             {"cidr": "10.0.0.0/28"},
             (
-                "spec.blockSize",
-                "blockSize /26 is larger than the pool 10.0.0.0/28; "
-                "the pool prefix must be at most /26",
+                "spec.cidr",
+                "IP pool size is too small for use with Calico IPAM. It must be equal to or "
+                "greater than the block size.",
             ),
         ),
         (
@@ -201,7 +201,7 @@ def test_block_size_rules(version: int, prefix: int, block: int) -> None:
         assert IPPool.model_validate(doc).spec.block_size == effective
     else:
         [(loc, _)] = errors(IPPool, doc)
-        assert loc == "spec.blockSize"
+        assert loc == ("spec.blockSize" if not low <= effective <= high else "spec.cidr")
 
 
 def test_ip_reservation() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from apihelpers import gnp_with_rule, issues, load_one
+from apihelpers import decode_error, gnp_with_rule, issues, load_one
 
 from calico.api.rules import Rule, protocol_number, supports_ports
 
@@ -78,8 +78,6 @@ def test_port_forms(port: object, canonical: object) -> None:
     ("port", "message"),
     [
         (0, "port 0 is invalid: port numbers must be 1-65535"),
-        (65536, "port 65536 is invalid: port numbers must be 1-65535"),
-        ("'90:80'", "port range '90:80' is invalid: minimum is greater than maximum"),
         ("'0:10'", "port range '0:10' is invalid: port numbers must be 1-65535"),
         ("'80-90'", "'80-90' is not a valid port name"),
         ("Http", "'Http' is not a valid port name"),
@@ -216,7 +214,23 @@ def test_services_match() -> None:
 
 
 def test_unknown_rule_field() -> None:
-    assert issues(gnp_with_rule("action: Allow\nsource:\n  tag: foo")) == [
-        "field in document is not recognized or is in the wrong location: "
-        "spec.ingress[0].source.tag"
-    ]
+    assert decode_error(gnp_with_rule("action: Allow\nsource:\n  tag: foo")) == (
+        "field in document is not recognized or is in the wrong location: tag"
+    )
+
+
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [
+        ("65536", "cannot unmarshal number 65536 into Go value of type uint16"),
+        ("'1:65536'", "invalid maximum port number in range (1:65536)"),
+        ("'65536:65537'", "invalid minimum port number in range (65536:65537)"),
+        (
+            "'90:80'",
+            "minimum port number (90) is greater than maximum port number (80) in port range",
+        ),
+    ],
+)
+def test_numorstring_port_decode_errors(port: str, message: str) -> None:
+    rule = f"action: Allow\nprotocol: TCP\ndestination:\n  ports: [{port}]\n"
+    assert decode_error(gnp_with_rule(rule)) == message

@@ -251,7 +251,7 @@ NEW_FELIX = {
     "istioDSCPMark": 23,
     "liveMigrationRouteConvergenceTime": "30s",
     "localSubnetL2Reachability": "PodsAndLoadBalancers",
-    "localSubnetL2ReachabilityRefreshInterval": "2m",
+    "localSubnetL2ReachabilityRefreshInterval": "2m0s",  # Go prints metav1.Duration canonically
     "programClusterRoutes": "EnabledIPIPOnly",
 }
 

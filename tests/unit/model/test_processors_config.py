@@ -98,7 +98,7 @@ FELIX_PARAMS = {
     "RouteTableRanges": "1-250,300-400",
     "KubeNodePortRanges": "30000,31000:32767",
     "BPFLogFilters": "all=udp,weps=tcp,",
-    "HealthTimeoutOverrides": "InternalDataplaneMainLoop=2m",
+    "HealthTimeoutOverrides": "InternalDataplaneMainLoop=2m0s",  # Go prints metav1.Duration
     "IptablesMarkMask": "4294901760",
     "BPFEnabled": "false",
 }

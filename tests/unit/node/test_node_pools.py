@@ -86,7 +86,7 @@ def test_none_disables_a_family_and_no_ipv6_support() -> None:
         ),
         (
             {"CALICO_IPV4POOL_CIDR": "10.0.0.0/28", "CALICO_IPV4POOL_BLOCK_SIZE": "26"},
-            "larger than the pool",
+            "IP pool size is too small",
         ),
         (
             {"NO_DEFAULT_POOLS": "true", "CALICO_IPV4POOL_CIDR": "10.0.0.0/16"},
