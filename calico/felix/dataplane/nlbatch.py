@@ -13,6 +13,7 @@ namespace it was created in.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -79,10 +80,8 @@ def open_rtnl_socket(netns: str | None = None) -> socket.socket:
 def _new_socket() -> socket.socket:
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-    try:
+    with contextlib.suppress(OSError):  # older kernels: acks just carry the full request
         sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)
-    except OSError:
-        pass  # older kernels: acks just carry the full request
     sock.bind((0, 0))
     return sock
 

@@ -1,5 +1,6 @@
 """The VXLAN manager's kernel access: the device (pyroute2 ``IPRoute``), readback of the
-neighbours, FDB entries and routes Felix owns, and batched writes (:mod:`calico.felix.dataplane.nlbatch`).
+neighbours, FDB entries and routes Felix owns, and batched writes
+(``calico.felix.dataplane.nlbatch``).
 
 Ownership on readback (upstream vxlanfdb and the main-table route policy): on the VXLAN
 device only permanent neighbour/FDB entries with a MAC count; a main-table route is ours when
