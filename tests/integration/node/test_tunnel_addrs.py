@@ -17,6 +17,7 @@ import pytest
 from calico.api.cluster import Node
 from calico.api.ipam import IPPool, IPPoolSpec
 from calico.datastore.client import Client
+from calico.datastore.errors import ResourceDoesNotExistError
 from calico.ipam import IPAMClient
 from calico.model.vtep import default_vtep_mac
 from calico.node.errors import NodeError
@@ -52,7 +53,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-class open_client:  # noqa: N801 - used as a context manager like open()
+class open_client:  # a context manager used like open()
     def __init__(self, env: dict[str, str]) -> None:
         from calico.datastore.config import from_env
         from calico.datastore.factory import open_backend
@@ -142,7 +143,7 @@ def test_pool_going_away_releases_address_and_mac(client):
     assert n.spec.vxlan_tunnel_mac_addr is None
     ipam = IPAMClient(client)
     assert ipam.release_by_handle(f"vxlan-tunnel-addr-{NODE}") == []
-    with pytest.raises(Exception):
+    with pytest.raises(ResourceDoesNotExistError):
         ipam.get_assignment_attributes(addr)
 
 
