@@ -47,6 +47,7 @@ from calico.felix.rules.exprs import (
 # Special IP set IDs (upstream rule_defs): NAT-outgoing pools and all pools.
 IPSET_MASQ_POOLS = "masq-ipam-pools"
 IPSET_ALL_POOLS = "all-ipam-pools"
+IPSET_ALL_HOSTS = "all-hosts-net"  # every node's IPs (filled by the hosts IP set manager)
 
 WL_TO_HOST = "cali-wl-to-host"
 NAT_OUTGOING = "cali-nat-outgoing"
@@ -228,7 +229,9 @@ def raw_chains(config: RenderConfig) -> list[Chain]:
 
 
 def nat_chains(config: RenderConfig) -> list[Chain]:
-    """NAT-outgoing: sources in a natOutgoing pool going anywhere outside all pools."""
+    """NAT-outgoing: sources in a natOutgoing pool going anywhere outside all pools (so
+    pod-to-pod traffic across nodes keeps its source), and with ``NATOutgoingExclusions =
+    IPPoolsAndHostIPs`` also outside every node's IPs."""
     rules = []
     for version in config.ip_versions:
         p = ADDR_PROTO[version]
@@ -244,6 +247,17 @@ def nat_chains(config: RenderConfig) -> list[Chain]:
                     nfproto(version),
                     match(payload(p, "saddr"), f"@{ipset_name(IPSET_MASQ_POOLS, version)}"),
                     match(payload(p, "daddr"), f"@{ipset_name(IPSET_ALL_POOLS, version)}", "!="),
+                    *(
+                        [
+                            match(
+                                payload(p, "daddr"),
+                                f"@{ipset_name(IPSET_ALL_HOSTS, version)}",
+                                "!=",
+                            )
+                        ]
+                        if config.nat_outgoing_exclusions == "IPPoolsAndHostIPs"
+                        else []
+                    ),
                     action,
                 ],
                 "NAT outgoing",

@@ -235,6 +235,23 @@ def test_nat_outgoing_and_sets() -> None:
     assert len(nat.rules) == 1
 
 
+def test_nat_outgoing_exclusions_ip_pools_and_host_ips() -> None:
+    """With IPPoolsAndHostIPs, traffic to any node's address keeps its source too."""
+    p = lambda proto, f: {"payload": {"protocol": proto, "field": f}}  # noqa: E731
+    cfg = RenderConfig(nat_outgoing_exclusions="IPPoolsAndHostIPs", ipv6_enabled=False)
+    nat = by_name(RuleRenderer(cfg).static_chains())["nat-cali-nat-outgoing"]
+    assert body(nat) == [
+        [
+            m({"meta": {"key": "nfproto"}}, "ipv4"),
+            m(p("ip", "saddr"), "@cali40masq-ipam-pools"),
+            m(p("ip", "daddr"), "@cali40all-ipam-pools", "!="),
+            m(p("ip", "daddr"), "@cali40all-hosts-net", "!="),
+            {"masquerade": None},
+        ]
+    ]
+    assert RenderConfig().nat_outgoing_exclusions == "IPPoolsOnly"
+
+
 def test_ipv6_disabled_guards_top_level_chains() -> None:
     chains = by_name(RuleRenderer(RenderConfig(ipv6_enabled=False)).static_chains())
     guard = [m({"meta": {"key": "nfproto"}}, "ipv4", "!="), {"return": None}]
