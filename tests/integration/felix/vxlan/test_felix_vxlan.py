@@ -237,6 +237,11 @@ def test_overlay_pod_to_pod_v4_v6_tcp_and_mtu_file(vxc):
     assert "mtu 1430" in nss.ip("link", "show", "vxlan-v6.calico", ns=c.a.ns)
     route = nss.ip("route", "show", "10.244.2.0/26", ns=c.a.ns).strip()
     assert route == f"10.244.2.0/26 via {tunnel_ip(c, c.b)} dev vxlan.calico onlink mtu 1450"
+    # VXLAN is open only to the peers' node IPs (the overlay above works through that rule).
+    allowed = nss.in_ns(c.a.ns, "nft", "list", "set", "inet", "calico", "cali40all-vxlan-net")
+    assert c.b.ip in allowed.stdout and c.a.ip not in allowed.stdout
+    allowed6 = nss.in_ns(c.a.ns, "nft", "list", "set", "inet", "calico", "cali60all-vxlan-net")
+    assert c.b.ip6 in allowed6.stdout
     assert HOST_MAC  # the pods' gateway MAC is the CNI plugin's
 
 
@@ -283,6 +288,8 @@ def test_deleting_a_node_removes_its_entries_on_the_other(vxc):
         )
 
     eventually(b_entries, ("", "", ""))
+    allowed = nss.in_ns(c.a.ns, "nft", "list", "set", "inet", "calico", "cali40all-vxlan-net")
+    assert c.b.ip not in allowed.stdout
     fdb = nss.run("bridge", "-n", c.a.ns, "fdb", "show", "dev", "vxlan.calico").stdout
     assert "dst" not in fdb
     assert "blackhole 10.244.1.0/26" in nss.ip("route", ns=c.a.ns)  # own block stays

@@ -389,3 +389,32 @@ def test_encapsulation_change_restarts_felix():
     c([Encapsulation(vxlan_enabled=True, vxlan_enabled_v6=True)])
     assert len(restarts) == 1 and "encapsulation changed" in restarts[0]
     assert forwarded == [start]  # nothing forwarded once a restart is requested
+
+
+class RecordingTable:
+    def __init__(self) -> None:
+        self.sets: dict[str, object] = {}
+
+    def set_set(self, nft_set) -> None:
+        self.sets[nft_set.name] = nft_set
+
+
+def test_allowed_sources_set_is_remote_node_ips_plus_external_nodes():
+    table = RecordingTable()
+    mgr = VXLANManager(
+        Settings(version=4, hostname="n1"),
+        FakeKernel(),  # type: ignore[arg-type]
+        table=table,  # type: ignore[arg-type]
+        external_nodes=("10.0.0.0/30", "fd00::/64"),
+    )
+    mgr.complete_deferred_work()
+    assert table.sets["cali40all-vxlan-net"].elements == {"10.0.0.0/30"}  # type: ignore
+    for node, n in (("n1", 1), ("n2", 2), ("n9", 9)):
+        mgr.on_update(vtep(node, n))
+    mgr.complete_deferred_work()
+    got = table.sets["cali40all-vxlan-net"]
+    assert got.elements == {"10.0.0.0/30", "10.0.0.9"}  # type: ignore  # n2 inside the /30
+    assert got.interval and got.type == "ipv4_addr"  # type: ignore
+    table.sets.clear()
+    mgr.complete_deferred_work()
+    assert table.sets == {}  # unchanged: not re-set
