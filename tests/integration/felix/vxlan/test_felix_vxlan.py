@@ -356,3 +356,43 @@ def test_felix_restart_keeps_established_cross_node_connections(vxc):
         finally:
             client.kill()
             client.wait(timeout=5)
+
+
+def test_bad_nodes_are_reported_and_the_overlay_keeps_working(vxc):
+    import json
+
+    from calico.datastore.client import resource_path
+
+    c = vxc
+    b_tunnel = tunnel_ip(c, c.b)
+    bad = {
+        # Malformed MAC: refused by the Node model, so the syncer logs and skips it.
+        "vxnodec": {"ipv4VXLANTunnelAddr": "10.244.3.0", "vxlanTunnelMACAddr": "zz:zz"},
+        # Valid, but claims node b's tunnel address: the VXLAN manager refuses it.
+        "vxnoded": {"ipv4VXLANTunnelAddr": b_tunnel, "vxlanTunnelMACAddr": "66:00:00:00:00:dd"},
+    }
+    for n, (name, spec) in enumerate(bad.items(), start=3):
+        doc = {
+            "apiVersion": "projectcalico.org/v3",
+            "kind": "Node",
+            "metadata": {"name": name},
+            "spec": {"bgp": {"ipv4Address": f"10.0.0.{n}/24"}, **spec},
+        }
+        c.client.backend.create(resource_path("Node", name), json.dumps(doc))
+    log = c.workdir / f"{c.a.name}.log"
+    eventually(lambda: "nodes/vxnodec" in log.read_text(), True)
+    eventually(
+        lambda: (
+            f"nodes {c.b.name} and vxnoded both claim VXLAN tunnel address {b_tunnel}"
+            in log.read_text()
+        ),
+        True,
+    )
+    text = log.read_text()
+    assert "Failed to process key=" in text and "Traceback" not in text
+    assert (
+        "66:00:00:00:00:dd"
+        not in nss.run("bridge", "-n", c.a.ns, "fdb", "show", "dev", "vxlan.calico").stdout
+    )
+    assert ping(c.a.pod_ns, c.b.pod_ip) and ping(c.b.pod_ns, c.a.pod_ip)
+    assert c.felixes[c.a.name].poll() is None
