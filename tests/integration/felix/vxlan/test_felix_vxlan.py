@@ -396,3 +396,25 @@ def test_bad_nodes_are_reported_and_the_overlay_keeps_working(vxc):
     )
     assert ping(c.a.pod_ns, c.b.pod_ip) and ping(c.b.pod_ns, c.a.pod_ip)
     assert c.felixes[c.a.name].poll() is None
+
+
+def test_cross_subnet_pool_switches_to_the_direct_route_live(vxc):
+    c = vxc
+    c.apply(
+        {
+            "kind": "IPPool",
+            "metadata": {"name": "vx4"},
+            "spec": {
+                "cidr": "10.244.0.0/16",
+                "blockSize": 26,
+                "vxlanMode": "CrossSubnet",
+                "natOutgoing": True,
+            },
+        }
+    )
+    want = f"10.244.2.0/26 via {c.b.ip} dev eth0 proto 80 onlink"
+    eventually(lambda: nss.ip("route", "show", "10.244.2.0/26", ns=c.a.ns).strip(), want)
+    assert ping(c.a.pod_ns, c.b.pod_ip) and ping(c.b.pod_ns, c.a.pod_ip)
+    with tcp_server(c.b.pod_ns, c.b.pod_ip) as port:
+        assert seen_source(c.a.pod_ns, c.b.pod_ip, port) == c.a.pod_ip
+    assert all(p.poll() is None for p in c.felixes.values())  # no restart: VXLAN still on
