@@ -1,0 +1,404 @@
+"""Pipelined rtnetlink writes: many requests per ``sendmsg``, one ack each.
+
+Why: a remote node costs three kernel objects (route, neighbour, FDB entry); with one round
+trip per request through pyroute2's ``IPRoute`` 1,000 nodes take ~2 s, and pyroute2's
+generic message classes spend ~1.5 ms encoding or decoding each. These few fixed message
+shapes (ndmsg, rtmsg and a handful of attributes) are packed and parsed with ``struct``,
+written back to back over one raw socket so the kernel processes a whole chunk per system
+call, and the acks are matched to requests by sequence number. Dumps of neighbours and
+routes (the resync) are parsed the same way; links and addresses stay on pyroute2.
+
+The socket is opened inside ``netns`` (``/run/netns/<name>``) by switching the calling
+thread's namespace just for the ``socket()`` call; a netlink socket stays bound to the
+namespace it was created in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import ipaddress
+import os
+import select
+import socket
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+NETLINK_ROUTE = 0
+NLMSG_ERROR = 2
+NLM_F_REQUEST = 0x1
+NLM_F_ACK = 0x4
+NLM_F_REPLACE = 0x100
+NLM_F_EXCL = 0x200
+NLM_F_CREATE = 0x400
+NETLINK_CAP_ACK = 10  # acks carry only the request's header, not its whole payload
+SOL_NETLINK = 270
+RTM_NEWROUTE, RTM_DELROUTE = 24, 25
+RTM_NEWNEIGH, RTM_DELNEIGH, RTM_GETNEIGH = 28, 29, 30
+RTM_GETROUTE = 26
+NLMSG_DONE = 3
+NLM_F_DUMP = 0x300
+NUD_PERMANENT = 0x80
+NTF_SELF = 0x02
+RTNH_F_ONLINK = 0x4
+RTN_UNSPEC, RTN_UNICAST, RTN_BLACKHOLE = 0, 1, 6
+RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
+MAIN_TABLE = 254
+CLONE_NEWNET = 0x40000000
+_HDR = struct.Struct("=IHHII")
+ACK_TIMEOUT = 10.0  # seconds without any ack before the batch is failed (NetlinkTimeoutSecs)
+_CHUNK = 256  # requests per sendmsg; keeps the ack backlog well inside the receive buffer
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def open_rtnl_socket(netns: str | None = None) -> socket.socket:
+    """A raw NETLINK_ROUTE socket, created inside ``netns`` when given."""
+    if netns is None:
+        return _new_socket()
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(f"/run/netns/{netns}", os.O_RDONLY)
+        try:
+            _setns(target)
+            try:
+                return _new_socket()
+            finally:
+                _setns(own)
+        finally:
+            os.close(target)
+    finally:
+        os.close(own)
+
+
+def _new_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    with contextlib.suppress(OSError):  # older kernels: acks just carry the full request
+        sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)
+    sock.bind((0, 0))
+    return sock
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: its message type, extra header flags, encoded body (the fixed header
+    and attributes, without the nlmsghdr) and a label for error messages."""
+
+    what: str
+    msg_type: int
+    flags: int
+    body: bytes
+
+    def encode(self, seq: int) -> bytes:
+        flags = NLM_F_REQUEST | NLM_F_ACK | self.flags
+        return _HDR.pack(_HDR.size + len(self.body), self.msg_type, flags, seq, 0) + self.body
+
+
+# -- encoding (struct, not pyroute2's message classes: ~20x cheaper per message) ------------
+
+_NDMSG = struct.Struct("=BBHiHBB")
+_RTMSG = struct.Struct("=BBBBBBBBI")
+_RTA = struct.Struct("=HH")
+NDA_DST, NDA_LLADDR = 1, 2
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_METRICS, RTA_TABLE = 1, 4, 5, 6, 8, 15
+RTAX_MTU = 2
+
+
+def _attr(kind: int, data: bytes) -> bytes:
+    length = _RTA.size + len(data)
+    return _RTA.pack(length, kind) + data + b"\0" * (-length % 4)
+
+
+def _u32(value: int) -> bytes:
+    return struct.pack("=I", value)
+
+
+def _family(ip: str) -> int:
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
+def _addr(ip: str) -> bytes:
+    return socket.inet_pton(_family(ip), ip)
+
+
+def _mac(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", ""))
+
+
+def _ndmsg(family: int, ifindex: int, state: int = 0, flags: int = 0, ntype: int = 0) -> bytes:
+    return _NDMSG.pack(family, 0, 0, ifindex, state, flags, ntype)
+
+
+def neigh_replace(ifindex: int, ip: str, mac: str) -> Request:
+    """Permanent ARP/NDP entry ``ip -> mac`` on ``ifindex``."""
+    body = _ndmsg(_family(ip), ifindex, NUD_PERMANENT, 0, RTN_UNICAST)
+    body += _attr(NDA_DST, _addr(ip)) + _attr(NDA_LLADDR, _mac(mac))
+    return Request(f"set neighbour {ip}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
+
+
+def neigh_delete(ifindex: int, ip: str) -> Request:
+    body = _ndmsg(_family(ip), ifindex) + _attr(NDA_DST, _addr(ip))
+    return Request(f"delete neighbour {ip}", RTM_DELNEIGH, 0, body)
+
+
+def fdb_replace(ifindex: int, mac: str, dst: str) -> Request:
+    """Permanent VXLAN FDB entry (AF_BRIDGE, NTF_SELF): frames for ``mac`` go to ``dst``."""
+    body = _ndmsg(socket.AF_BRIDGE, ifindex, NUD_PERMANENT, NTF_SELF)
+    body += _attr(NDA_LLADDR, _mac(mac)) + _attr(NDA_DST, _addr(dst))
+    return Request(f"set FDB {mac}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
+
+
+def fdb_delete(ifindex: int, mac: str, dst: str) -> Request:
+    body = _ndmsg(socket.AF_BRIDGE, ifindex, 0, NTF_SELF)
+    body += _attr(NDA_LLADDR, _mac(mac)) + _attr(NDA_DST, _addr(dst))
+    return Request(f"delete FDB {mac}", RTM_DELNEIGH, 0, body)
+
+
+def _route_body(
+    cidr: str, *, proto: int, scope: int, rtype: int, flags: int, priority: int
+) -> bytes:
+    addr, _, plen = cidr.partition("/")
+    family = _family(addr)
+    body = _RTMSG.pack(family, int(plen), 0, 0, MAIN_TABLE, proto, scope, rtype, flags)
+    body += _attr(RTA_DST, _addr(addr)) + _attr(RTA_TABLE, _u32(MAIN_TABLE))
+    if priority:
+        body += _attr(RTA_PRIORITY, _u32(priority))
+    return body
+
+
+def route_replace(
+    cidr: str,
+    *,
+    rtype: int = RTN_UNICAST,
+    oif: int = 0,
+    gateway: str = "",
+    proto: int,
+    scope: int = RT_SCOPE_UNIVERSE,
+    onlink: bool = False,
+    mtu: int = 0,
+    priority: int = 0,
+) -> Request:
+    flags = RTNH_F_ONLINK if onlink else 0
+    body = _route_body(cidr, proto=proto, scope=scope, rtype=rtype, flags=flags, priority=priority)
+    if oif:
+        body += _attr(RTA_OIF, _u32(oif))
+    if gateway:
+        body += _attr(RTA_GATEWAY, _addr(gateway))
+    if mtu:
+        body += _attr(RTA_METRICS, _attr(RTAX_MTU, _u32(mtu)))
+    return Request(f"replace route {cidr}", RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body)
+
+
+def route_delete(cidr: str, priority: int = 0) -> Request:
+    """Delete by destination and priority; protocol, scope and type are wildcards (as
+    upstream: anything at that key goes)."""
+    body = _route_body(
+        cidr, proto=0, scope=RT_SCOPE_NOWHERE, rtype=RTN_UNSPEC, flags=0, priority=priority
+    )
+    return Request(f"delete route {cidr}", RTM_DELROUTE, 0, body)
+
+
+# -- decoding dumps ------------------------------------------------------------------------
+
+
+def parse_attrs(data: bytes, offset: int) -> dict[int, bytes]:
+    """rtattrs from ``offset`` to the end of ``data`` (last one of a type wins)."""
+    out: dict[int, bytes] = {}
+    end = len(data)
+    while offset + _RTA.size <= end:
+        length, kind = _RTA.unpack_from(data, offset)
+        if length < _RTA.size:
+            break
+        out[kind & 0x3FFF] = data[offset + _RTA.size : offset + length]
+        offset += (length + 3) & ~3
+    return out
+
+
+def ip_text(raw: bytes) -> str:
+    """Canonical text, as ``ipaddress`` writes it (the desired state uses that form)."""
+    if len(raw) == 16:
+        return str(ipaddress.IPv6Address(raw))
+    return socket.inet_ntop(socket.AF_INET, raw)
+
+
+def mac_text(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+@dataclass(frozen=True)
+class Neigh:
+    family: int
+    ifindex: int
+    state: int
+    flags: int
+    attrs: dict[int, bytes]
+
+
+@dataclass(frozen=True)
+class Route:
+    family: int
+    dst_len: int
+    table: int
+    proto: int
+    scope: int
+    rtype: int
+    flags: int
+    attrs: dict[int, bytes]
+
+
+def decode_neigh(body: bytes) -> Neigh:
+    family, _, _, ifindex, state, flags, _ = _NDMSG.unpack_from(body, 0)
+    return Neigh(family, ifindex, state, flags, parse_attrs(body, _NDMSG.size))
+
+
+def decode_route(body: bytes) -> Route:
+    family, dst_len, _, _, table, proto, scope, rtype, flags = _RTMSG.unpack_from(body, 0)
+    return Route(family, dst_len, table, proto, scope, rtype, flags, parse_attrs(body, _RTMSG.size))
+
+
+def neigh_dump_request(family: int) -> Request:
+    return Request("dump neighbours", RTM_GETNEIGH, NLM_F_DUMP, _ndmsg(family, 0))
+
+
+def route_dump_request(family: int) -> Request:
+    return Request(
+        "dump routes", RTM_GETROUTE, NLM_F_DUMP, _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
+
+
+@dataclass(frozen=True)
+class Failure:
+    request: Request
+    errno: int
+
+    def __str__(self) -> str:
+        return f"{self.request.what}: {os.strerror(self.errno)}"
+
+
+class BatchWriter:
+    """Sends :class:`Request` lists over one socket; not thread-safe (one owner thread)."""
+
+    def __init__(self, netns: str | None = None) -> None:
+        self._netns = netns
+        self._sock: socket.socket | None = None
+        self._seq = 0
+
+    def _socket(self) -> socket.socket:
+        if self._sock is None:
+            self._sock = open_rtnl_socket(self._netns)
+        return self._sock
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    def send(self, requests: Sequence[Request]) -> list[Failure]:
+        """Every request, in order; returns the ones the kernel refused. A socket error
+        drops the socket (reopened next call) and fails the rest of the batch."""
+        failures: list[Failure] = []
+        for start in range(0, len(requests), _CHUNK):
+            chunk = requests[start : start + _CHUNK]
+            try:
+                failures.extend(self._send_chunk(chunk))
+            except OSError as e:
+                self.close()
+                code = e.errno or errno.EIO
+                failures.extend(Failure(r, code) for r in requests[start:])
+                break
+        return failures
+
+    def dump(self, request: Request) -> list[tuple[int, bytes]]:
+        """(message type, body) of every reply to a dump request. Raises OSError."""
+        sock = self._socket()
+        self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
+        seq = self._seq
+        header = _HDR.pack(
+            _HDR.size + len(request.body), request.msg_type, NLM_F_REQUEST | request.flags, seq, 0
+        )
+        try:
+            sock.sendall(header + request.body)
+            out: list[tuple[int, bytes]] = []
+            while True:
+                ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
+                if not ready:
+                    raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply")
+                data = sock.recv(1 << 20)
+                off = 0
+                while off + _HDR.size <= len(data):
+                    length, mtype, _flags, mseq, _pid = _HDR.unpack_from(data, off)
+                    if length < _HDR.size:
+                        break
+                    if mseq == seq:
+                        if mtype == NLMSG_DONE:
+                            return out
+                        if mtype == NLMSG_ERROR:
+                            (code,) = struct.unpack_from("=i", data, off + _HDR.size)
+                            if code:
+                                raise OSError(-code, f"{request.what}: {os.strerror(-code)}")
+                        else:
+                            out.append((mtype, data[off + _HDR.size : off + length]))
+                    off += (length + 3) & ~3
+        except OSError:
+            self.close()
+            raise
+
+    def _send_chunk(self, chunk: Iterable[Request]) -> list[Failure]:
+        sock = self._socket()
+        pending: dict[int, Request] = {}
+        out = bytearray()
+        for req in chunk:
+            self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
+            out += req.encode(self._seq)
+            pending[self._seq] = req
+        sock.sendall(bytes(out))
+        failures: list[Failure] = []
+        while pending:
+            ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
+            if not ready:
+                raise OSError(errno.ETIMEDOUT, f"no netlink ack for {len(pending)} requests")
+            data = sock.recv(1 << 20)
+            off = 0
+            while off + _HDR.size <= len(data):
+                length, mtype, _flags, seq, _pid = _HDR.unpack_from(data, off)
+                if length < _HDR.size:
+                    break
+                if mtype == NLMSG_ERROR and seq in pending:
+                    (code,) = struct.unpack_from("=i", data, off + _HDR.size)
+                    req = pending.pop(seq)
+                    if code:
+                        failures.append(Failure(req, -code))
+                off += (length + 3) & ~3
+        return failures
+
+
+__all__ = [
+    "BatchWriter",
+    "Failure",
+    "Neigh",
+    "Request",
+    "Route",
+    "decode_neigh",
+    "decode_route",
+    "fdb_delete",
+    "fdb_replace",
+    "ip_text",
+    "mac_text",
+    "neigh_delete",
+    "neigh_dump_request",
+    "neigh_replace",
+    "open_rtnl_socket",
+    "parse_attrs",
+    "route_delete",
+    "route_dump_request",
+    "route_replace",
+]
