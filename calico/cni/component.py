@@ -60,9 +60,9 @@ def cni_group() -> None:
     "--endpoint-status-dir",
     default=inst.DEFAULT_ENDPOINT_STATUS_DIR,
     show_default=True,
-    help="Where Felix writes endpoint status files (its EndpointStatusPathPrefix + /endpoint-status).",
+    help="Where Felix writes endpoint status files (EndpointStatusPathPrefix/endpoint-status).",
 )
-@click.option("--ipam-lock-file", default="", help="Default: the plugin's /var/run/calico/ipam.lock.")
+@click.option("--ipam-lock-file", default="", help="Default: /var/run/calico/ipam.lock.")
 @click.option(
     "--mtu-file", default="", help="The pod MTU file Felix writes (default /var/lib/calico/mtu)."
 )
