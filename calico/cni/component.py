@@ -66,6 +66,7 @@ def cni_group() -> None:
 @click.option(
     "--mtu-file", default="", help="The pod MTU file Felix writes (default /var/lib/calico/mtu)."
 )
+@click.option("--assign-ipv6", is_flag=True, help="calico-ipam also assigns an IPv6 address.")
 def install_command(
     cni_conf_dir: str,
     cni_bin_dir: str,
@@ -83,6 +84,7 @@ def install_command(
     endpoint_status_dir: str,
     ipam_lock_file: str,
     mtu_file: str,
+    assign_ipv6: bool,
 ) -> None:
     """Write the conflist and the plugin launchers (idempotent)."""
     opts = inst.InstallOptions(
@@ -102,6 +104,7 @@ def install_command(
         endpoint_status_dir=endpoint_status_dir,
         ipam_lock_file=ipam_lock_file,
         mtu_file=mtu_file,
+        assign_ipv6=assign_ipv6,
     )
     try:
         results = inst.install(opts)

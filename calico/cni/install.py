@@ -74,6 +74,9 @@ class InstallOptions:
     # own): upstream's ipam_lock_file, and our mtu_file (the file Felix writes the pod MTU to).
     ipam_lock_file: str = ""
     mtu_file: str = ""
+    # Dual stack: the calico-ipam entry asks for an IPv6 address too (upstream's
+    # "assign_ipv6": "true" in the ipam section).
+    assign_ipv6: bool = False
 
 
 def default_nodename() -> str:
@@ -110,6 +113,10 @@ def render_conflist(opts: InstallOptions) -> str:
             for key, value in extra.items():
                 if value:
                     plugin.setdefault(key, value)
+            ipam = plugin.get("ipam")
+            if opts.assign_ipv6 and isinstance(ipam, dict) and ipam.get("type") == "calico-ipam":
+                ipam.setdefault("assign_ipv4", "true")
+                ipam.setdefault("assign_ipv6", "true")
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -174,6 +174,8 @@ def cni_install_args(
             *("--endpoint-status-dir", str(layout.endpoint_status_dir)),
             *("--ipam-lock-file", str(layout.ipam_lock_file)),
         ]
+    if settings.ip6 and settings.ip6.lower() != "none":
+        args.append("--assign-ipv6")  # a dual-stack node gives its pods both families
     if daemon_socket is not None:
         args += ["--daemon-socket", daemon_socket]
     return args
