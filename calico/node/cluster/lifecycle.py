@@ -28,6 +28,12 @@ def up(
     vxlan_mode: str = "Always",
     ready_timeout: float = nodes.READY_TIMEOUT,
 ) -> None:
+    prepare(spec, say, vxlan_mode)
+    start_nodes(spec, list(spec.nodes), say, backend, ready_timeout)
+
+
+def prepare(spec: ClusterSpec, say: Callable[[str], None], vxlan_mode: str = "Always") -> None:
+    """Everything but the nodes: namespaces, bridge, datastore, calicoctl.cfg, IP pools."""
     taken = fabric.cluster_netns(spec.name)
     if taken:
         raise NodeError(
@@ -45,7 +51,6 @@ def up(
     ctl.write_config(spec)
     ctl.calicoctl(spec, "apply", "-f", "-", stdin=ctl.pools_yaml(spec, vxlan_mode))
     say(f"   IP pools {spec.ipv4_pool} and {spec.ipv6_pool} (vxlanMode {vxlan_mode})")
-    start_nodes(spec, list(spec.nodes), say, backend, ready_timeout)
 
 
 def start_nodes(
