@@ -47,6 +47,13 @@ def cluster_group() -> None:
     default=(),
     help="Put node N on a second subnet behind the router (repeatable; for CrossSubnet).",
 )
+@click.option(
+    "--networking-backend",
+    type=click.Choice(["vxlan", "none"]),
+    default="vxlan",
+    show_default=True,
+    help="Each node's calico node run --networking-backend.",
+)
 @click.option("--no-demo", is_flag=True, help="Only the cluster, no demo workloads.")
 def up_command(
     name: str,
@@ -55,6 +62,7 @@ def up_command(
     datastore: str,
     vxlan_mode: str,
     other_subnet: tuple[int, ...],
+    networking_backend: str,
     no_demo: bool,
 ) -> None:
     """Bring the cluster up (and run the demo across nodes); it stays up until 'down'."""
@@ -66,7 +74,7 @@ def up_command(
     if os.geteuid() != 0:
         raise NodeError("calico node cluster up must run as root (namespaces, nftables, routes)")
     cluster = spec.build(name, root, count, datastore, other_subnet)
-    lifecycle.up(cluster, click.echo, vxlan_mode=vxlan_mode)
+    lifecycle.up(cluster, click.echo, backend=networking_backend, vxlan_mode=vxlan_mode)
     if not no_demo:
         click.echo()
         cluster, result = demo.run(cluster, click.echo)
