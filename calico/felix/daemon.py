@@ -38,7 +38,7 @@ from calico.felix.config import (
     resolve,
     severity_level,
 )
-from calico.felix.messages import ConfigUpdate, DatastoreNotReady, ToDataplane
+from calico.felix.messages import ConfigUpdate, DatastoreNotReady, Encapsulation, ToDataplane
 from calico.health import HealthAggregator, HealthServer
 from calico.logutils import configure_early_logging_from_env, configure_formatter
 
@@ -78,8 +78,10 @@ class ConfigConnector:
         forward: Callable[[list[ToDataplane]], None],
         restart: Callable[[str], None],
         health: HealthAggregator | None = None,
+        encap: Encapsulation | None = None,
     ) -> None:
         self.config = config
+        self.encap = encap  # what the dataplane was built for (None: not checked)
         self._forward = forward
         self._restart = restart
         self._health = health
@@ -91,6 +93,8 @@ class ConfigConnector:
                 self._request("datastore is not ready (ClusterInformation datastoreReady=false)")
             elif isinstance(msg, ConfigUpdate):
                 self._on_config(msg)
+            elif isinstance(msg, Encapsulation) and self.encap is not None and msg != self.encap:
+                self._request(f"encapsulation changed: {self.encap} -> {msg}")
         if not self._restarting:
             self._forward(batch)
 
@@ -203,14 +207,24 @@ class FelixDaemon:
                 return 1
             log.info("Felix configuration loaded: %r", config)
             self.health.set_global_timeout_overrides(dict(config.health_timeout_overrides or {}))
-            self._start_pipeline(config, backend)
+            self._start_pipeline(config, backend, self._encapsulation(config, backend))
             self.health.report(STARTUP_HEALTH, live=True, ready=True)
             self._supervise()
             return self.exit_code
         finally:
             self._shutdown()
 
-    def _start_pipeline(self, config: Config, backend: Backend) -> None:
+    @staticmethod
+    def _encapsulation(config: Config, backend: Backend) -> Encapsulation:
+        from calico.felix.startup_config import load_encapsulation
+
+        encap = load_encapsulation(
+            backend, ipip_enabled=config.ip_in_ip_enabled, vxlan_enabled=config.vxlan_enabled
+        )
+        log.info("Encapsulation at start-up: %s", encap)
+        return encap
+
+    def _start_pipeline(self, config: Config, backend: Backend, encap: Encapsulation) -> None:
         from calico.felix.calc.calc_graph import build_felix_calc_pipeline
         from calico.felix.dataplane.build import build_internal_dataplane
         from calico.felix.dataplane.metrics import ClusterStatsGauges, FelixMetrics, MetricsServer
@@ -229,19 +243,27 @@ class FelixDaemon:
             health=self.health,
             metrics=metrics,
             on_in_sync=lambda: log.info("Dataplane is in sync with the datastore"),
+            encap=encap,
         )
         connector = ConfigConnector(
             config,
             dataplane.on_messages,
             lambda why: self.request_stop(CONFIG_CHANGED_EXIT_CODE, why),
             self.health,
+            encap=encap,
         )
+        vxlan = encap.vxlan_enabled or encap.vxlan_enabled_v6
         calc = build_felix_calc_pipeline(
             config.felix_hostname,
             connector,
             health=self.health,
             workload_source_spoofing=config.workload_source_spoofing,
             stats=ClusterStatsGauges(metrics),
+            ipip_enabled=config.ip_in_ip_enabled,
+            vxlan_enabled=config.vxlan_enabled,
+            # As upstream: the VXLAN and route resolvers exist only when VXLAN is on.
+            enable_vxlan_resolver=vxlan,
+            route_source=config.route_source if vxlan else None,
         )
         syncer = felix_syncer(backend, calc)
         reporter = StatusReporter(

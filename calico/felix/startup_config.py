@@ -17,7 +17,9 @@ from typing import Any
 from calico.datastore import Backend
 from calico.datastore.errors import ResourceDoesNotExistError
 from calico.felix.calc.config_batcher import ConfigBatcher
+from calico.felix.calc.encap_resolver import EncapsulationResolver
 from calico.felix.calc.fanout import TypeFanout
+from calico.felix.messages import Encapsulation
 from calico.model import ResourceKey, key_from_default_path
 from calico.model import processors as p
 from calico.model.processors.passthrough import Processor
@@ -84,3 +86,30 @@ def load_datastore_config(backend: Backend, hostname: str) -> DatastoreFelixConf
         pass
     fanout.on_status(SyncStatus.IN_SYNC)
     return capture.result
+
+
+class _EncapCapture:
+    def __init__(self) -> None:
+        self.encap = Encapsulation()
+
+    def on_encap_update(self, encap: Encapsulation) -> None:
+        self.encap = encap
+
+
+def load_encapsulation(
+    backend: Backend, *, ipip_enabled: bool | None = None, vxlan_enabled: bool | None = None
+) -> Encapsulation:
+    """Which tunnels the IP pools (or the IpInIpEnabled/VXLANEnabled overrides) ask for, as
+    the calc graph's EncapsulationResolver will compute it: Felix builds its VXLAN managers
+    from this once, and restarts when the resolver later reports something different."""
+    capture = _EncapCapture()
+    fanout = TypeFanout()
+    EncapsulationResolver(
+        capture,  # type: ignore[arg-type]
+        ipip_enabled=ipip_enabled,
+        vxlan_enabled=vxlan_enabled,
+    ).register(fanout)
+    for kv in backend.list(resource_prefix("IPPool")).kvs:
+        _feed(fanout, p.ip_pool, kv.key, kv.value)
+    fanout.on_status(SyncStatus.IN_SYNC)
+    return capture.encap

@@ -31,11 +31,13 @@ def default_vtep_mac(node: str, version: int = 4) -> str:
 
 
 def _mac(text: str | None, node: str, version: int) -> str:
+    """A configured MAC (canonicalised when parseable, else passed on as written so the
+    dataplane can reject that VTEP with a specific error, as upstream); else the default."""
     if text:
         try:
             return mac_str(text)
         except ValueError:
-            pass  # unparseable: behave as if unset
+            return text
     return default_vtep_mac(node, version)
 
 

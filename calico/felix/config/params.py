@@ -268,6 +268,9 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("NetlinkTimeoutSecs", SECONDS, "10", ""),
     ("MTUIfacePattern", p.RegexParser(), r"^((en|wl|ww|sl|ib)[Pcopsvx].*|(eth|wlan|wwan).*)", ""),
     ("RequireMTUFile", BOOL, "false", ""),
+    # Where the pod MTU is written for the CNI plugin (upstream hard-codes the default; a
+    # parameter here so several nodes on one machine can each have their own file).
+    ("MTUFilePath", FILE, "/var/lib/calico/mtu", ""),
     # Encapsulation (IPIP / VXLAN); *bool: unset means "derive from IP pools".
     ("IpInIpEnabled", OPT_BOOL, "", ""),
     ("IpInIpMtu", INT, "0", ""),

@@ -11,6 +11,7 @@ from typing import Any
 
 from calico.felix.config import Config
 from calico.felix.dataplane import conntrack, sysctls
+from calico.felix.dataplane.encap_support import TunnelSupportReporter
 from calico.felix.dataplane.endpoint_status import EndpointStatusFileReporter, EndpointStatusFiles
 from calico.felix.dataplane.loop import DataplaneParts, InternalDataplane
 from calico.felix.dataplane.managers.endpoints import EndpointManager
@@ -19,21 +20,103 @@ from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurat
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.masq import MasqManager
 from calico.felix.dataplane.managers.policy import PolicyManager
+from calico.felix.dataplane.managers.vxlan import VXLANManager
 from calico.felix.dataplane.metrics import FelixMetrics
+from calico.felix.dataplane.mtu import (
+    DEFAULT_HOST_MTU,
+    LinkMTU,
+    MTUs,
+    encap_mtus,
+    find_host_mtu,
+    write_mtu_file,
+)
+from calico.felix.dataplane.vxlan_kernel import KernelError, VXLANKernel
+from calico.felix.dataplane.vxlan_model import DEVICE_NAMES, Settings
+from calico.felix.messages import Encapsulation
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.rules import RenderConfig, RuleRenderer
 from calico.health import HealthAggregator
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED = ("BPFEnabled", "WireguardEnabled", "WireguardEnabledV6")
+_UNSUPPORTED = ("BPFEnabled",)
 
 
-def build_parts(config: Config, *, nft: Any = None, route_table: Any = None) -> DataplaneParts:
-    """Every manager wired to one ``inet calico`` table. ``nft``/``route_table`` are for tests."""
+def build_vxlan_managers(
+    config: Config,
+    encap: Encapsulation,
+    mtus: MTUs,
+    *,
+    netns: str | None = None,
+) -> list[VXLANManager]:
+    """One manager per family whose VXLAN is on (v6 also needs Ipv6Support), as upstream:
+    the set is fixed at start-up and an Encapsulation change restarts Felix."""
+    out = []
+    for version, on, mtu in (
+        (4, encap.vxlan_enabled, mtus.vxlan),
+        (6, encap.vxlan_enabled_v6 and bool(config.ipv6_support), mtus.vxlan_v6),
+    ):
+        if not on:
+            continue
+        settings = Settings(
+            version=version,
+            hostname=config.felix_hostname,
+            vni=config.vxlan_vni,
+            port=config.vxlan_port,
+            mtu=mtu,
+            device_route_protocol=config.device_route_protocol,
+        )
+        out.append(
+            VXLANManager(
+                settings,
+                VXLANKernel(version, netns=netns),
+                refresh_interval=config.route_refresh_interval,
+            )
+        )
+    return out
+
+
+def remove_unused_vxlan_devices(
+    config: Config, encap: Encapsulation, *, netns: str | None = None
+) -> None:
+    """A family's VXLAN off at start-up: delete its device if a previous run left it."""
+    for version, on in ((4, encap.vxlan_enabled), (6, encap.vxlan_enabled_v6)):
+        if on or (version == 6 and not config.ipv6_support):
+            continue
+        kernel = VXLANKernel(version, netns=netns)
+        try:
+            if kernel.delete_device(DEVICE_NAMES[version]):
+                log.info("VXLAN (IPv%d) is off: removed %s", version, DEVICE_NAMES[version])
+        except KernelError as e:
+            log.warning("Could not remove unused %s: %s", DEVICE_NAMES[version], e)
+        finally:
+            kernel.close()
+
+
+def build_parts(
+    config: Config,
+    *,
+    nft: Any = None,
+    route_table: Any = None,
+    encap: Encapsulation | None = None,
+    mtus: MTUs | None = None,
+    vxlan_managers: list[VXLANManager] | None = None,
+    tunnel_probe: Any = None,
+) -> DataplaneParts:
+    """Every manager wired to one ``inet calico`` table. ``nft``/``route_table``/
+    ``vxlan_managers``/``tunnel_probe`` are for tests."""
     for name in _UNSUPPORTED:
         if config[name]:
             log.warning("%s is set but not supported by this dataplane; ignoring it", name)
+    encap = encap or Encapsulation()
+    mtus = mtus or encap_mtus(DEFAULT_HOST_MTU)
+    if vxlan_managers is None:
+        vxlan_managers = build_vxlan_managers(config, encap, mtus)
+    tunnels = TunnelSupportReporter(
+        wireguard_v4=bool(config.wireguard_enabled),
+        wireguard_v6=bool(config.wireguard_enabled_v6),
+        **({"probe": tunnel_probe} if tunnel_probe is not None else {}),
+    )
     renderer = RuleRenderer(RenderConfig.from_config(config))
     versions = renderer.config.ip_versions
     table = NftablesTable(nft=nft, refresh_interval=config.nftables_refresh_interval)
@@ -67,12 +150,13 @@ def build_parts(config: Config, *, nft: Any = None, route_table: Any = None) -> 
         endpoints=endpoints,
         # Deferred work runs in this order: endpoints declare the profiles they jump to before
         # the policy manager creates (empty) chains for the ones the datastore lacks.
-        managers=[ipsets, masq, hosts, endpoints, policies],
+        managers=[ipsets, masq, hosts, endpoints, policies, tunnels, *vxlan_managers],
         route_table=route_table,
+        host_appliers=list(vxlan_managers),
         ifaces=ifaces,
         status=status,
         flush_conntrack=lambda ips: conntrack.flush_ips(ips),
-        iface_listeners=[route_table, endpoints, hosts],
+        iface_listeners=[route_table, endpoints, hosts, *vxlan_managers],
     )
 
 
@@ -84,16 +168,57 @@ def configure_host(config: Config) -> None:
         log.warning("Failed to set global sysctl %s=%s: %s", err.path, err.value, err.error)
 
 
+def detect_mtus(config: Config, encap: Encapsulation) -> tuple[MTUs, int]:
+    """(tunnel MTUs, pod MTU) from this namespace's links and the config."""
+    kernel = VXLANKernel(4)
+    try:
+        links = [LinkMTU(lk.name, lk.mtu, lk.oper_up) for lk in kernel.links()]
+    finally:
+        kernel.close()
+    host = find_host_mtu(links, config.mtu_iface_pattern)
+    mtus = encap_mtus(
+        host,
+        ipip=config.ip_in_ip_mtu,
+        vxlan=config.vxlan_mtu,
+        vxlan_v6=config.vxlan_mtuv6,
+        wireguard=config.wireguard_mtu,
+        wireguard_v6=config.wireguard_mtuv6,
+    )
+    pod = mtus.pod_mtu(
+        ipip=encap.ipip_enabled, vxlan=encap.vxlan_enabled, vxlan_v6=encap.vxlan_enabled_v6
+    )
+    return mtus, pod
+
+
+def publish_mtu(config: Config, encap: Encapsulation) -> MTUs:
+    """Detect MTUs and write the pod MTU to ``MTUFilePath`` for the CNI plugin. A write
+    failure is fatal only with ``RequireMTUFile`` (as upstream)."""
+    mtus, pod = detect_mtus(config, encap)
+    path = config.mtu_file_path
+    try:
+        write_mtu_file(path, pod)
+        log.info("Host MTU %d; pod MTU %d written to %s", mtus.host, pod, path)
+    except OSError as e:
+        if config.require_mtu_file:
+            raise RuntimeError(f"cannot write MTU file {path}: {e}") from e
+        log.warning("Could not write MTU file %s: %s", path, e)
+    return mtus
+
+
 def build_internal_dataplane(
     config: Config,
     *,
     health: HealthAggregator | None,
     metrics: FelixMetrics | None,
     on_in_sync: Any = None,
+    encap: Encapsulation | None = None,
 ) -> InternalDataplane:
     from calico.felix.ifacemonitor import InterfaceMonitor
 
-    parts = build_parts(config)
+    encap = encap or Encapsulation()
+    mtus = publish_mtu(config, encap)
+    remove_unused_vxlan_devices(config, encap)
+    parts = build_parts(config, encap=encap, mtus=mtus)
     configure_host(config)
     dataplane: InternalDataplane | None = None
 

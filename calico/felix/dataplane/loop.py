@@ -14,7 +14,8 @@ Contracts (design/felix-dataplane.md, "The dataplane loop"):
 - Applies are throttled by a token bucket (burst 10, one token per 100 ms); a failed apply keeps
   everything dirty and is retried with exponential backoff (100 ms doubling to 10 s).
 - Order per apply: managers' deferred work -> table (one transaction, including IP sets) ->
-  workload sysctls -> routes (+ conntrack flush for moved/removed IPs) -> endpoint status files.
+  workload sysctls -> VXLAN (device, FDB, neighbours, routes) -> workload routes (+ conntrack
+  flush for moved/removed IPs) -> endpoint status files.
   Routes go after policy so a new workload is never reachable before its policy exists.
 - Periodic resyncs: the table's own refresh (NftablesRefreshInterval), the route table's
   (RouteRefreshInterval), endpoint-status files every 10 s.
@@ -75,6 +76,9 @@ class DataplaneParts:
     status: EndpointStatusFileReporter | None = None
     flush_conntrack: ConntrackFlusher | None = None
     iface_listeners: list[Any] = field(default_factory=list)  # on_iface_state/on_iface_addrs
+    # Kernel state owned outside the route table (VXLAN devices, FDB, neighbours, routes):
+    # ``apply() -> list[str]`` errors and ``next_deadline() -> float | None``.
+    host_appliers: list[Any] = field(default_factory=list)
 
 
 class InternalDataplane:
@@ -240,10 +244,9 @@ class InternalDataplane:
         out = [self._last_health + HEALTH_INTERVAL, p.table.next_refresh]
         if self._retry_at is not None:
             out.append(self._retry_at)
-        if p.route_table is not None:
-            rt = p.route_table.next_deadline()
-            if rt is not None:
-                out.append(rt)
+        for owner in (p.route_table, *p.host_appliers):
+            if owner is not None and (deadline := owner.next_deadline()) is not None:
+                out.append(deadline)
         if p.status is not None and self.dataplane_in_sync:
             out.append(self._next_status_resync)
         return out
@@ -310,6 +313,9 @@ class InternalDataplane:
         ok = True
         if p.ifaces is not None and not p.ifaces.apply():
             ok = False
+        for applier in p.host_appliers:
+            if applier.apply():  # errors are logged by the applier; retried with backoff
+                ok = False
         if p.route_table is not None:
             rt = p.route_table.apply()
             if rt.errors:

@@ -1,0 +1,324 @@
+"""The VXLAN manager's kernel access: the device (pyroute2 ``IPRoute``), readback of the
+neighbours, FDB entries and routes Felix owns, and batched writes
+(``calico.felix.dataplane.nlbatch``).
+
+Ownership on readback (upstream vxlanfdb and the main-table route policy): on the VXLAN
+device only permanent neighbour/FDB entries with a MAC count; a main-table route is ours when
+it is on the VXLAN device or carries the exclusive protocol (blackholes, same-subnet routes
+on the NIC). Kernel-protocol routes are never touched.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from calico.felix.dataplane.nlbatch import BatchWriter, Failure, Request
+from calico.felix.dataplane.vxlan_model import DeviceSpec, RouteSpec
+
+log = logging.getLogger(__name__)
+
+IFF_UP = 0x1
+IFF_RUNNING = 0x40
+IFA_F_NODAD = 0x02  # the tunnel address is ours alone: skip duplicate detection
+NUD_PERMANENT = 0x80
+RTPROT_KERNEL = 2
+RTN_UNICAST, RTN_BLACKHOLE = 1, 6
+RTNH_F_ONLINK = 0x4
+MAIN_TABLE = 254
+V6_DEFAULT_PRIORITY = 1024
+
+
+class KernelError(RuntimeError):
+    """A device could not be programmed; the text says what and why."""
+
+
+def route_priority(version: int) -> int:
+    """The FIB priority Felix programs: 0 for IPv4; IPv6 stores 0 as 1024, so use that."""
+    return 0 if version == 4 else V6_DEFAULT_PRIORITY
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    index: int
+    mtu: int
+    oper_up: bool
+
+
+def _family(version: int) -> int:
+    return socket.AF_INET if version == 4 else socket.AF_INET6
+
+
+class VXLANKernel:
+    """One family's kernel view; single owner thread (the dataplane loop)."""
+
+    def __init__(self, version: int, *, netns: str | None = None) -> None:
+        self.version = version
+        self._netns = netns
+        self._ipr: Any = None
+        self._owner: int | None = None
+        self.writer = BatchWriter(netns)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _sock(self) -> Any:
+        me = threading.get_ident()
+        if self._ipr is not None and self._owner != me:
+            self._close_ipr()
+        if self._ipr is None:
+            from pyroute2 import IPRoute
+
+            kwargs: dict[str, Any] = {}
+            if self._netns is not None:
+                kwargs.update(netns=self._netns, flags=0)
+            self._ipr = IPRoute(**kwargs)
+            self._owner = me
+        return self._ipr
+
+    def _close_ipr(self) -> None:
+        ipr, self._ipr, self._owner = self._ipr, None, None
+        if ipr is not None:
+            try:
+                ipr.close()
+            except Exception:
+                log.debug("ignoring error closing netlink socket", exc_info=True)
+
+    def close(self) -> None:
+        self._close_ipr()
+        self.writer.close()
+
+    def _call(self, what: str, fn: str, *args: Any, **kwargs: Any) -> Any:
+        from pyroute2 import NetlinkError
+
+        try:
+            return getattr(self._sock(), fn)(*args, **kwargs)
+        except NetlinkError as e:
+            raise KernelError(f"{what}: {e}") from e
+        except OSError as e:
+            self._close_ipr()
+            raise KernelError(f"{what}: {e}") from e
+
+    def send(self, requests: list[Request]) -> list[Failure]:
+        return self.writer.send(requests)
+
+    # -- links ---------------------------------------------------------------------------------
+
+    def links(self) -> list[Link]:
+        out = []
+        for m in self._call("dump links", "link", "dump"):
+            flags = m["flags"]
+            out.append(
+                Link(
+                    m.get_attr("IFLA_IFNAME"),
+                    m["index"],
+                    m.get_attr("IFLA_MTU") or 0,
+                    bool(flags & IFF_UP and flags & IFF_RUNNING),
+                )
+            )
+        return out
+
+    def link_with_address(self, ip: str) -> Link | None:
+        """The first link carrying ``ip`` (the VXLAN device's parent)."""
+        want = ipaddress.ip_address(ip)
+        index = None
+        for m in self._call("dump addresses", "addr", "dump", family=_family(self.version)):
+            text = m.get_attr("IFA_LOCAL") or m.get_attr("IFA_ADDRESS")
+            if text and ipaddress.ip_address(text) == want:
+                index = m["index"]
+                break
+        if index is None:
+            return None
+        return next((link for link in self.links() if link.index == index), None)
+
+    def _get_link(self, name: str) -> Any | None:
+        try:
+            msgs = self._sock().link("get", ifname=name)
+        except Exception as e:
+            if getattr(e, "code", None) in (errno.ENODEV, errno.ENOENT):
+                return None
+            raise KernelError(f"get link {name}: {e}") from e
+        return msgs[0] if msgs else None
+
+    def link_index(self, name: str) -> int | None:
+        msg = self._get_link(name)
+        return None if msg is None else msg["index"]
+
+    def delete_device(self, name: str) -> bool:
+        """Remove ``name`` if present (VXLAN off at start-up); True if it was there."""
+        if self._get_link(name) is None:
+            return False
+        self._call(f"delete link {name}", "link", "del", ifname=name)
+        return True
+
+    def ensure_device(self, spec: DeviceSpec, parent: Link) -> int:
+        """Create or repair the VXLAN device; returns its ifindex. Incompatible devices
+        (VNI, port, parent, local address, MAC, kind) are deleted and recreated; MTU,
+        addresses and admin state are fixed in place."""
+        msg = self._get_link(spec.name)
+        if msg is not None and (why := _incompatible(msg, spec, parent.index)):
+            log.info("Recreating %s: %s", spec.name, why)
+            self._call(f"delete link {spec.name}", "link", "del", index=msg["index"])
+            msg = None
+        if msg is None:
+            local = "vxlan_local" if spec.version == 4 else "vxlan_local6"
+            try:
+                self._call(
+                    f"create {spec.name}",
+                    "link",
+                    "add",
+                    ifname=spec.name,
+                    kind="vxlan",
+                    address=spec.mac,
+                    vxlan_id=spec.vni,
+                    vxlan_link=parent.index,
+                    vxlan_port=spec.port,
+                    vxlan_learning=0,
+                    **{local: spec.local_ip},
+                )
+            except KernelError as e:
+                if "File exists" in str(e):
+                    raise KernelError(
+                        f"{e} (another device with VNI {spec.vni} and port {spec.port} may "
+                        "already exist)"
+                    ) from e
+                raise
+            msg = self._get_link(spec.name)
+            if msg is None:
+                raise KernelError(f"{spec.name} missing right after creation")
+        index = msg["index"]
+        if (msg.get_attr("IFLA_MTU") or 0) != spec.mtu:
+            try:
+                self._call(f"set MTU of {spec.name}", "link", "set", index=index, mtu=spec.mtu)
+            except KernelError as e:
+                log.warning("%s", e)  # upstream: logged only
+        self._ensure_address(index, spec)
+        if not msg["flags"] & IFF_UP:
+            self._call(f"set {spec.name} up", "link", "set", index=index, state="up")
+        return index
+
+    def _ensure_address(self, index: int, spec: DeviceSpec) -> None:
+        plen = 32 if spec.version == 4 else 128
+        family = _family(spec.version)
+        want = ipaddress.ip_address(spec.address)
+        have = False
+        for m in self._call("dump addresses", "addr", "dump", family=family, index=index):
+            if m["index"] != index:
+                continue
+            text = m.get_attr("IFA_LOCAL") or m.get_attr("IFA_ADDRESS")
+            addr = ipaddress.ip_address(text)
+            if addr == want and m["prefixlen"] == plen:
+                have = True
+            elif not (addr.version == 6 and addr.is_link_local):
+                self._call(
+                    f"delete address {text} from {spec.name}",
+                    "addr",
+                    "del",
+                    index=index,
+                    address=text,
+                    prefixlen=m["prefixlen"],
+                )
+        if not have:
+            self._call(
+                f"add address {spec.address} to {spec.name}",
+                "addr",
+                "add",
+                index=index,
+                address=spec.address,
+                prefixlen=plen,
+                **({"flags": IFA_F_NODAD} if spec.version == 6 else {}),
+            )
+
+    # -- readback ------------------------------------------------------------------------------
+
+    def read_neighbours(self, ifindex: int) -> dict[str, str]:
+        """Permanent ARP/NDP entries with a MAC on the device: tunnel IP -> MAC."""
+        out: dict[str, str] = {}
+        msgs = self._call(
+            "dump neighbours", "neigh", "dump", family=_family(self.version), ifindex=ifindex
+        )
+        for m in msgs:
+            if m["ifindex"] != ifindex or not m["state"] & NUD_PERMANENT:
+                continue
+            ip, mac = m.get_attr("NDA_DST"), m.get_attr("NDA_LLADDR")
+            if ip and mac:
+                out[str(ipaddress.ip_address(ip))] = mac.lower()
+        return out
+
+    def read_fdb(self, ifindex: int) -> dict[str, str]:
+        """Permanent FDB entries with a destination on the device: MAC -> node IP."""
+        out: dict[str, str] = {}
+        for m in self._call("dump FDB", "neigh", "dump", family=socket.AF_BRIDGE, ifindex=ifindex):
+            if m["ifindex"] != ifindex or not m["state"] & NUD_PERMANENT:
+                continue
+            mac, dst = m.get_attr("NDA_LLADDR"), m.get_attr("NDA_DST")
+            if mac and dst and ipaddress.ip_address(dst).version == self.version:
+                out[mac.lower()] = str(ipaddress.ip_address(dst))
+        return out
+
+    def read_routes(
+        self, ifindex: int | None, exclusive_proto: int, names: dict[int, str]
+    ) -> dict[tuple[str, int], RouteSpec]:
+        """Owned main-table routes, keyed by (CIDR, priority)."""
+        out: dict[tuple[str, int], RouteSpec] = {}
+        msgs = self._call(
+            "dump routes", "route", "dump", family=_family(self.version), table=MAIN_TABLE
+        )
+        for m in msgs:
+            if m.get_attr("RTA_TABLE") not in (None, MAIN_TABLE):
+                continue
+            rtype, proto = m["type"], m["proto"]
+            if rtype not in (RTN_UNICAST, RTN_BLACKHOLE) or proto == RTPROT_KERNEL:
+                continue
+            oif = m.get_attr("RTA_OIF")
+            if not (proto == exclusive_proto or (ifindex is not None and oif == ifindex)):
+                continue
+            dst = m.get_attr("RTA_DST") or ("0.0.0.0" if self.version == 4 else "::")
+            cidr = str(ipaddress.ip_network(f"{dst}/{m['dst_len']}", strict=False))
+            mtu = 0
+            metrics = m.get_attr("RTA_METRICS")
+            if metrics is not None:
+                mtu = metrics.get_attr("RTAX_MTU") or 0
+            device = "" if rtype == RTN_BLACKHOLE else names.get(oif or 0, f"if{oif}")
+            spec = RouteSpec(
+                cidr,
+                device=device,
+                gateway=m.get_attr("RTA_GATEWAY") or "",
+                proto=proto,
+                scope=m["scope"],
+                onlink=bool(m["flags"] & RTNH_F_ONLINK),
+                mtu=mtu,
+            )
+            out[(cidr, m.get_attr("RTA_PRIORITY") or 0)] = spec
+        return out
+
+
+def _incompatible(msg: Any, spec: DeviceSpec, parent_index: int) -> str:
+    """Why an existing link cannot be reused for ``spec`` ("" = it can)."""
+    info = msg.get_attr("IFLA_LINKINFO")
+    kind = info.get_attr("IFLA_INFO_KIND") if info is not None else None
+    if kind != "vxlan":
+        return f"kind is {kind!r}, not 'vxlan'"
+    data = info.get_attr("IFLA_INFO_DATA")
+    if data is None:
+        return "no VXLAN attributes"
+    local = data.get_attr("IFLA_VXLAN_LOCAL" if spec.version == 4 else "IFLA_VXLAN_LOCAL6")
+    checks = (
+        ("VNI", data.get_attr("IFLA_VXLAN_ID"), spec.vni),
+        ("port", data.get_attr("IFLA_VXLAN_PORT"), spec.port),
+        ("parent", data.get_attr("IFLA_VXLAN_LINK"), parent_index),
+        ("local address", local and str(ipaddress.ip_address(local)), spec.local_ip),
+        ("MAC", (msg.get_attr("IFLA_ADDRESS") or "").lower(), spec.mac),
+    )
+    for what, have, want in checks:
+        if have != want:
+            return f"{what} is {have!r}, want {want!r}"
+    return ""
+
+
+__all__ = ["KernelError", "Link", "VXLANKernel", "route_priority"]
