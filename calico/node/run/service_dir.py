@@ -95,6 +95,7 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
         "FELIX_HEALTHHOST": settings.felix_health_host,
         "FELIX_HEALTHPORT": str(settings.felix_health_port),
         "FELIX_ENDPOINTSTATUSPATHPREFIX": str(layout.endpoint_status_prefix),
+        "FELIX_MTUFILEPATH": str(layout.mtu_file),
         "CALICO_NETWORKING_BACKEND": settings.networking_backend,
         MARKER_ENV: str(layout.state_dir),
     }

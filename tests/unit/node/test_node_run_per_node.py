@@ -65,6 +65,7 @@ def test_services_get_per_node_paths_and_vxlan_only_with_that_backend(tmp_path: 
     env = service_dir.service_env(settings, layout)
     state = str(tmp_path / "state")
     assert env["FELIX_ENDPOINTSTATUSPATHPREFIX"] == state
+    assert env["FELIX_MTUFILEPATH"] == f"{state}/mtu"
     assert env["FELIX_VXLANENABLED"] == "true"
     assert env["CALICO_NETWORKING_BACKEND"] == "vxlan"
     none, layout = settings_for(tmp_path, networking_backend="none")
