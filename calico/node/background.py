@@ -1,7 +1,8 @@
 """``node-services`` / ``monitor-addresses``: the node's long-lived helpers.
 
 Only the helpers that exist here run: the address monitor (unless the networking backend is
-``none``). Each runs in its own thread; the first one to fail stops the others and the process
+``none``) and the tunnel-address allocator (always, as upstream: VXLAN needs no BGP). Each runs
+in its own thread; the first one to fail stops the others and the process
 exits 1 so runit restarts it; SIGTERM/SIGINT stop everything cleanly with exit 0.
 """
 
@@ -123,8 +124,31 @@ def run_services(services: Mapping[str, Service], stop: threading.Event | None =
     return 0
 
 
+def allocate_tunnel_addrs(env: Mapping[str, str]) -> Service:
+    """The tunnel-address allocator as a daemon (calico.node.tunnel_addrs)."""
+
+    def run(stop: threading.Event) -> None:
+        from calico.node.tunnel_addrs import run_daemon
+
+        name = determine_node_name(env)
+        client = open_client(
+            datastore_config(env),
+            env.get("WAIT_FOR_DATASTORE") == "true",
+            stop.wait,
+            stop.is_set,
+        )
+        log.info("Allocating tunnel addresses for node %s", name)
+        try:
+            run_daemon(client, name, stop)
+        finally:
+            client.backend.close()
+
+    return run
+
+
 def node_services(env: Mapping[str, str]) -> dict[str, Service]:
     services: dict[str, Service] = {}
     if env.get("CALICO_NETWORKING_BACKEND") != "none":
         services["monitor-addresses"] = monitor_addresses(env)
+    services["allocate-tunnel-addrs"] = allocate_tunnel_addrs(env)
     return services

@@ -145,3 +145,28 @@ def health_command(
 def version_command() -> None:
     """Print the version."""
     click.echo(_version())
+
+
+@node_group.command("allocate-tunnel-addrs")
+@click.option(
+    "--run-once", is_flag=True, help="One reconcile pass, then exit (node start-up, rc.local)."
+)
+def allocate_tunnel_addrs_command(run_once: bool) -> None:
+    """Assign this node's VXLAN/IPIP tunnel addresses from IPAM and record them on the Node;
+    release them when no pool wants them. Without --run-once, keeps doing so as pools change."""
+    from calico.node.background import allocate_tunnel_addrs, run_services
+
+    configure_formatter("allocate-tunnel-addrs")
+    env = dict(os.environ)
+    if run_once:
+        from calico.node.datastore import datastore_config, open_client
+        from calico.node.nodename import determine_node_name
+        from calico.node.tunnel_addrs import reconcile
+
+        client = open_client(datastore_config(env), env.get("WAIT_FOR_DATASTORE") == "true")
+        try:
+            reconcile(client, determine_node_name(env))
+        finally:
+            client.backend.close()
+        return
+    run_services({"allocate-tunnel-addrs": allocate_tunnel_addrs(env)})

@@ -4,7 +4,6 @@ those three facts per node and family and tells the dataplane about complete VTE
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from calico.api.cluster import Node
@@ -14,20 +13,14 @@ from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import VXLANTunnelEndpointUpdate
 from calico.model import HostConfigKey, ResourceKey
 from calico.model.processors.common import mac_str
+from calico.model.vtep import default_vtep_mac
 
 TUNNEL_V4 = "IPv4VXLANTunnelAddr"
 MAC_V4 = "VXLANTunnelMACAddr"
 TUNNEL_V6 = "IPv6VXLANTunnelAddr"
 MAC_V6 = "VXLANTunnelMACAddrV6"
 _FIELDS = (TUNNEL_V4, MAC_V4, TUNNEL_V6, MAC_V6)
-
-
-def default_vtep_mac(node: str, version: int = 4) -> str:
-    """The MAC Felix gives a node's VXLAN device when none is configured: the byte ``f``
-    then the first five bytes of SHA-1 of the node name (``<name>-v6`` for IPv6)."""
-    name = node if version == 4 else f"{node}-v6"
-    raw = b"f" + hashlib.sha1(name.encode()).digest()[:5]
-    return ":".join(f"{b:02x}" for b in raw)
+__all__ = ["VXLANResolver", "default_vtep_mac"]
 
 
 def _mac(text: str | None, node: str, version: int) -> str:

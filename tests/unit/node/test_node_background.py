@@ -42,5 +42,5 @@ def test_poll_interval_parsing() -> None:
 
 
 def test_backend_none_runs_nothing() -> None:
-    assert node_services({"CALICO_NETWORKING_BACKEND": "none"}) == {}
-    assert list(node_services({})) == ["monitor-addresses"]
+    assert list(node_services({"CALICO_NETWORKING_BACKEND": "none"})) == ["allocate-tunnel-addrs"]
+    assert list(node_services({})) == ["monitor-addresses", "allocate-tunnel-addrs"]
