@@ -137,9 +137,45 @@ def poll(check: Any, timeout: float, interval: float = 0.1) -> tuple[bool, float
         time.sleep(interval)
 
 
-def ping(src: Workload, dst: str, count: int = 2) -> bool:
-    res = in_ns(src.netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", dst, check=False)
-    return res.returncode == 0
+# One ICMP (v4) or ICMPv6 echo request over a raw socket (no ping binary on these machines):
+# "ok" when the matching echo reply from ``dst`` arrives.
+ECHO_PROBE = """
+import ipaddress, os, socket, struct, sys, time
+dst, timeout = sys.argv[1], float(sys.argv[2])
+v6 = ipaddress.ip_address(dst).version == 6
+ident = os.getpid() & 0xFFFF
+if v6:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    req, want = struct.pack("!BBHHH", 128, 0, 0, ident, 1) + b"probe!", 129
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    body = struct.pack("!BBHHH", 8, 0, 0, ident, 1) + b"probe!"  # even length: 16-bit words
+    total = sum(struct.unpack("!7H", body))
+    total = (total >> 16) + (total & 0xFFFF); total += total >> 16
+    req, want = struct.pack("!BBHHH", 8, 0, ~total & 0xFFFF, ident, 1) + b"probe!", 0
+s.settimeout(timeout)
+s.sendto(req, (dst, 0))
+end = time.time() + timeout
+try:
+    while time.time() < end:
+        data, addr = s.recvfrom(2048)
+        icmp = data if v6 else data[(data[0] & 0x0F) * 4:]
+        if addr[0] == dst and icmp[0] == want and struct.unpack("!H", icmp[4:6])[0] == ident:
+            print("ok"); break
+    else:
+        print("timeout")
+except socket.timeout:
+    print("timeout")
+"""
+
+
+def ping(src: Workload, dst: str, tries: int = 3) -> bool:
+    """ICMP echo from ``src`` to ``dst`` (either family); True on a reply within ``tries``."""
+    for _ in range(tries):
+        res = in_ns(src.netns, PY, "-c", ECHO_PROBE, dst, "1.0", check=False)
+        if res.stdout.strip() == "ok":
+            return True
+    return False
 
 
 @contextlib.contextmanager

@@ -119,6 +119,7 @@ class Node:
 
     def start(self) -> None:
         self.starts += 1
+        self.root.mkdir(parents=True, exist_ok=True)
         out = open(self.output_path(), "wb")  # noqa: SIM115 - handed to the child
         argv = self.run_args or [
             *(CALICO, "node", "run"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +30,7 @@ from cluster_harness import (
     tcp_ok,
     tcp_send,
 )
-from netns_support import ip, py_server, run
+from netns_support import ip, run
 from node_harness import PINGER, PY, Workload, in_ns
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
@@ -189,20 +190,29 @@ def test_felix_restart_keeps_established_cross_node_tcp(
     cluster: Cluster, pods: dict[str, Workload]
 ) -> None:
     a, c = pods["a"], pods["c"]
-    with py_server(a.netns, PINGER, c.ip, str(PORT), start_new_session=True) as pinger:
+    pinger = subprocess.Popen(
+        ["ip", "netns", "exec", a.netns, PY, "-c", PINGER, c.ip, str(PORT)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
         assert pinger.stdout is not None
-        first = pinger.stdout.readline()
+        first = pinger.stdout.readline().strip()
+        assert first and not first.startswith("dead"), first
         for index in (1, 3):
             service = cluster.node(index).state_dir / "service" / "felix"
             run("sv", "-w", "20", "restart", str(service), timeout=30)
         ok, _ = poll(lambda: felix_ready(cluster, 1) and felix_ready(cluster, 3), 60, 0.5)
         assert ok, cluster.diagnostics()
-        time.sleep(1.0)
+        ready_at, fresh = time.time(), 0
+        while fresh < 10:  # round trips completed after both new Felixes took over
+            line = pinger.stdout.readline().strip()
+            assert line and not line.startswith("dead"), f"connection broke: {line!r}"
+            fresh += float(line.split()[1]) >= ready_at
+    finally:
         pinger.kill()
-        rest = pinger.stdout.read()
-    lines = [first, *rest.splitlines()]
-    assert not any(line.startswith("dead") for line in lines), lines[-3:]
-    assert len(lines) > 20  # round trips kept completing across both restarts
+        pinger.wait(timeout=10)
 
 
 def test_vtep_drift_is_repaired_within_one_refresh_interval(
