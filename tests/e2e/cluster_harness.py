@@ -46,7 +46,7 @@ class Cluster:
             self.spec.root,
             {
                 "NO_DEFAULT_POOLS": "true",
-                "FELIX_ROUTEREFRESHINTERVAL": f"{ROUTE_REFRESH_SECONDS}s",
+                "FELIX_ROUTEREFRESHINTERVAL": str(ROUTE_REFRESH_SECONDS),
                 **(extra_env or {}),
             },
         )
