@@ -6,6 +6,7 @@ wiring layer.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -48,6 +49,7 @@ def build_vxlan_managers(
     mtus: MTUs,
     *,
     netns: str | None = None,
+    table: NftablesTable | None = None,
 ) -> list[VXLANManager]:
     """One manager per family whose VXLAN is on (v6 also needs Ipv6Support), as upstream:
     the set is fixed at start-up and an Encapsulation change restarts Felix."""
@@ -71,6 +73,8 @@ def build_vxlan_managers(
                 settings,
                 VXLANKernel(version, netns=netns),
                 refresh_interval=config.route_refresh_interval,
+                table=table,
+                external_nodes=tuple(str(c) for c in config.external_nodes_cidr_list or ()),
             )
         )
     return out
@@ -110,16 +114,20 @@ def build_parts(
             log.warning("%s is set but not supported by this dataplane; ignoring it", name)
     encap = encap or Encapsulation()
     mtus = mtus or encap_mtus(DEFAULT_HOST_MTU)
-    if vxlan_managers is None:
-        vxlan_managers = build_vxlan_managers(config, encap, mtus)
     tunnels = TunnelSupportReporter(
         wireguard_v4=bool(config.wireguard_enabled),
         wireguard_v6=bool(config.wireguard_enabled_v6),
         **({"probe": tunnel_probe} if tunnel_probe is not None else {}),
     )
-    renderer = RuleRenderer(RenderConfig.from_config(config))
-    versions = renderer.config.ip_versions
     table = NftablesTable(nft=nft, refresh_interval=config.nftables_refresh_interval)
+    if vxlan_managers is None:
+        vxlan_managers = build_vxlan_managers(config, encap, mtus, table=table)
+    render = RenderConfig.from_config(config)
+    render = dataclasses.replace(
+        render, vxlan_versions=tuple(m.settings.version for m in vxlan_managers)
+    )
+    renderer = RuleRenderer(render)
+    versions = renderer.config.ip_versions
     for chain in renderer.static_chains():
         table.set_chain(chain)
     if route_table is None:

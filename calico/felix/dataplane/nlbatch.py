@@ -1,10 +1,12 @@
 """Pipelined rtnetlink writes: many requests per ``sendmsg``, one ack each.
 
 Why: a remote node costs three kernel objects (route, neighbour, FDB entry); with one round
-trip per request through pyroute2's ``IPRoute`` 1,000 nodes take ~2 s. Encoding the same
-messages with pyroute2's message classes and writing them back to back over one raw socket
-lets the kernel process a whole chunk per system call, and the acks are matched to requests
-by sequence number. Reads (dumps) stay on pyroute2, which parses them.
+trip per request through pyroute2's ``IPRoute`` 1,000 nodes take ~2 s, and pyroute2's
+generic message classes spend ~1.5 ms encoding or decoding each. These few fixed message
+shapes (ndmsg, rtmsg and a handful of attributes) are packed and parsed with ``struct``,
+written back to back over one raw socket so the kernel processes a whole chunk per system
+call, and the acks are matched to requests by sequence number. Dumps of neighbours and
+routes (the resync) are parsed the same way; links and addresses stay on pyroute2.
 
 The socket is opened inside ``netns`` (``/run/netns/<name>``) by switching the calling
 thread's namespace just for the ``socket()`` call; a netlink socket stays bound to the
@@ -16,16 +18,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import ipaddress
 import os
 import select
 import socket
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from pyroute2.netlink.rtnl.ndmsg import ndmsg
-from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 NETLINK_ROUTE = 0
 NLMSG_ERROR = 2
@@ -37,7 +36,10 @@ NLM_F_CREATE = 0x400
 NETLINK_CAP_ACK = 10  # acks carry only the request's header, not its whole payload
 SOL_NETLINK = 270
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
-RTM_NEWNEIGH, RTM_DELNEIGH = 28, 29
+RTM_NEWNEIGH, RTM_DELNEIGH, RTM_GETNEIGH = 28, 29, 30
+RTM_GETROUTE = 26
+NLMSG_DONE = 3
+NLM_F_DUMP = 0x300
 NUD_PERMANENT = 0x80
 NTF_SELF = 0x02
 RTNH_F_ONLINK = 0x4
@@ -88,69 +90,89 @@ def _new_socket() -> socket.socket:
 
 @dataclass(frozen=True)
 class Request:
-    """One encoded request (header sequence number filled in at send time) and a label
-    for error messages."""
+    """One request: its message type, extra header flags, encoded body (the fixed header
+    and attributes, without the nlmsghdr) and a label for error messages."""
 
     what: str
     msg_type: int
     flags: int
-    body: Any  # an unencoded pyroute2 message (ndmsg / rtmsg); copied for each send
+    body: bytes
 
     def encode(self, seq: int) -> bytes:
-        msg = type(self.body)()
-        for name, value in self.body.items():
-            if name != "header":
-                msg[name] = value
-        msg["header"]["type"] = self.msg_type
-        msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | self.flags
-        msg["header"]["sequence_number"] = seq
-        msg.encode()
-        return bytes(msg.data)
+        flags = NLM_F_REQUEST | NLM_F_ACK | self.flags
+        return _HDR.pack(_HDR.size + len(self.body), self.msg_type, flags, seq, 0) + self.body
+
+
+# -- encoding (struct, not pyroute2's message classes: ~20x cheaper per message) ------------
+
+_NDMSG = struct.Struct("=BBHiHBB")
+_RTMSG = struct.Struct("=BBBBBBBBI")
+_RTA = struct.Struct("=HH")
+NDA_DST, NDA_LLADDR = 1, 2
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_METRICS, RTA_TABLE = 1, 4, 5, 6, 8, 15
+RTAX_MTU = 2
+
+
+def _attr(kind: int, data: bytes) -> bytes:
+    length = _RTA.size + len(data)
+    return _RTA.pack(length, kind) + data + b"\0" * (-length % 4)
+
+
+def _u32(value: int) -> bytes:
+    return struct.pack("=I", value)
 
 
 def _family(ip: str) -> int:
     return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
+def _addr(ip: str) -> bytes:
+    return socket.inet_pton(_family(ip), ip)
+
+
+def _mac(mac: str) -> bytes:
+    return bytes.fromhex(mac.replace(":", ""))
+
+
+def _ndmsg(family: int, ifindex: int, state: int = 0, flags: int = 0, ntype: int = 0) -> bytes:
+    return _NDMSG.pack(family, 0, 0, ifindex, state, flags, ntype)
+
+
 def neigh_replace(ifindex: int, ip: str, mac: str) -> Request:
     """Permanent ARP/NDP entry ``ip -> mac`` on ``ifindex``."""
-    m = ndmsg()
-    m["family"], m["ifindex"], m["state"], m["ndm_type"] = _family(ip), ifindex, NUD_PERMANENT, 1
-    m["attrs"] = [("NDA_DST", ip), ("NDA_LLADDR", mac)]
-    flags = NLM_F_CREATE | NLM_F_REPLACE
-    return Request(f"set neighbour {ip}", RTM_NEWNEIGH, flags, m)
+    body = _ndmsg(_family(ip), ifindex, NUD_PERMANENT, 0, RTN_UNICAST)
+    body += _attr(NDA_DST, _addr(ip)) + _attr(NDA_LLADDR, _mac(mac))
+    return Request(f"set neighbour {ip}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
 def neigh_delete(ifindex: int, ip: str) -> Request:
-    m = ndmsg()
-    m["family"], m["ifindex"] = _family(ip), ifindex
-    m["attrs"] = [("NDA_DST", ip)]
-    return Request(f"delete neighbour {ip}", RTM_DELNEIGH, 0, m)
+    body = _ndmsg(_family(ip), ifindex) + _attr(NDA_DST, _addr(ip))
+    return Request(f"delete neighbour {ip}", RTM_DELNEIGH, 0, body)
 
 
 def fdb_replace(ifindex: int, mac: str, dst: str) -> Request:
     """Permanent VXLAN FDB entry (AF_BRIDGE, NTF_SELF): frames for ``mac`` go to ``dst``."""
-    m = ndmsg()
-    m["family"], m["ifindex"], m["state"], m["flags"] = socket.AF_BRIDGE, ifindex, NUD_PERMANENT, 2
-    m["attrs"] = [("NDA_LLADDR", mac), ("NDA_DST", dst)]
-    return Request(f"set FDB {mac}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, m)
+    body = _ndmsg(socket.AF_BRIDGE, ifindex, NUD_PERMANENT, NTF_SELF)
+    body += _attr(NDA_LLADDR, _mac(mac)) + _attr(NDA_DST, _addr(dst))
+    return Request(f"set FDB {mac}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
 def fdb_delete(ifindex: int, mac: str, dst: str) -> Request:
-    m = ndmsg()
-    m["family"], m["ifindex"], m["flags"] = socket.AF_BRIDGE, ifindex, NTF_SELF
-    m["attrs"] = [("NDA_LLADDR", mac), ("NDA_DST", dst)]
-    return Request(f"delete FDB {mac}", RTM_DELNEIGH, 0, m)
+    body = _ndmsg(socket.AF_BRIDGE, ifindex, 0, NTF_SELF)
+    body += _attr(NDA_LLADDR, _mac(mac)) + _attr(NDA_DST, _addr(dst))
+    return Request(f"delete FDB {mac}", RTM_DELNEIGH, 0, body)
 
 
-def _route_msg(cidr: str, priority: int) -> rtmsg:
+def _route_body(
+    cidr: str, *, proto: int, scope: int, rtype: int, flags: int, priority: int
+) -> bytes:
     addr, _, plen = cidr.partition("/")
-    r = rtmsg()
-    r["family"], r["dst_len"], r["table"] = _family(addr), int(plen), MAIN_TABLE
-    r["attrs"] = [("RTA_DST", addr), ("RTA_TABLE", MAIN_TABLE)]
+    family = _family(addr)
+    body = _RTMSG.pack(family, int(plen), 0, 0, MAIN_TABLE, proto, scope, rtype, flags)
+    body += _attr(RTA_DST, _addr(addr)) + _attr(RTA_TABLE, _u32(MAIN_TABLE))
     if priority:
-        r["attrs"].append(("RTA_PRIORITY", priority))
-    return r
+        body += _attr(RTA_PRIORITY, _u32(priority))
+    return body
 
 
 def route_replace(
@@ -165,24 +187,92 @@ def route_replace(
     mtu: int = 0,
     priority: int = 0,
 ) -> Request:
-    r = _route_msg(cidr, priority)
-    r["proto"], r["scope"], r["type"] = proto, scope, rtype
-    r["flags"] = RTNH_F_ONLINK if onlink else 0
+    flags = RTNH_F_ONLINK if onlink else 0
+    body = _route_body(cidr, proto=proto, scope=scope, rtype=rtype, flags=flags, priority=priority)
     if oif:
-        r["attrs"].append(("RTA_OIF", oif))
+        body += _attr(RTA_OIF, _u32(oif))
     if gateway:
-        r["attrs"].append(("RTA_GATEWAY", gateway))
+        body += _attr(RTA_GATEWAY, _addr(gateway))
     if mtu:
-        r["attrs"].append(("RTA_METRICS", {"attrs": [("RTAX_MTU", mtu)]}))
-    return Request(f"replace route {cidr}", RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, r)
+        body += _attr(RTA_METRICS, _attr(RTAX_MTU, _u32(mtu)))
+    return Request(f"replace route {cidr}", RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
 def route_delete(cidr: str, priority: int = 0) -> Request:
     """Delete by destination and priority; protocol, scope and type are wildcards (as
     upstream: anything at that key goes)."""
-    r = _route_msg(cidr, priority)
-    r["proto"], r["scope"], r["type"] = 0, RT_SCOPE_NOWHERE, RTN_UNSPEC
-    return Request(f"delete route {cidr}", RTM_DELROUTE, 0, r)
+    body = _route_body(
+        cidr, proto=0, scope=RT_SCOPE_NOWHERE, rtype=RTN_UNSPEC, flags=0, priority=priority
+    )
+    return Request(f"delete route {cidr}", RTM_DELROUTE, 0, body)
+
+
+# -- decoding dumps ------------------------------------------------------------------------
+
+
+def parse_attrs(data: bytes, offset: int) -> dict[int, bytes]:
+    """rtattrs from ``offset`` to the end of ``data`` (last one of a type wins)."""
+    out: dict[int, bytes] = {}
+    end = len(data)
+    while offset + _RTA.size <= end:
+        length, kind = _RTA.unpack_from(data, offset)
+        if length < _RTA.size:
+            break
+        out[kind & 0x3FFF] = data[offset + _RTA.size : offset + length]
+        offset += (length + 3) & ~3
+    return out
+
+
+def ip_text(raw: bytes) -> str:
+    """Canonical text, as ``ipaddress`` writes it (the desired state uses that form)."""
+    if len(raw) == 16:
+        return str(ipaddress.IPv6Address(raw))
+    return socket.inet_ntop(socket.AF_INET, raw)
+
+
+def mac_text(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+@dataclass(frozen=True)
+class Neigh:
+    family: int
+    ifindex: int
+    state: int
+    flags: int
+    attrs: dict[int, bytes]
+
+
+@dataclass(frozen=True)
+class Route:
+    family: int
+    dst_len: int
+    table: int
+    proto: int
+    scope: int
+    rtype: int
+    flags: int
+    attrs: dict[int, bytes]
+
+
+def decode_neigh(body: bytes) -> Neigh:
+    family, _, _, ifindex, state, flags, _ = _NDMSG.unpack_from(body, 0)
+    return Neigh(family, ifindex, state, flags, parse_attrs(body, _NDMSG.size))
+
+
+def decode_route(body: bytes) -> Route:
+    family, dst_len, _, _, table, proto, scope, rtype, flags = _RTMSG.unpack_from(body, 0)
+    return Route(family, dst_len, table, proto, scope, rtype, flags, parse_attrs(body, _RTMSG.size))
+
+
+def neigh_dump_request(family: int) -> Request:
+    return Request("dump neighbours", RTM_GETNEIGH, NLM_F_DUMP, _ndmsg(family, 0))
+
+
+def route_dump_request(family: int) -> Request:
+    return Request(
+        "dump routes", RTM_GETROUTE, NLM_F_DUMP, _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
 
 
 @dataclass(frozen=True)
@@ -227,6 +317,41 @@ class BatchWriter:
                 break
         return failures
 
+    def dump(self, request: Request) -> list[tuple[int, bytes]]:
+        """(message type, body) of every reply to a dump request. Raises OSError."""
+        sock = self._socket()
+        self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
+        seq = self._seq
+        header = _HDR.pack(
+            _HDR.size + len(request.body), request.msg_type, NLM_F_REQUEST | request.flags, seq, 0
+        )
+        try:
+            sock.sendall(header + request.body)
+            out: list[tuple[int, bytes]] = []
+            while True:
+                ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
+                if not ready:
+                    raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply")
+                data = sock.recv(1 << 20)
+                off = 0
+                while off + _HDR.size <= len(data):
+                    length, mtype, _flags, mseq, _pid = _HDR.unpack_from(data, off)
+                    if length < _HDR.size:
+                        break
+                    if mseq == seq:
+                        if mtype == NLMSG_DONE:
+                            return out
+                        if mtype == NLMSG_ERROR:
+                            (code,) = struct.unpack_from("=i", data, off + _HDR.size)
+                            if code:
+                                raise OSError(-code, f"{request.what}: {os.strerror(-code)}")
+                        else:
+                            out.append((mtype, data[off + _HDR.size : off + length]))
+                    off += (length + 3) & ~3
+        except OSError:
+            self.close()
+            raise
+
     def _send_chunk(self, chunk: Iterable[Request]) -> list[Failure]:
         sock = self._socket()
         pending: dict[int, Request] = {}
@@ -259,12 +384,21 @@ class BatchWriter:
 __all__ = [
     "BatchWriter",
     "Failure",
+    "Neigh",
     "Request",
+    "Route",
+    "decode_neigh",
+    "decode_route",
     "fdb_delete",
     "fdb_replace",
+    "ip_text",
+    "mac_text",
     "neigh_delete",
+    "neigh_dump_request",
     "neigh_replace",
     "open_rtnl_socket",
+    "parse_attrs",
     "route_delete",
+    "route_dump_request",
     "route_replace",
 ]

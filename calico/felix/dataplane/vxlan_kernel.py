@@ -14,10 +14,12 @@ import errno
 import ipaddress
 import logging
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from calico.felix.dataplane import nlbatch as nb
 from calico.felix.dataplane.nlbatch import BatchWriter, Failure, Request
 from calico.felix.dataplane.vxlan_model import DeviceSpec, RouteSpec
 
@@ -236,29 +238,35 @@ class VXLANKernel:
 
     # -- readback ------------------------------------------------------------------------------
 
+    def _dump(self, request: nb.Request) -> list[bytes]:
+        try:
+            return [body for _, body in self.writer.dump(request)]
+        except OSError as e:
+            raise KernelError(str(e)) from e
+
     def read_neighbours(self, ifindex: int) -> dict[str, str]:
         """Permanent ARP/NDP entries with a MAC on the device: tunnel IP -> MAC."""
         out: dict[str, str] = {}
-        msgs = self._call(
-            "dump neighbours", "neigh", "dump", family=_family(self.version), ifindex=ifindex
-        )
-        for m in msgs:
-            if m["ifindex"] != ifindex or not m["state"] & NUD_PERMANENT:
+        for body in self._dump(nb.neigh_dump_request(_family(self.version))):
+            n = nb.decode_neigh(body)
+            if n.ifindex != ifindex or not n.state & NUD_PERMANENT:
                 continue
-            ip, mac = m.get_attr("NDA_DST"), m.get_attr("NDA_LLADDR")
+            ip, mac = n.attrs.get(nb.NDA_DST), n.attrs.get(nb.NDA_LLADDR)
             if ip and mac:
-                out[str(ipaddress.ip_address(ip))] = mac.lower()
+                out[nb.ip_text(ip)] = nb.mac_text(mac)
         return out
 
     def read_fdb(self, ifindex: int) -> dict[str, str]:
         """Permanent FDB entries with a destination on the device: MAC -> node IP."""
         out: dict[str, str] = {}
-        for m in self._call("dump FDB", "neigh", "dump", family=socket.AF_BRIDGE, ifindex=ifindex):
-            if m["ifindex"] != ifindex or not m["state"] & NUD_PERMANENT:
+        want_len = 4 if self.version == 4 else 16
+        for body in self._dump(nb.neigh_dump_request(socket.AF_BRIDGE)):
+            n = nb.decode_neigh(body)
+            if n.ifindex != ifindex or not n.state & NUD_PERMANENT:
                 continue
-            mac, dst = m.get_attr("NDA_LLADDR"), m.get_attr("NDA_DST")
-            if mac and dst and ipaddress.ip_address(dst).version == self.version:
-                out[mac.lower()] = str(ipaddress.ip_address(dst))
+            mac, dst = n.attrs.get(nb.NDA_LLADDR), n.attrs.get(nb.NDA_DST)
+            if mac and dst and len(dst) == want_len:
+                out[nb.mac_text(mac)] = nb.ip_text(dst)
         return out
 
     def read_routes(
@@ -266,35 +274,37 @@ class VXLANKernel:
     ) -> dict[tuple[str, int], RouteSpec]:
         """Owned main-table routes, keyed by (CIDR, priority)."""
         out: dict[tuple[str, int], RouteSpec] = {}
-        msgs = self._call(
-            "dump routes", "route", "dump", family=_family(self.version), table=MAIN_TABLE
-        )
-        for m in msgs:
-            if m.get_attr("RTA_TABLE") not in (None, MAIN_TABLE):
+        zero = "0.0.0.0" if self.version == 4 else "::"
+        for body in self._dump(nb.route_dump_request(_family(self.version))):
+            r = nb.decode_route(body)
+            a = r.attrs
+            table = struct.unpack("=I", a[nb.RTA_TABLE])[0] if nb.RTA_TABLE in a else r.table
+            if table != MAIN_TABLE or r.rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
                 continue
-            rtype, proto = m["type"], m["proto"]
-            if rtype not in (RTN_UNICAST, RTN_BLACKHOLE) or proto == RTPROT_KERNEL:
+            if r.proto == RTPROT_KERNEL:
                 continue
-            oif = m.get_attr("RTA_OIF")
-            if not (proto == exclusive_proto or (ifindex is not None and oif == ifindex)):
+            oif = struct.unpack("=I", a[nb.RTA_OIF])[0] if nb.RTA_OIF in a else None
+            if not (r.proto == exclusive_proto or (ifindex is not None and oif == ifindex)):
                 continue
-            dst = m.get_attr("RTA_DST") or ("0.0.0.0" if self.version == 4 else "::")
-            cidr = str(ipaddress.ip_network(f"{dst}/{m['dst_len']}", strict=False))
+            dst = nb.ip_text(a[nb.RTA_DST]) if nb.RTA_DST in a else zero
+            cidr = f"{dst}/{r.dst_len}"
             mtu = 0
-            metrics = m.get_attr("RTA_METRICS")
-            if metrics is not None:
-                mtu = metrics.get_attr("RTAX_MTU") or 0
-            device = "" if rtype == RTN_BLACKHOLE else names.get(oif or 0, f"if{oif}")
+            if nb.RTA_METRICS in a:
+                metrics = nb.parse_attrs(a[nb.RTA_METRICS], 0)
+                if nb.RTAX_MTU in metrics:
+                    mtu = struct.unpack("=I", metrics[nb.RTAX_MTU])[0]
+            device = "" if r.rtype == RTN_BLACKHOLE else names.get(oif or 0, f"if{oif}")
             spec = RouteSpec(
                 cidr,
                 device=device,
-                gateway=m.get_attr("RTA_GATEWAY") or "",
-                proto=proto,
-                scope=m["scope"],
-                onlink=bool(m["flags"] & RTNH_F_ONLINK),
+                gateway=nb.ip_text(a[nb.RTA_GATEWAY]) if nb.RTA_GATEWAY in a else "",
+                proto=r.proto,
+                scope=r.scope,
+                onlink=bool(r.flags & RTNH_F_ONLINK),
                 mtu=mtu,
             )
-            out[(cidr, m.get_attr("RTA_PRIORITY") or 0)] = spec
+            prio = struct.unpack("=I", a[nb.RTA_PRIORITY])[0] if nb.RTA_PRIORITY in a else 0
+            out[(cidr, prio)] = spec
         return out
 
 

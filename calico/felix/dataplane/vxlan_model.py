@@ -22,6 +22,7 @@ nodes claiming one tunnel IP (or MAC) the first by name wins; each case yields a
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Mapping
@@ -71,8 +72,10 @@ def _ip(text: str, version: int, what: str, node: str) -> str:
     return str(addr)
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_vtep(msg: VXLANTunnelEndpointUpdate, version: int) -> VTEP | None:
-    """The ``version`` half of a VTEP update; None when that family is absent."""
+    """The ``version`` half of a VTEP update; None when that family is absent. Memoised
+    (messages are immutable): a full recompute after one node's change re-parses nothing."""
     if version == 4:
         tunnel, mac, parent = msg.ipv4_addr, msg.mac, msg.parent_device_ip
     else:
@@ -198,6 +201,15 @@ def route_for(
 ) -> RouteSpec | None:
     """The kernel route for one calc-graph route, or None when this manager has none for it
     (other family or pool type, local/host entries, or data still missing)."""
+    return _route_for(settings, route, remotes.get(route.dst_node_name), parent)
+
+
+@functools.lru_cache(maxsize=65536)
+def _route_for(
+    settings: Settings, route: RouteUpdate, vtep: VTEP | None, parent: str
+) -> RouteSpec | None:
+    """:func:`route_for` given only the destination node's VTEP: memoised on immutable
+    inputs, so recomputing 1,000 unchanged routes costs dictionary lookups."""
     if route.ip_pool_type is not IPPoolType.VXLAN:
         return None
     net = _net(route.dst)
@@ -207,7 +219,7 @@ def route_for(
     single = net.prefixlen == net.max_prefixlen
     device, proto = settings.device_name, settings.device_route_protocol
     if RouteType.REMOTE_TUNNEL in types and (RouteType.REMOTE_WORKLOAD in types or route.borrowed):
-        if route.dst_node_name not in remotes:
+        if vtep is None:
             return None
         return RouteSpec(
             str(net), device=device, proto=proto, scope=RT_SCOPE_LINK, mtu=settings.mtu
@@ -221,7 +233,6 @@ def route_for(
                 proto=exclusive_proto(proto),
                 onlink=True,
             )
-        vtep = remotes.get(route.dst_node_name)
         if vtep is None:
             return None
         return RouteSpec(

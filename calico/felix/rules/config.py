@@ -36,9 +36,11 @@ def _render_fields(value: Callable[[str], Any]) -> dict[str, Any]:
         "log_rate_burst": value("LogActionRateLimitBurst"),
         "ipv6_enabled": value("Ipv6Support"),
         "nat_outgoing_address": "" if nat_address is None else str(nat_address),
+        "nat_outgoing_exclusions": value("NATOutgoingExclusions"),
         # The parameter's pattern admits only comma-separated interface names.
         "workload_iface_prefixes": tuple(value("InterfacePrefix").split(",")),
         "disable_conntrack_invalid_check": value("DisableConntrackInvalidCheck"),
+        "vxlan_port": value("VXLANPort"),
     }
 
 
@@ -73,8 +75,14 @@ class RenderConfig:
     log_rate_burst: int = _DEFAULTS["log_rate_burst"]
     ipv6_enabled: bool = _DEFAULTS["ipv6_enabled"]
     nat_outgoing_address: str = _DEFAULTS["nat_outgoing_address"]  # SNAT to this, not masquerade
+    # IPPoolsOnly | IPPoolsAndHostIPs (then traffic to any node's IP is not NATed either)
+    nat_outgoing_exclusions: str = _DEFAULTS["nat_outgoing_exclusions"]
     workload_iface_prefixes: tuple[str, ...] = _DEFAULTS["workload_iface_prefixes"]
     disable_conntrack_invalid_check: bool = _DEFAULTS["disable_conntrack_invalid_check"]
+    # Families with a VXLAN device (decided at start-up from the pools, so not from Config):
+    # their VXLAN port is open only to the hosts in ``all-vxlan-net``.
+    vxlan_versions: tuple[int, ...] = ()
+    vxlan_port: int = _DEFAULTS["vxlan_port"]
     max_name_len: int = 240  # chain names before the layer prefix; nft allows 255 in total
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ from calico.felix.rules.exprs import (
     ACCEPT,
     ADDR_PROTO,
     DROP,
+    REJECT,
     RETURN,
     ct_state,
     goto,
@@ -47,6 +48,8 @@ from calico.felix.rules.exprs import (
 # Special IP set IDs (upstream rule_defs): NAT-outgoing pools and all pools.
 IPSET_MASQ_POOLS = "masq-ipam-pools"
 IPSET_ALL_POOLS = "all-ipam-pools"
+IPSET_ALL_HOSTS = "all-hosts-net"  # every node's IPs (filled by the hosts IP set manager)
+IPSET_ALL_VXLAN = "all-vxlan-net"  # remote VTEPs' node IPs + ExternalNodesCIDRList (VXLAN mgr)
 
 WL_TO_HOST = "cali-wl-to-host"
 NAT_OUTGOING = "cali-nat-outgoing"
@@ -86,6 +89,39 @@ def base_chains() -> list[Chain]:
     return out
 
 
+def _fib_local(side: str) -> Expr:
+    return match({"fib": {"result": "type", "flags": [side]}}, "local")
+
+
+def vxlan_rules(config: RenderConfig, hook: str) -> list[NftRule]:
+    """VXLAN to/from this host only with the hosts in ``all-vxlan-net`` (upstream static.go):
+    INPUT accepts VXLAN from them and drops the rest; OUTPUT accepts VXLAN to them (before
+    host endpoint policy could block the overlay)."""
+    out = []
+    for version in config.vxlan_versions:
+        p = ADDR_PROTO[version]
+        allowed = f"@{ipset_name(IPSET_ALL_VXLAN, version)}"
+        udp = [nfproto(version), match(meta("l4proto"), 17)]
+        udp.append(match(payload("th", "dport"), config.vxlan_port))
+        if hook == "input":
+            deny = DROP if version == 4 or config.deny_action == "drop" else REJECT
+            out += [
+                NftRule(
+                    [*udp, match(payload(p, "saddr"), allowed), _fib_local("daddr"), ACCEPT],
+                    "Allow VXLAN packets from allowed hosts",
+                ),
+                NftRule([*udp, _fib_local("daddr"), deny], "Drop VXLAN packets from other hosts"),
+            ]
+        else:
+            out.append(
+                NftRule(
+                    [*udp, _fib_local("saddr"), match(payload(p, "daddr"), allowed), ACCEPT],
+                    "Allow VXLAN packets to allowed hosts",
+                )
+            )
+    return out
+
+
 def filter_chains(config: RenderConfig) -> list[Chain]:
     accept = config.mark_accept
     guard = _family_guard(config)
@@ -94,6 +130,7 @@ def filter_chains(config: RenderConfig) -> list[Chain]:
 
     inp = [
         *guard,
+        *vxlan_rules(config, "input"),
         *(NftRule([iifname(p), goto(f(WL_TO_HOST))], "From workload") for p in wl),
         NftRule([mark_is_set(accept), ACCEPT]),
         NftRule([mark_clear(config.mark_all)]),
@@ -126,6 +163,7 @@ def filter_chains(config: RenderConfig) -> list[Chain]:
     ]
     out = [
         *guard,
+        *vxlan_rules(config, "output"),
         NftRule([mark_is_set(accept), ACCEPT]),
         *(NftRule([oifname(p), RETURN], "Host to workload: not policed") for p in wl),
         NftRule([mark_clear(config.mark_all)]),
@@ -228,7 +266,9 @@ def raw_chains(config: RenderConfig) -> list[Chain]:
 
 
 def nat_chains(config: RenderConfig) -> list[Chain]:
-    """NAT-outgoing: sources in a natOutgoing pool going anywhere outside all pools."""
+    """NAT-outgoing: sources in a natOutgoing pool going anywhere outside all pools (so
+    pod-to-pod traffic across nodes keeps its source), and with ``NATOutgoingExclusions =
+    IPPoolsAndHostIPs`` also outside every node's IPs."""
     rules = []
     for version in config.ip_versions:
         p = ADDR_PROTO[version]
@@ -244,6 +284,17 @@ def nat_chains(config: RenderConfig) -> list[Chain]:
                     nfproto(version),
                     match(payload(p, "saddr"), f"@{ipset_name(IPSET_MASQ_POOLS, version)}"),
                     match(payload(p, "daddr"), f"@{ipset_name(IPSET_ALL_POOLS, version)}", "!="),
+                    *(
+                        [
+                            match(
+                                payload(p, "daddr"),
+                                f"@{ipset_name(IPSET_ALL_HOSTS, version)}",
+                                "!=",
+                            )
+                        ]
+                        if config.nat_outgoing_exclusions == "IPPoolsAndHostIPs"
+                        else []
+                    ),
                     action,
                 ],
                 "NAT outgoing",

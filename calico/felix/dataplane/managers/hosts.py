@@ -18,8 +18,8 @@ from calico.felix.messages import (
 )
 from calico.felix.nftables.model import NftSet, ipset_name
 from calico.felix.nftables.table import NftablesTable
+from calico.felix.rules.static import IPSET_ALL_HOSTS
 
-IPSET_ALL_HOSTS = "all-hosts-net"
 IPSET_THIS_HOST = "this-host"
 
 

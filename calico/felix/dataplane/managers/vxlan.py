@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from calico.felix.dataplane import nlbatch as nb
+from calico.felix.dataplane.managers.overlap import net_text
 from calico.felix.dataplane.vxlan_kernel import KernelError, Link, VXLANKernel, route_priority
 from calico.felix.dataplane.vxlan_model import (
     Desired,
@@ -47,6 +48,9 @@ from calico.felix.messages import (
     VXLANTunnelEndpointRemove,
     VXLANTunnelEndpointUpdate,
 )
+from calico.felix.nftables.model import NftSet, ipset_name
+from calico.felix.nftables.table import NftablesTable
+from calico.felix.rules.static import IPSET_ALL_VXLAN
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +89,18 @@ class VXLANManager:
         refresh_interval: float = 90.0,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        table: NftablesTable | None = None,
+        external_nodes: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
         self.kernel = kernel
+        self._table = table  # gets the all-vxlan-net set (the static VXLAN rules use it)
+        self._external = [
+            n
+            for n in (ipaddress.ip_network(c, strict=False) for c in external_nodes)
+            if n.version == settings.version
+        ]
+        self._allowed: set[str] | None = None
         self._refresh = refresh_interval
         self._clock = clock
         self._rng = rng or random.Random()
@@ -138,6 +151,24 @@ class VXLANManager:
             parent = self._parent.name if self._parent is not None else ""
             self.desired = compute_desired(self.settings, self._vteps, self._routes, parent)
             self._log_errors(self.desired.errors, "vteps")
+        if self._table is not None:
+            self._update_allowed_sources()
+
+    def _update_allowed_sources(self) -> None:
+        """``all-vxlan-net``: remote VTEPs' node IPs plus ExternalNodesCIDRList, collapsed
+        (an interval set must not overlap)."""
+        assert self._table is not None
+        nets = [ipaddress.ip_network(ip) for ip in self.desired.remote_node_ips]
+        members = {
+            net_text(n)
+            for n in ipaddress.collapse_addresses([*nets, *self._external])  # type: ignore[misc]
+        }
+        if members == self._allowed:
+            return
+        self._allowed = members
+        version = self.settings.version
+        name = ipset_name(IPSET_ALL_VXLAN, version)
+        self._table.set_set(NftSet(name, f"ipv{version}_addr", True, members))
 
     def _log_errors(self, errors: list[str], scope: str) -> None:
         """Log each distinct bad-input error once (until it goes away and comes back)."""

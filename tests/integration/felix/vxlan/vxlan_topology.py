@@ -95,13 +95,16 @@ def sysctl(ns: str, *settings: str) -> None:
 
 
 @contextlib.contextmanager
-def two_nodes(prefix: str = "vx") -> Iterator[tuple[Node, Node]]:
+def two_nodes(
+    prefix: str = "vx", names: tuple[str, str] | None = None
+) -> Iterator[tuple[Node, Node]]:
     with contextlib.ExitStack() as stack:
         nodes = []
         for n in (1, 2):
             ns = stack.enter_context(nss.netns(f"{prefix}n{n}"))
             pod = stack.enter_context(nss.netns(f"{prefix}p{n}"))
-            nodes.append(Node(f"node{n}-{ns[-4:]}", ns, pod, n))
+            name = names[n - 1] if names else f"node{n}-{ns[-4:]}"
+            nodes.append(Node(name, ns, pod, n))
             for name in (ns, pod):  # no DAD: link-local gateways usable at once
                 sysctl(name, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
         a, b = nodes
@@ -185,10 +188,29 @@ s.listen(16)
 print("ready", flush=True)
 print(s.getsockname()[1], flush=True)
 while True:
-    c, _ = s.accept()
-    c.sendall(b"hi")
+    c, peer = s.accept()
+    c.sendall(b"hi" + peer[0].encode())  # the greeting, then the source address it saw
     c.close()
 """
+
+SOURCE_PROBE = """
+import socket, sys
+try:
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    data = b""
+    while chunk := c.recv(64):
+        data += chunk
+    print(data[2:].decode() if data.startswith(b"hi") else "bad")
+except socket.timeout:
+    print("timeout")
+except OSError as e:
+    print("error", e.errno)
+"""
+
+
+def seen_source(ns: str, dst: str, port: int, timeout: float = 2.0) -> str:
+    """The source address a :func:`tcp_server` at ``dst`` saw for a connection from ``ns``."""
+    return nss.probe(ns, SOURCE_PROBE, dst, port, timeout)
 
 
 @contextlib.contextmanager

@@ -235,6 +235,48 @@ def test_nat_outgoing_and_sets() -> None:
     assert len(nat.rules) == 1
 
 
+def test_nat_outgoing_exclusions_ip_pools_and_host_ips() -> None:
+    """With IPPoolsAndHostIPs, traffic to any node's address keeps its source too."""
+    p = lambda proto, f: {"payload": {"protocol": proto, "field": f}}  # noqa: E731
+    cfg = RenderConfig(nat_outgoing_exclusions="IPPoolsAndHostIPs", ipv6_enabled=False)
+    nat = by_name(RuleRenderer(cfg).static_chains())["nat-cali-nat-outgoing"]
+    assert body(nat) == [
+        [
+            m({"meta": {"key": "nfproto"}}, "ipv4"),
+            m(p("ip", "saddr"), "@cali40masq-ipam-pools"),
+            m(p("ip", "daddr"), "@cali40all-ipam-pools", "!="),
+            m(p("ip", "daddr"), "@cali40all-hosts-net", "!="),
+            {"masquerade": None},
+        ]
+    ]
+    assert RenderConfig().nat_outgoing_exclusions == "IPPoolsOnly"
+
+
+def test_vxlan_port_is_open_only_to_allowed_hosts() -> None:
+    p = lambda proto, f: {"payload": {"protocol": proto, "field": f}}  # noqa: E731
+    fib = lambda side: m({"fib": {"result": "type", "flags": [side]}}, "local")  # noqa: E731
+    udp = [m({"meta": {"key": "nfproto"}}, "ipv4"), m({"meta": {"key": "l4proto"}}, 17)]
+    udp.append(m(p("th", "dport"), 4790))
+    cfg = RenderConfig(vxlan_versions=(4,), vxlan_port=4790, deny_action="reject")
+    chains = by_name(RuleRenderer(cfg).static_chains())
+    assert body(chains["filter-cali-INPUT"])[:2] == [
+        [*udp, m(p("ip", "saddr"), "@cali40all-vxlan-net"), fib("daddr"), {"accept": None}],
+        [*udp, fib("daddr"), {"drop": None}],  # IPv4 always drops, as upstream
+    ]
+    assert body(chains["filter-cali-OUTPUT"])[0] == [
+        *udp,
+        fib("saddr"),
+        m(p("ip", "daddr"), "@cali40all-vxlan-net"),
+        {"accept": None},
+    ]
+    v6 = by_name(
+        RuleRenderer(RenderConfig(vxlan_versions=(6,), deny_action="reject")).static_chains()
+    )
+    assert body(v6["filter-cali-INPUT"])[1][-1] == {"reject": None}
+    plain = by_name(RuleRenderer().static_chains())
+    assert "all-vxlan-net" not in str(body(plain["filter-cali-INPUT"]))
+
+
 def test_ipv6_disabled_guards_top_level_chains() -> None:
     chains = by_name(RuleRenderer(RenderConfig(ipv6_enabled=False)).static_chains())
     guard = [m({"meta": {"key": "nfproto"}}, "ipv4", "!="), {"return": None}]
