@@ -34,8 +34,8 @@ from calico.model.names import wep_name
 from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 from calico.node.run import workloads as wl
-from calico.node.run.environ import inherited
 from calico.node.run.demo_net import SERVER_PORT, Server, wait_for
+from calico.node.run.environ import inherited
 
 POLICY_WAIT = 10.0  # seconds to wait for an expected connection result
 
