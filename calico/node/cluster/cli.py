@@ -74,10 +74,19 @@ def up_command(
     if os.geteuid() != 0:
         raise NodeError("calico node cluster up must run as root (namespaces, nftables, routes)")
     cluster = spec.build(name, root, count, datastore, other_subnet)
-    lifecycle.up(cluster, click.echo, backend=networking_backend, vxlan_mode=vxlan_mode)
+    try:
+        lifecycle.up(cluster, click.echo, backend=networking_backend, vxlan_mode=vxlan_mode)
+        if not no_demo:
+            click.echo()
+            cluster, result = demo.run(cluster, click.echo)
+    except NodeError as exc:
+        if spec.load(root) is None:
+            raise  # nothing was made
+        raise NodeError(
+            f"{exc}; the cluster is partly up (logs under {cluster.root}): "
+            f"'calico node cluster down --name {name} --root {root}' removes it"
+        ) from None
     if not no_demo:
-        click.echo()
-        cluster, result = demo.run(cluster, click.echo)
         click.echo()
         click.echo(click.style("Cluster demo checks passed.", fg="green", bold=True))
         click.echo(f"Try it:   ip netns exec {result.trusted.netns} curl {result.url}")
