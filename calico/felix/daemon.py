@@ -126,6 +126,7 @@ class FelixDaemon:
         self.exit_code = 0
         self._owned: list[tuple[str, Callable[[], Any]]] = []  # (name, stop) in start order
         self._watch: list[tuple[str, Any]] = []  # threads whose death stops Felix
+        self.startup_encap = Encapsulation()  # from the IP pools, read by connect()
 
     # ---- control -----------------------------------------------------------------------------
 
@@ -167,6 +168,8 @@ class FelixDaemon:
                     full = config.with_datastore(
                         loaded.global_config, loaded.selector_config, loaded.host_config
                     )
+                    # Read here, inside the retry: the pools decide the VXLAN managers.
+                    self.startup_encap = self._encapsulation(full, backend)
                     return backend, full
                 log.warning("Datastore is not ready (datastoreReady=false); waiting")
                 self._startup_not_ready("waiting for the datastore to become ready")
@@ -207,7 +210,13 @@ class FelixDaemon:
                 return 1
             log.info("Felix configuration loaded: %r", config)
             self.health.set_global_timeout_overrides(dict(config.health_timeout_overrides or {}))
-            self._start_pipeline(config, backend, self._encapsulation(config, backend))
+            from calico.felix.dataplane.build import DataplaneStartError
+
+            try:
+                self._start_pipeline(config, backend, self.startup_encap)
+            except DataplaneStartError as exc:
+                log.error("Felix cannot start its dataplane, exiting: %s", exc)
+                return 1
             self.health.report(STARTUP_HEALTH, live=True, ready=True)
             self._supervise()
             return self.exit_code

@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 _UNSUPPORTED = ("BPFEnabled",)
 
 
+class DataplaneStartError(RuntimeError):
+    """The dataplane cannot be built (Felix exits 1 with this one-line reason)."""
+
+
 def build_vxlan_managers(
     config: Config,
     encap: Encapsulation,
@@ -181,6 +185,8 @@ def detect_mtus(config: Config, encap: Encapsulation) -> tuple[MTUs, int]:
     kernel = VXLANKernel(4)
     try:
         links = [LinkMTU(lk.name, lk.mtu, lk.oper_up) for lk in kernel.links()]
+    except KernelError as e:
+        raise DataplaneStartError(f"cannot list links to detect the host MTU: {e}") from e
     finally:
         kernel.close()
     host = find_host_mtu(links, config.mtu_iface_pattern)
@@ -208,7 +214,7 @@ def publish_mtu(config: Config, encap: Encapsulation) -> MTUs:
         log.info("Host MTU %d; pod MTU %d written to %s", mtus.host, pod, path)
     except OSError as e:
         if config.require_mtu_file:
-            raise RuntimeError(f"cannot write MTU file {path}: {e}") from e
+            raise DataplaneStartError(f"cannot write MTU file {path}: {e}") from e
         log.warning("Could not write MTU file %s: %s", path, e)
     return mtus
 

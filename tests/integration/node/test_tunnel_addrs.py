@@ -257,3 +257,28 @@ def test_cli_run_once_and_bad_node(client, env, calico_bin):
     assert proc.returncode == 1
     assert "Error: node ghost-" in proc.stderr and "does not exist" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_node_services_runs_the_allocator_as_a_daemon(client, env, calico_bin):
+    """``calico component node node-services`` (what runit runs) allocates and releases."""
+    base = {**os.environ, **env, "NODENAME": NODE, "CALICO_NETWORKING_BACKEND": "none"}
+    base.pop("CALICO_NODENAME_FILE", None)
+    proc = subprocess.Popen(
+        [calico_bin, "component", "node", "node-services"],
+        env=base,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        add_pool(client, "v6", "fd10::/48", vxlanMode="Always")
+        wait_for(lambda: node(client).spec.ipv6_vxlan_tunnel_addr is not None, timeout=20)
+        assert node(client).spec.vxlan_tunnel_mac_addr_v6 == default_vtep_mac(NODE, 6)
+        client.delete(IPPool, "v6")
+        wait_for(lambda: node(client).spec.ipv6_vxlan_tunnel_addr is None, timeout=20)
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out

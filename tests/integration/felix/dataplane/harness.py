@@ -148,6 +148,7 @@ class Felix:
                 "FELIX_NFTABLESREFRESHINTERVAL": "2",
                 "FELIX_ROUTEREFRESHINTERVAL": "5",
                 "FELIX_ENDPOINTSTATUSPATHPREFIX": str(self.workdir),
+                "FELIX_MTUFILEPATH": str(self.workdir / "mtu"),  # not the host's file
                 "FELIX_LOGSEVERITYSCREEN": "info",
                 "FELIX_REPORTINGINTERVALSECS": "2",
             }

@@ -293,3 +293,66 @@ def test_deleting_a_node_removes_its_entries_on_the_other(vxc):
     fdb = nss.run("bridge", "-n", c.a.ns, "fdb", "show", "dev", "vxlan.calico").stdout
     assert "dst" not in fdb
     assert "blackhole 10.244.1.0/26" in nss.ip("route", ns=c.a.ns)  # own block stays
+
+
+ECHO_SERVER = """
+import socket, sys, threading
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 0))
+s.listen(4)
+print("ready", flush=True)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    while data := c.recv(100):
+        c.sendall(data)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+"""
+
+CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+print("connected", flush=True)
+for line in sys.stdin:
+    try:
+        c.sendall(line.strip().encode()); print(c.recv(100).decode(), flush=True)
+    except OSError as e:
+        print("error", e, flush=True)
+"""
+
+
+def test_felix_restart_keeps_established_cross_node_connections(vxc):
+    c = vxc
+    with nss.py_server(c.b.pod_ns, ECHO_SERVER, c.b.pod_ip) as server:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+        client = subprocess.Popen(
+            ["ip", "netns", "exec", c.a.pod_ns, sys.executable, "-c", CLIENT, c.b.pod_ip, port],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert client.stdout is not None and client.stdin is not None
+            assert client.stdout.readline().strip() == "connected"
+
+            def echo(text: str) -> str:
+                client.stdin.write(text + "\n")
+                client.stdin.flush()
+                return client.stdout.readline().strip()
+
+            assert echo("before") == "before"
+            ifindex = nss.ip("-o", "link", "show", "vxlan.calico", ns=c.a.ns).split(":")[0]
+            stop_felix(c, c.a)
+            assert echo("while-down") == "while-down"  # the kernel state stays programmed
+            start_felix(c, c.a)
+            log = c.workdir / f"{c.a.name}.log"
+            eventually(lambda: log.read_text().count("Dataplane in sync ("), 2, timeout=40)
+            assert echo("after") == "after"
+            # The device was reused, not recreated.
+            assert nss.ip("-o", "link", "show", "vxlan.calico", ns=c.a.ns).split(":")[0] == ifindex
+        finally:
+            client.kill()
+            client.wait(timeout=5)

@@ -245,3 +245,25 @@ def test_bad_vteps_are_skipped_with_specific_errors_and_the_rest_works(nodes, ca
         assert ping(a.pod_ns, b.pod_ip)
         assert socket.AF_INET  # the v6 overlay is untouched by v4 bad input
         assert ping(a.pod_ns, b.pod_ip6)
+
+
+def test_tunnel_kind_probe_on_this_kernel(nodes, caplog):
+    """VXLAN is there; IPIP and WireGuard are not (the issue's target kernel): the reporter
+    says so once, clearly, and nothing is left behind in the namespace."""
+    from calico.felix.dataplane.encap_support import TunnelSupportReporter, probe_link_kind
+    from calico.felix.messages import Encapsulation
+
+    a, _ = nodes
+    assert probe_link_kind("vxlan", a.ns)
+    before = nss.ip("-o", "link", ns=a.ns)
+    supported = {kind: probe_link_kind(kind, a.ns) for kind in ("ipip", "wireguard")}
+    assert nss.ip("-o", "link", ns=a.ns) == before  # probe links are removed again
+    caplog.set_level(logging.ERROR)
+    reporter = TunnelSupportReporter(
+        wireguard_v4=True, probe=lambda kind: probe_link_kind(kind, a.ns)
+    )
+    reporter.on_update(Encapsulation(ipip_enabled=True, vxlan_enabled=True))
+    expected = [kind for kind, ok in supported.items() if not ok]
+    assert len(reporter.problems) == len(expected)
+    for kind in expected:
+        assert f"no '{kind}' module" in caplog.text

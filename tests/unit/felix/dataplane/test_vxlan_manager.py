@@ -418,3 +418,20 @@ def test_allowed_sources_set_is_remote_node_ips_plus_external_nodes():
     table.sets.clear()
     mgr.complete_deferred_work()
     assert table.sets == {}  # unchanged: not re-set
+
+
+def test_unwritable_mtu_file_is_fatal_only_with_require_mtu_file(tmp_path: Path, monkeypatch):
+    from calico.felix.dataplane import build
+
+    monkeypatch.setattr(build, "detect_mtus", lambda config, encap: (encap_mtus(1500), 1450))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    bad = str(blocker / "mtu")  # a directory that is a file: cannot be created
+    cfg = resolve({Source.ENVIRONMENT: {"MTUFilePath": bad}})
+    assert build.publish_mtu(cfg, Encapsulation()).vxlan == 1450  # logged, not fatal
+    strict = resolve({Source.ENVIRONMENT: {"MTUFilePath": bad, "RequireMTUFile": "true"}})
+    with pytest.raises(build.DataplaneStartError, match="cannot write MTU file"):
+        build.publish_mtu(strict, Encapsulation())
+    good = resolve({Source.ENVIRONMENT: {"MTUFilePath": str(tmp_path / "n1" / "mtu")}})
+    build.publish_mtu(good, Encapsulation(vxlan_enabled=True))
+    assert (tmp_path / "n1" / "mtu").read_text() == "1450"
