@@ -131,3 +131,21 @@ def test_unknown_backend_is_a_usage_error() -> None:
     result = CliRunner().invoke(node_group, ["run", "--networking-backend", "ipip"])
     assert result.exit_code == 2
     assert "'ipip' is not one of 'vxlan', 'bird', 'none'" in result.output
+
+
+def test_plugin_reads_the_mtu_from_the_conflists_mtu_file(tmp_path: Path) -> None:
+    from calico.cni import netconf as nc
+    from calico.cni.plugin import resolve_mtu
+
+    settings, layout = settings_for(tmp_path)
+    opts = inst.InstallOptions(mtu=0, mtu_file=str(layout.mtu_file), nodename="n1")
+    conflist = json.loads(inst.render_conflist(opts))
+    plugin = {**conflist["plugins"][0], "name": "net", "cniVersion": "1.0.0"}
+    conf = nc.parse(json.dumps(plugin))
+    assert conf.mtu_file == str(layout.mtu_file)
+    assert resolve_mtu(conf) == 0  # no file yet: the kernel default
+    layout.mtu_file.parent.mkdir(parents=True)
+    layout.mtu_file.write_text("1430")  # as Felix writes it: no newline
+    assert resolve_mtu(conf) == 1430
+    default = nc.parse(json.dumps({**plugin, "mtu_file": ""}))
+    assert default.mtu_file == nc.DEFAULT_MTU_FILE
