@@ -137,7 +137,7 @@ def test_plugin_reads_the_mtu_from_the_conflists_mtu_file(tmp_path: Path) -> Non
     from calico.cni import netconf as nc
     from calico.cni.plugin import resolve_mtu
 
-    settings, layout = settings_for(tmp_path)
+    _settings, layout = settings_for(tmp_path)
     opts = inst.InstallOptions(mtu=0, mtu_file=str(layout.mtu_file), nodename="n1")
     conflist = json.loads(inst.render_conflist(opts))
     plugin = {**conflist["plugins"][0], "name": "net", "cniVersion": "1.0.0"}
