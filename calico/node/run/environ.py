@@ -29,6 +29,14 @@ _DATASTORE_NAMES = (
     "KUBECONFIG",
     "K8S_API_ENDPOINT",
     "K8S_API_TOKEN",
+    "K8S_KEY_FILE",
+    "K8S_CERT_FILE",
+    "K8S_CA_FILE",
+    "K8S_CURRENT_CONTEXT",
+    "K8S_INSECURE_SKIP_TLS_VERIFY",
+    "K8S_DISABLE_NODE_POLL",
+    "USE_POD_CIDR",
+    "API_GROUP",
 )
 # Felix's own spellings of the same, and the per-node paths and identity the node sets.
 _NODE_OWNED = (
