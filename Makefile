@@ -3,17 +3,25 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Where `make setup` links `calico` and `calicoctl` (and `make uninstall` removes them from).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
 
-.PHONY: setup run cluster cluster-down test unit integration lint format bench fuzz crds proto clean
+.PHONY: setup uninstall run cluster cluster-down test unit integration lint format bench fuzz crds proto clean
 
 setup:
 	@scripts/setup-system.sh
 	@scripts/setup-venv.sh
+	@PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" scripts/link-bin.sh install
+
+# Remove the links `make setup` made (only those pointing into this checkout's .venv).
+uninstall:
+	@PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" scripts/link-bin.sh uninstall
 
 # A whole Calico node on this machine (background) plus the demo (foreground); Ctrl-C ends both.
 run: setup
 	@mkdir -p /var/log/calico; \
-	trap '$(VENV)/bin/calico node stop; echo "(to also remove the nftables table and the CNI files: $(VENV)/bin/calico node stop --cleanup)"' EXIT; \
+	trap '$(VENV)/bin/calico node stop; echo "(to also remove the nftables table and the CNI files: calico node stop --cleanup)"' EXIT; \
 	setsid -w $(VENV)/bin/calico node run >/var/log/calico/node-run.log 2>&1 </dev/null & \
 	$(PY) -m calico.node.run.demo --node-pid $$! --node-log /var/log/calico/node-run.log
 

@@ -17,6 +17,8 @@ PACKAGES=(
     runc              # podman's OCI runtime
     busybox-static    # the tiny local image the podman test builds
     iperf3            # Felix throughput benchmark (make bench)
+    golang-go         # builds the hashicorp/yamux peer of guardian's wire-compatibility tests
+    golang-github-hashicorp-yamux-dev  # hashicorp/yamux sources for that peer (GOPATH mode)
 )
 
 missing=()

@@ -33,6 +33,9 @@ ASNumber = Annotated[int, BeforeValidator(_as_number), WithJsonSchema(INT_OR_STR
 Duration = Annotated[str, AfterValidator(v.duration)]
 Selector = Annotated[str, AfterValidator(v.selector_expression)]
 LogSeverity = Annotated[str, AfterValidator(lambda s: _log_severity(s))]
+#: Which classes of IP pool a component programs cluster routes for (upstream's enum, shared
+#: by BGPConfiguration and FelixConfiguration ``programClusterRoutes``).
+ClusterRoutes = Literal["Disabled", "EnabledIPIPOnly", "EnabledNoEncapOnly", "Enabled"]
 
 _LOG_LEVELS = ("Trace", "Debug", "Info", "Warning", "Error", "Fatal")
 
@@ -122,6 +125,9 @@ class BGPConfigurationSpec(CalicoModel):
     local_workload_peering_ipv6: Annotated[str, AfterValidator(lambda s: v.ip_address(s, 6))] | (
         None
     ) = Field(default=None, alias="localWorkloadPeeringIPV6")
+    # Which classes of IP pool BIRD programs cluster routes for (FelixConfiguration has the
+    # complementary field). No default is filled in: confd treats unset as EnabledNoEncapOnly.
+    program_cluster_routes: ClusterRoutes | None = None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> BGPConfigurationSpec:
@@ -287,6 +293,57 @@ class BGPFilterPrefixLength(CalicoModel):
     max: int | None = None
 
 
+_NO_LEADING_ZERO = re.compile(r"^(0|[1-9]\d*)(:(0|[1-9]\d*)){1,2}$")
+
+
+def _filter_community(value: str) -> str:
+    """A BGPFilter community (``aa:nn`` or ``aa:nn:mm``): upstream's pattern also refuses
+    leading zeros and anything longer than 32 characters."""
+    if len(value) > 32 or not _NO_LEADING_ZERO.match(value):
+        raise ValueError(
+            f"community value {value!r} must be of the form aa:nn or aa:nn:mm "
+            "(decimal numbers without leading zeros, at most 32 characters)"
+        )
+    return _community_value(value)
+
+
+BGPCommunityValue = Annotated[str, AfterValidator(_filter_community)]
+RoutePriority = Annotated[int, Field(ge=1, le=2147483646)]
+
+
+class BGPFilterCommunityMatch(CalicoModel):
+    """Match routes carrying a community; upstream allows exactly one value for now."""
+
+    values: Annotated[list[BGPCommunityValue], Field(min_length=1, max_length=1)]
+
+
+class BGPFilterAddCommunity(CalicoModel):
+    value: BGPCommunityValue
+
+
+class BGPFilterPrependASPath(CalicoModel):
+    prefix: Annotated[list[ASNumber], Field(min_length=1, max_length=10)]
+
+
+class BGPFilterSetPriority(CalicoModel):
+    value: RoutePriority
+
+
+class BGPFilterOperation(CalicoModel):
+    """One route modification of an Accept rule: exactly one of the three fields is set."""
+
+    add_community: BGPFilterAddCommunity | None = None
+    prepend_as_path: BGPFilterPrependASPath | None = Field(default=None, alias="prependASPath")
+    set_priority: BGPFilterSetPriority | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BGPFilterOperation:
+        chosen = [self.add_community, self.prepend_as_path, self.set_priority]
+        if sum(op is not None for op in chosen) != 1:
+            raise ValueError("exactly one operation must be set")
+        return self
+
+
 class _FilterRule(CalicoModel):
     """One ordered filter rule; shared by the IPv4 and IPv6 variants."""
 
@@ -298,10 +355,19 @@ class _FilterRule(CalicoModel):
     source: Literal["RemotePeers"] | None = None
     interface: Annotated[str, AfterValidator(_interface)] | None = None
     match_operator: Literal["Equal", "NotEqual", "In", "NotIn"] | None = None
+    peer_type: Literal["eBGP", "iBGP"] | None = None
+    communities: BGPFilterCommunityMatch | None = None
+    as_path_prefix: list[ASNumber] | None = Field(default=None, alias="asPathPrefix")
+    priority: RoutePriority | None = None
     action: Literal["Accept", "Reject"]
+    operations: Annotated[list[BGPFilterOperation], Field(min_length=1, max_length=10)] | None = (
+        None
+    )
 
     @model_validator(mode="after")
     def _rule_checks(self) -> _FilterRule:
+        if self.operations and self.action != "Accept":
+            v.raise_at(("operations",), "operations may only be used with action Accept")
         if self.cidr is not None:
             try:
                 v.cidr(self.cidr, version=self.VERSION)
@@ -349,6 +415,17 @@ class BGPFilterSpec(CalicoModel):
     import_v4: list[BGPFilterRuleV4] | None = Field(default=None, alias="importV4")
     export_v6: list[BGPFilterRuleV6] | None = Field(default=None, alias="exportV6")
     import_v6: list[BGPFilterRuleV6] | None = Field(default=None, alias="importV6")
+
+    @model_validator(mode="after")
+    def _import_rules_have_no_source(self) -> BGPFilterSpec:
+        # Every imported route comes from a peer, so upstream refuses a source match there.
+        for wire, rules in (("importV4", self.import_v4), ("importV6", self.import_v6)):
+            for i, rule in enumerate(rules or []):
+                if rule.source:
+                    v.raise_at(
+                        (wire, i, "source"), "source is not applicable to import rules", rule.source
+                    )
+        return self
 
 
 @register

@@ -8,6 +8,7 @@ request (``spec``) that calico-node answers in ``status``.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
@@ -15,6 +16,7 @@ from pydantic import AfterValidator, Field, model_validator
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, SingletonResource, register
 from calico.api.bgp import ASNumber, Duration, Selector
+from calico.api.conditions import Condition, Time
 
 EnabledDisabled = Literal["Enabled", "Disabled"]
 IPv4 = Annotated[str, AfterValidator(lambda s: v.ip_address(s, 4))]
@@ -24,15 +26,25 @@ MAC = Annotated[str, AfterValidator(v.mac_address)]
 # --- KubeControllersConfiguration -------------------------------------------------------------
 
 
+def _regexp(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+    return value
+
+
 class AutoHostEndpointTemplate(CalicoModel):
     """Which host endpoints the node controller creates automatically, and how to name them."""
 
-    generate_name: Annotated[str, Field(max_length=253)] | None = None
+    generate_name: (
+        Annotated[str, Field(max_length=253), AfterValidator(v.dns1123_subdomain)] | None
+    ) = None
     interface_cidrs: list[Annotated[str, AfterValidator(v.cidr)]] | None = Field(
         default=None, alias="interfaceCIDRs"
     )
-    interface_pattern: str | None = None
-    labels: dict[str, str] | None = None
+    interface_pattern: Annotated[str, AfterValidator(_regexp)] | None = None
+    labels: Annotated[dict[str, str], AfterValidator(v.label_map)] | None = None
     node_selector: Selector | None = None
 
 
@@ -135,6 +147,41 @@ class ClusterInformation(SingletonResource):
 
     kind: str = "ClusterInformation"
     spec: ClusterInformationSpec = Field(default_factory=ClusterInformationSpec)
+
+
+# --- DatastoreMigration -----------------------------------------------------------------------
+
+
+class DatastoreMigrationSpec(CalicoModel):
+    """Which migration to run; upstream knows one (crd.projectcalico.org/v1 CRDs to v3)."""
+
+    type: Literal["V1ToV3"]
+
+
+class DatastoreMigrationProgress(CalicoModel):
+    total: Annotated[int, Field(ge=0)] | None = None
+    migrated: Annotated[int, Field(ge=0)] | None = None
+    skipped: Annotated[int, Field(ge=0)] | None = None
+    conflicts: Annotated[int, Field(ge=0)] | None = None
+
+
+class DatastoreMigrationStatus(CalicoModel):
+    phase: Literal["Pending", "Migrating", "Converged", "Complete", "Failed"] | None = None
+    started_at: Time | None = None
+    completed_at: Time | None = None
+    progress: DatastoreMigrationProgress | None = None
+    conditions: list[Condition] | None = None
+
+
+@register
+class DatastoreMigration(Resource):
+    """Triggers and tracks kube-controllers' v1-to-v3 CRD migration (a KDD-only workflow)."""
+
+    KIND: ClassVar[str] = "DatastoreMigration"
+    ALIASES: ClassVar[tuple[str, ...]] = ("datastoremigration", "datastoremigrations")
+
+    spec: DatastoreMigrationSpec
+    status: DatastoreMigrationStatus | None = None
 
 
 # --- Node -------------------------------------------------------------------------------------

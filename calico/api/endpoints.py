@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
-from calico.api.rules import Loc, ProtocolValue, Rule, supports_ports
+from calico.api.bgp import INT_OR_STRING
+from calico.api.rules import DSCPValue, Loc, ProtocolValue, Rule, supports_ports
 
 _NAMESPACE_LABEL = "projectcalico.org/namespace"
 _DNS_LABEL = r"[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?"
@@ -62,8 +63,13 @@ def _no_namespace_label(res: Resource) -> None:
         v.raise_issues([(("metadata", "labels", _NAMESPACE_LABEL), msg)])
 
 
+# Upstream's CRD limits on a network set: entries are CIDRs or IPs (at most 49 characters, an
+# IPv6 CIDR's longest form), at most 100000 of them.
+SetNets = Annotated[list[Annotated[str, Field(max_length=49)]], Field(max_length=100000)]
+
+
 class NetworkSetSpec(CalicoModel):
-    nets: list[str] | None = None
+    nets: SetNets | None = None
 
     @field_validator("nets")
     @classmethod
@@ -72,7 +78,7 @@ class NetworkSetSpec(CalicoModel):
 
 
 class GlobalNetworkSetSpec(CalicoModel):
-    nets: list[str] | None = None
+    nets: SetNets | None = None
     allowed_egress_domains: list[str] | None = None
 
     @field_validator("nets")
@@ -255,6 +261,47 @@ class IPNAT(CalicoModel):
         return self
 
 
+def _in_range(low: int, high: int) -> Any:
+    """An int64 QoS control: 0 means "not applied" (or "use the default"), else low..high."""
+
+    def check(value: int) -> int:
+        if value == 0 or low <= value <= high:
+            return value
+        raise ValueError(f"{value} is out of range: must be 0 or {low}-{high}")
+
+    return Annotated[int, AfterValidator(check)]
+
+
+_BANDWIDTH = _in_range(1000, 10**15)
+_BURST = _in_range(1000, 34359738360)
+_PEAKRATE = _in_range(1010, 101 * 10**13)
+_MINBURST = _in_range(1000, 10**8)
+_PACKETS = _in_range(1, 10**4)
+_CONNECTIONS = _in_range(1, 4294967295)
+
+
+class QoSControls(CalicoModel):
+    """Per-workload bandwidth, packet-rate, connection and DSCP limits (upstream's ranges;
+    zero or unset means the limit is not applied). Bandwidths are bits per second, bursts
+    bits, minburst bytes."""
+
+    ingress_bandwidth: _BANDWIDTH | None = None
+    ingress_burst: _BURST | None = None
+    ingress_peakrate: _PEAKRATE | None = None
+    ingress_minburst: _MINBURST | None = None
+    egress_bandwidth: _BANDWIDTH | None = None
+    egress_burst: _BURST | None = None
+    egress_peakrate: _PEAKRATE | None = None
+    egress_minburst: _MINBURST | None = None
+    ingress_packet_rate: _PACKETS | None = None
+    ingress_packet_burst: _PACKETS | None = None
+    egress_packet_rate: _PACKETS | None = None
+    egress_packet_burst: _PACKETS | None = None
+    ingress_max_connections: _CONNECTIONS | None = None
+    egress_max_connections: _CONNECTIONS | None = None
+    dscp: Annotated[DSCPValue, WithJsonSchema(INT_OR_STRING)] | None = None
+
+
 class WorkloadEndpointSpec(CalicoModel):
     orchestrator: str | None = None
     workload: str | None = None
@@ -272,6 +319,7 @@ class WorkloadEndpointSpec(CalicoModel):
     mac: str | None = None
     ports: list[WorkloadEndpointPort] | None = None
     allow_spoofed_source_prefixes: list[str] | None = None
+    qos_controls: QoSControls | None = Field(default=None, alias="qosControls")
 
     @field_validator("orchestrator", "workload", "node", "pod", "endpoint", "service_account_name")
     @classmethod

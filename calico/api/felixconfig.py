@@ -23,7 +23,8 @@ from pydantic import (
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
-from calico.api.bgp import INT_OR_STRING, Duration, LogSeverity, Selector
+from calico.api.bgp import INT_OR_STRING, ClusterRoutes, Duration, LogSeverity, Selector
+from calico.api.rules import DSCPValue
 
 
 def one_of(*choices: str) -> Any:
@@ -249,6 +250,10 @@ class FelixConfigurationSpec(CalicoModel):
     bpf_external_service_mode: ExternalServiceMode | None = None
     bpf_force_track_packets_from_ifaces: list[str] | None = None
     bpf_host_conntrack_bypass: bool | None = None
+    bpf_ip_frag_timeout: Duration | None = Field(default=None, alias="bpfIPFragTimeout")
+    bpf_ip_fragment_reassembly_enabled: bool | None = Field(
+        default=None, alias="bpfIPFragmentReassemblyEnabled"
+    )
     bpf_host_networked_nat_without_ctlb: Literal["Enabled", "Disabled"] | None = Field(
         default=None, alias="bpfHostNetworkedNATWithoutCTLB"
     )
@@ -281,6 +286,9 @@ class FelixConfigurationSpec(CalicoModel):
     )
     bpf_map_size_per_cpu_conntrack: Annotated[int, Field(ge=1)] | None = None
     bpf_map_size_route: Annotated[int, Field(ge=1)] | None = None
+    bpf_overlay_host_source_ip: Literal["TunnelAddress", "HostAddress"] | None = Field(
+        default=None, alias="bpfOverlayHostSourceIP"
+    )
     bpf_psnat_ports: PortRange | None = Field(default=None, alias="bpfPSNATPorts")
     bpf_policy_debug_enabled: bool | None = None
     bpf_profiling: Literal["Enabled", "Disabled"] | None = None
@@ -352,7 +360,14 @@ class FelixConfigurationSpec(CalicoModel):
     ipv6_elevated_route_priority: Annotated[int, Field(ge=1, le=2147483646)] | None = None
     ipv6_normal_route_priority: Annotated[int, Field(ge=1, le=2147483646)] | None = None
     ipv6_support: bool | None = None
-    kube_node_port_ranges: list[PortRange] | None = None
+    istio_ambient_mode: Literal["Enabled", "Disabled"] | None = None
+    istio_dscp_mark: Annotated[DSCPValue, WithJsonSchema(INT_OR_STRING)] | None = Field(
+        default=None, alias="istioDSCPMark"
+    )
+    kube_node_port_ranges: Annotated[list[PortRange], Field(max_length=7)] | None = None
+    live_migration_route_convergence_time: Duration | None = None
+    local_subnet_l2_reachability: Literal["Disabled", "PodsAndLoadBalancers"] | None = None
+    local_subnet_l2_reachability_refresh_interval: Duration | None = None
     log_action_rate_limit: RateLimit | None = None
     log_action_rate_limit_burst: Annotated[int, Field(ge=0, le=9999)] | None = None
     log_debug_filename_regex: Regex | None = None
@@ -375,10 +390,10 @@ class FelixConfigurationSpec(CalicoModel):
     nftables_mark_mask: Annotated[int, Field(ge=0, le=4294967295)] | None = None
     nftables_mode: Literal["Disabled", "Enabled", "Auto"] | None = None
     nftables_refresh_interval: Duration | None = None
-    node_selector: Selector | None = None
+    node_selector: Annotated[Selector, Field(max_length=1024)] | None = None
     openstack_region: OpenstackRegion | None = None
     policy_sync_path_prefix: str | None = None
-    program_cluster_routes: Literal["Enabled", "Disabled"] | None = None
+    program_cluster_routes: ClusterRoutes | None = None
     prometheus_go_metrics_enabled: bool | None = None
     prometheus_metrics_ca_file: str | None = Field(default=None, alias="prometheusMetricsCAFile")
     prometheus_metrics_cert_file: str | None = None
@@ -486,6 +501,20 @@ class FelixConfiguration(Resource):
                 f"FelixConfiguration name {name!r} is invalid: use 'default', "
                 "'node.<nodename>', or set spec.nodeSelector",
                 name,
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _selector_only_when_scoped(self) -> FelixConfiguration:
+        # Upstream's CRD rule: 'default' and 'node.*' configs are placed by name, never by
+        # selector, so a nodeSelector there would be silently meaningless.
+        name = self.metadata.name
+        placed_by_name = name == "default" or name.startswith(_NODE_PREFIX)
+        if placed_by_name and self.spec.node_selector is not None:
+            v.raise_at(
+                ("spec", "nodeSelector"),
+                "nodeSelector must not be set on the 'default' or per-node ('node.*') "
+                "FelixConfiguration",
             )
         return self
 

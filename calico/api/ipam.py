@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, SingletonResource, register
 from calico.api.bgp import Selector
+from calico.api.conditions import Condition
 
 DEFAULT_BLOCK_SIZE = {4: 26, 6: 122}
 BLOCK_SIZE_RANGE = {4: (20, 32), 6: (116, 128)}
@@ -118,6 +119,13 @@ class IPPoolSpec(CalicoModel):
         return self
 
 
+class IPPoolStatus(CalicoModel):
+    """Written by kube-controllers' IP pool controller (status subresource): upstream's
+    ``Allocatable`` condition, with reasons OK, PoolDisabled, CIDROverlap or Terminating."""
+
+    conditions: list[Condition] | None = None
+
+
 @register
 class IPPool(Resource):
     KIND: ClassVar[str] = "IPPool"
@@ -125,6 +133,7 @@ class IPPool(Resource):
 
     kind: str = "IPPool"
     spec: IPPoolSpec
+    status: IPPoolStatus | None = None
 
 
 def _reserved_cidr(value: str) -> str:
@@ -212,8 +221,9 @@ class AllocationAttribute(CalicoModel):
 
     handle_id: str | None = Field(default=None, alias="handle_id")
     secondary: dict[str, str] | None = Field(default=None, alias="secondary")
-    alternate: dict[str, str] | None = Field(default=None, alias="alternate")
-    # Our addition (upstream keeps it in-process): when the IP was released, for the cooldown.
+    # The other owner during a live migration (source or target pod); upstream's v3 name.
+    alternate: dict[str, str] | None = Field(default=None, alias="alternateOwnerAttrs")
+    # When the IP was released, for the cooldown (ipCooldownSeconds).
     released_at: str | None = Field(default=None, alias="releasedAt")
 
 

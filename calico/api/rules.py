@@ -83,6 +83,34 @@ def _parse_port(value: object) -> int | str:
 
 
 ProtocolValue = Annotated[int | str, BeforeValidator(_parse_protocol)]
+
+#: Upstream's numorstring.DSCP names and the code points they stand for.
+DSCP_NAMES: dict[str, int] = {
+    "DF": 0,
+    "EF": 46,
+    **{f"AF{c}{d}": 8 * c + 2 * d for c in range(1, 5) for d in range(1, 4)},
+    **{f"CS{n}": 8 * n for n in range(7)},
+}
+
+
+def _parse_dscp(value: object) -> int | str:
+    """Upstream's numorstring.DSCP: a code point 0-63 or one of its names (case-sensitive);
+    a numeric string becomes the number, as the Go unmarshaller does."""
+    rule = f"must be 0-63 or one of {', '.join(DSCP_NAMES)}"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"DSCP value {value!r} is invalid: {rule}")
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, int):
+        if not 0 <= value <= 63:
+            raise ValueError(f"DSCP value {value} is invalid: {rule}")
+        return value
+    if value not in DSCP_NAMES:
+        raise ValueError(f"DSCP value {value!r} is invalid: {rule}")
+    return value
+
+
+DSCPValue = Annotated[int | str, BeforeValidator(_parse_dscp)]
 PortValue = Annotated[int | str, BeforeValidator(_parse_port)]
 Action = Literal["Allow", "Deny", "Log", "Pass"]
 

@@ -1,4 +1,4 @@
-"""``calicoctl ipam``: show, check, release, configure.
+"""``calicoctl ipam``: show, check, release, configure, split.
 
 The group opens the datastore the way every calicoctl command does (``-c`` file, default file
 or environment, version-mismatch check), and only when a subcommand asks for a client:
@@ -21,6 +21,7 @@ from calico.boxtable import render_box_table
 from calico.calicoctl.errors import CtlError, report, report_ctl_errors
 from calico.calicoctl.flags import config_option, global_options
 from calico.calicoctl.ipam_release import release_from_reports
+from calico.calicoctl.ipam_split import parse_count, split_pool
 from calico.calicoctl.session import client_version, open_client
 from calico.datastore.client import Client
 from calico.datastore.errors import DatastoreError, ResourceDoesNotExistError
@@ -324,3 +325,43 @@ def configure(ctx: click.Context, strict: str | None, max_blocks: str | None) ->
         click.echo(f"Successfully set StrictAffinity to: {str(strict_value).lower()}")
     if blocks_value is not None:
         click.echo(f"Successfully set MaxBlocksPerHost to: {blocks_value}")
+
+
+# -- split -----------------------------------------------------------------------------------
+
+
+@ipam_group.command(
+    "split",
+    help="Split an IP pool (given by --cidr or --name) into NUMBER smaller pools of equal size; "
+    "NUMBER must be a power of 2 and the datastore must be locked "
+    "(calicoctl datastore migrate lock).",
+)
+@click.argument("args", nargs=-1, metavar="[CIDR] NUMBER")
+@click.option("--cidr", default=None, help="CIDR of the IP pool to split.")
+@click.option("--name", "pool_name", default=None, help="Name of the IP pool to split.")
+@config_option
+@global_options
+@click.pass_context
+@report_ctl_errors
+def split(
+    ctx: click.Context,
+    args: tuple[str, ...],
+    cidr: str | None,
+    pool_name: str | None,
+    config_file: str | None,
+) -> None:
+    # Current upstream takes `split NUMBER --cidr=|--name=`; its first release took
+    # `split CIDR NUMBER`, which still works here.
+    if len(args) == 2 and not cidr:
+        cidr, number = args
+    elif len(args) == 1:
+        (number,) = args
+    else:
+        raise CtlError(
+            f"invalid option: 'calicoctl ipam split {' '.join(args)}'. Use flag '--help' to "
+            "read about a specific subcommand"
+        )
+    parts = parse_count(number)
+    if config_file:
+        ctx.obj.config_file = config_file
+    split_pool(_client(ctx), cidr, pool_name, parts)

@@ -178,14 +178,19 @@ class Client:
 
     # -- operations ----------------------------------------------------------------------------
 
-    def create(self, res: Resource) -> Resource:
-        """Store a new resource. Raises ResourceAlreadyExistsError (key named in the message)."""
+    def create(self, res: Resource, *, unsafe: bool = False) -> Resource:
+        """Store a new resource. Raises ResourceAlreadyExistsError (key named in the message).
+
+        ``unsafe`` skips the cross-resource rules (upstream's UnsafeCreate): ``ipam split``
+        creates pools that overlap the one they replace.
+        """
         if res.metadata.resource_version:
             raise InvalidValueError(
                 f"{_describe(res)}: metadata.resourceVersion must not be set on create"
             )
         res = self._validated(res)
-        self._check_references(res)
+        if not unsafe:
+            self._check_references(res)
         res = self._with_meta(
             res,
             uid=res.metadata.uid or str(uuid.uuid4()),

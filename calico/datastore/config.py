@@ -1,9 +1,17 @@
-"""Datastore connection settings: environment variables or a calicoctl ``CalicoAPIConfig`` file.
+"""Datastore connection settings: libcalico's environment variables or a calicoctl
+``CalicoAPIConfig`` file (design/datastore.md "Configuration").
 
-Environment (each name may also carry a ``CALICO_`` prefix, which wins, as upstream allows):
-``DATASTORE_TYPE`` (``local`` — this product's default —, ``etcdv3`` or ``kubernetes``),
-``ETCD_ENDPOINTS`` (comma-separated URLs), ``ETCD_KEY_FILE``, ``ETCD_CERT_FILE``,
-``ETCD_CA_CERT_FILE``, ``KUBECONFIG`` and ``CALICO_DATASTORE_PATH`` (the local SQLite file).
+Environment, read as upstream's ``apiconfig.LoadClientConfigFromEnvironment`` reads it: each
+variable ``X`` may also be spelled ``CALICO_X``, and the prefixed spelling wins whenever it is
+*present* (even empty, which then means unset). ``DATASTORE_TYPE`` (``local``, ``etcdv3``,
+``kubernetes``; unset: ``etcdv3`` when etcd endpoints are given, else ``local`` — this product's
+default), ``ETCD_ENDPOINTS`` (comma-separated URLs), ``ETCD_KEY_FILE``, ``ETCD_CERT_FILE``,
+``ETCD_CA_CERT_FILE``, ``KUBECONFIG``, ``K8S_API_ENDPOINT``, ``K8S_KEY_FILE``, ``K8S_CERT_FILE``,
+``K8S_CA_FILE``, ``K8S_CURRENT_CONTEXT``, ``K8S_INSECURE_SKIP_TLS_VERIFY`` and
+``K8S_DISABLE_NODE_POLL`` (booleans), ``USE_POD_CIDR``, ``CALICO_API_GROUP``; plus our extension
+``CALICO_DATASTORE_PATH`` (the local SQLite file; not an upstream variable, so only the prefixed
+spelling exists). A daemon's own parameters are layered on top by
+``calico.datastore.daemon_config``.
 
 File (YAML or JSON)::
 
@@ -26,6 +34,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -58,7 +67,10 @@ _KEPT_SPEC_FIELDS = {
     "k8sInsecureSkipTLSVerify",
     "k8sDisableNodePoll",
     "k8sClientQPS",
+    "k8sCurrentContext",
     "kubeconfigInline",
+    "usePodCIDR",
+    "calicoAPIGroup",
 }
 # Upstream fields this implementation cannot honour: refuse rather than silently ignore.
 _UNSUPPORTED_SPEC_FIELDS = {
@@ -71,7 +83,23 @@ _UNSUPPORTED_SPEC_FIELDS = {
 }
 
 
-def _split_endpoints(value: str | Sequence[str] | None) -> tuple[str, ...]:
+def endpoint_target(raw: str) -> tuple[str, bool]:
+    """``http(s)://host[:port]`` (or a bare ``host[:port]``, taken as http) -> (``host:port`` for
+    gRPC, whether TLS is on); the port defaults to 2379. The one place the endpoint rules live:
+    config validation and the etcd connection both use it."""
+    url = raw if "://" in raw else f"http://{raw}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 2379
+    except ValueError as exc:
+        raise DatastoreConfigError(f"invalid etcd endpoint {raw!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DatastoreConfigError(f"invalid etcd endpoint {raw!r}: expected http(s)://host:port")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{port}", parts.scheme == "https"
+
+
+def split_endpoints(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -94,7 +122,7 @@ class DatastoreConfig:
 
     def __post_init__(self) -> None:
         # Accept "a,b" or a list for convenience; store a tuple so the config stays hashable.
-        object.__setattr__(self, "etcd_endpoints", _split_endpoints(self.etcd_endpoints))
+        object.__setattr__(self, "etcd_endpoints", split_endpoints(self.etcd_endpoints))
 
     def validate(self) -> DatastoreConfig:
         """Raise DatastoreConfigError naming ``source`` for an unusable config; returns self."""
@@ -106,9 +134,14 @@ class DatastoreConfig:
             )
         if self.datastore_type == "etcdv3" and not self.etcd_endpoints:
             raise DatastoreConfigError(
-                f"datastore type etcdv3 needs etcd endpoints ({where}: set "
-                "ETCD_ENDPOINTS or spec.etcdEndpoints, e.g. http://127.0.0.1:2379)"
+                f"datastore type etcdv3 needs etcd endpoints ({where}: set ETCD_ENDPOINTS, "
+                "spec.etcdEndpoints or a daemon's EtcdEndpoints, e.g. http://127.0.0.1:2379)"
             )
+        for endpoint in self.etcd_endpoints:
+            try:
+                endpoint_target(endpoint)
+            except DatastoreConfigError as exc:
+                raise DatastoreConfigError(f"{exc} ({where})") from None
         if self.datastore_type == "local" and not self.local_path:
             raise DatastoreConfigError(f"empty local datastore path in {where}")
         if bool(self.etcd_key_file) != bool(self.etcd_cert_file):
@@ -126,28 +159,97 @@ class DatastoreConfig:
         return from_file(path)
 
 
-def _getenv(env: Mapping[str, str], name: str) -> str | None:
-    for candidate in (f"CALICO_{name}", name):
-        value = env.get(candidate, "").strip()
-        if value:
-            return value
-    return None
+# Upstream's environment variables (without the CALICO_ prefix) -> ``extra`` spec field names.
+_K8S_ENV = {
+    "K8S_API_ENDPOINT": "k8sAPIEndpoint",
+    "K8S_KEY_FILE": "k8sKeyFile",
+    "K8S_CERT_FILE": "k8sCertFile",
+    "K8S_CA_FILE": "k8sCAFile",
+    "K8S_CURRENT_CONTEXT": "k8sCurrentContext",
+    "CALICO_API_GROUP": "calicoAPIGroup",
+}
+_K8S_BOOL_ENV = {
+    "K8S_INSECURE_SKIP_TLS_VERIFY": "k8sInsecureSkipTLSVerify",
+    "K8S_DISABLE_NODE_POLL": "k8sDisableNodePoll",
+    "USE_POD_CIDR": "usePodCIDR",
+}
+# Upstream variables whose feature this implementation lacks: refuse rather than ignore.
+_UNSUPPORTED_ENV = ("ETCD_DISCOVERY_SRV", "ETCD_USERNAME", "ETCD_PASSWORD")
+# Go's strconv.ParseBool, which upstream's envconfig uses.
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+def env_lookup(env: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    """(variable actually used, stripped value) for ``name``, or None when unset or empty.
+
+    ``CALICO_<name>`` wins whenever it is present, even empty (upstream's envconfig looks the
+    unprefixed spelling up only when the prefixed one is absent).
+    """
+    prefixed = f"CALICO_{name}"
+    var = prefixed if prefixed in env else name
+    value = env.get(var, "").strip()
+    return (var, value) if value else None
+
+
+def _parse_bool(var: str, value: str) -> bool:
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise DatastoreConfigError(f"invalid value {value!r} for {var}: expected true or false")
+
+
+def env_config(env: Mapping[str, str] | None = None) -> DatastoreConfig:
+    """The environment's settings, *not yet validated* (``from_env`` validates; the daemon
+    loader validates after applying its overrides, which may supply what is missing here)."""
+    env = os.environ if env is None else env
+    used: list[str] = []
+
+    def get(name: str) -> str | None:
+        found = env_lookup(env, name)
+        if found is None:
+            return None
+        used.append(found[0])
+        return found[1]
+
+    for name in _UNSUPPORTED_ENV:
+        found = env_lookup(env, name)
+        if found is not None:
+            raise DatastoreConfigError(f"{found[0]} is not supported by this implementation")
+    dtype = get("DATASTORE_TYPE")
+    endpoints = split_endpoints(get("ETCD_ENDPOINTS"))
+    local_path = env.get("CALICO_DATASTORE_PATH", "").strip()
+    if local_path:
+        used.append("CALICO_DATASTORE_PATH")
+    extra: dict[str, Any] = {}
+    for name, spec_field in _K8S_ENV.items():
+        value = get(name)
+        if value is not None:
+            extra[spec_field] = value
+    for name, spec_field in _K8S_BOOL_ENV.items():
+        found = env_lookup(env, name)
+        if found is not None:
+            extra[spec_field] = _parse_bool(*found)
+            used.append(found[0])
+    # Unset: upstream detects etcdv3 from the endpoints; its fallback is kubernetes, ours local.
+    detected = "etcdv3" if endpoints else DEFAULT_DATASTORE_TYPE
+    return DatastoreConfig(
+        datastore_type=dtype.lower() if dtype else detected,
+        local_path=local_path or DEFAULT_LOCAL_PATH,
+        etcd_endpoints=endpoints,
+        etcd_key_file=get("ETCD_KEY_FILE"),
+        etcd_cert_file=get("ETCD_CERT_FILE"),
+        etcd_ca_cert_file=get("ETCD_CA_CERT_FILE"),
+        kubeconfig=get("KUBECONFIG"),
+        extra=extra,
+        source=f"environment ({', '.join(used)})" if used else "environment",
+    )
 
 
 def from_env(env: Mapping[str, str] | None = None) -> DatastoreConfig:
-    """Read the upstream environment variables (``os.environ`` when ``env`` is None)."""
-    env = os.environ if env is None else env
-    dtype = _getenv(env, "DATASTORE_TYPE")
-    return DatastoreConfig(
-        datastore_type=dtype.lower() if dtype else DEFAULT_DATASTORE_TYPE,
-        local_path=env.get("CALICO_DATASTORE_PATH", "").strip() or DEFAULT_LOCAL_PATH,
-        etcd_endpoints=_split_endpoints(_getenv(env, "ETCD_ENDPOINTS")),
-        etcd_key_file=_getenv(env, "ETCD_KEY_FILE"),
-        etcd_cert_file=_getenv(env, "ETCD_CERT_FILE"),
-        etcd_ca_cert_file=_getenv(env, "ETCD_CA_CERT_FILE"),
-        kubeconfig=_getenv(env, "KUBECONFIG"),
-        source="environment (DATASTORE_TYPE)" if dtype else "environment",
-    ).validate()
+    """The libcalico environment (``os.environ`` when ``env`` is None), validated."""
+    return env_config(env).validate()
 
 
 def from_file(path: str | os.PathLike[str]) -> DatastoreConfig:

@@ -4,7 +4,9 @@ Pipeline: datastore -> felix syncer -> calc graph (AsyncCalcGraph) -> config con
 dataplane loop (nftables table, routes, status). This module only wires and supervises:
 
 - start-up: early logging; config from defaults < datastore (global, node-selector, per-host)
-  < ``/etc/calico/felix.cfg`` < ``FELIX_*``; retry until the datastore is reachable and
+  < ``/etc/calico/felix.cfg`` < ``FELIX_*``; the datastore itself from the libcalico
+  environment (``DATASTORE_TYPE``, ``ETCD_ENDPOINTS``, ...) overridden by Felix's own
+  ``DatastoreType``/``Etcd*`` (a bad value exits 1); retry until the datastore is reachable and
   ClusterInformation says ``datastoreReady`` (``FelixStartup`` is not ready meanwhile);
 - run time: a resolved-config change (other than the hot-reloadable ones) or the datastore
   turning not-ready stops Felix with exit code 129 so its supervisor restarts it;
@@ -28,11 +30,13 @@ import click
 from calico.backoff import Backoff
 from calico.datastore import Backend
 from calico.datastore.config import DatastoreConfig
+from calico.datastore.errors import DatastoreConfigError
 from calico.felix.config import (
     CONFIG_CHANGED_EXIT_CODE,
     DEFAULT_CONFIG_FILE,
     Config,
     diff,
+    felix_datastore_config,
     local_sources,
     needs_restart,
     resolve,
@@ -49,17 +53,13 @@ SHUTDOWN_BUDGET = 10.0
 RETRY_MIN, RETRY_MAX = 0.5, 5.0
 
 
-def datastore_config(config: Config) -> DatastoreConfig:
-    endpoints = tuple(config.etcd_endpoints) or (f"{config.etcd_scheme}://{config.etcd_addr}",)
-    return DatastoreConfig(
-        datastore_type=config.datastore_type,
-        local_path=config.calico_datastore_path,
-        etcd_endpoints=endpoints,
-        etcd_key_file=config.etcd_key_file or None,
-        etcd_cert_file=config.etcd_cert_file or None,
-        etcd_ca_cert_file=config.etcd_ca_file or None,
-        source="Felix configuration",
-    )
+def describe(datastore: DatastoreConfig) -> str:
+    """The datastore in a log line: type and where (never credentials: there are none here)."""
+    if datastore.datastore_type == "local":
+        return f"local {datastore.local_path}"
+    if datastore.datastore_type == "etcdv3":
+        return f"etcdv3 {','.join(datastore.etcd_endpoints)}"
+    return datastore.datastore_type
 
 
 def apply_log_level(config: Config) -> None:
@@ -152,7 +152,7 @@ class FelixDaemon:
     def _startup_not_ready(self, detail: str) -> None:
         self.health.report(STARTUP_HEALTH, live=True, ready=False, detail=detail)
 
-    def connect(self, config: Config) -> tuple[Backend, Config] | None:
+    def connect(self, config: Config, datastore: DatastoreConfig) -> tuple[Backend, Config] | None:
         """Open the datastore and load its config; retry until ready (None if stopped)."""
         from calico.datastore.factory import open_backend
         from calico.felix.startup_config import load_datastore_config
@@ -162,7 +162,7 @@ class FelixDaemon:
         while not self._stop.is_set():
             try:
                 if backend is None:
-                    backend = open_backend(datastore_config(config))
+                    backend = open_backend(datastore)
                 loaded = load_datastore_config(backend, config.felix_hostname)
                 if loaded.ready:
                     full = config.with_datastore(
@@ -195,11 +195,17 @@ class FelixDaemon:
         if config.errors:
             log.error("Invalid Felix configuration, exiting: %s", "; ".join(config.errors))
             return 1
+        try:
+            datastore = felix_datastore_config(config)
+        except DatastoreConfigError as exc:
+            log.error("Invalid datastore configuration, exiting: %s", exc)
+            return 1
+        log.info("Datastore: %s (from %s)", describe(datastore), datastore.source)
         self._startup_not_ready("loading configuration")
         self.health_server.serve(config.health_enabled, config.health_host, config.health_port)
         self._own("health server", lambda: self.health_server.serve(False))
         try:
-            connected = self.connect(config)
+            connected = self.connect(config, datastore)
             if connected is None:
                 return self.exit_code
             backend, config = connected

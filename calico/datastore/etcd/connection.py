@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypedDict, TypeVar, Unpack
-from urllib.parse import urlsplit
 
 import grpc
 
+from calico.datastore.config import endpoint_target
 from calico.datastore.errors import (
     ConnectionFailedError,
     DatastoreConfigError,
@@ -56,20 +56,9 @@ def parse_endpoints(endpoints: Sequence[str] | str) -> list[Endpoint]:
     items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
     out: list[Endpoint] = []
     for raw in (item.strip() for item in items):
-        if not raw:
-            continue
-        url = raw if "://" in raw else f"http://{raw}"
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise DatastoreConfigError(
-                f"invalid etcd endpoint {raw!r}: expected http(s)://host:port"
-            )
-        try:
-            port = parts.port or 2379
-        except ValueError as exc:
-            raise DatastoreConfigError(f"invalid etcd endpoint {raw!r}: {exc}") from None
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        out.append(Endpoint(raw, f"{host}:{port}", parts.scheme == "https"))
+        if raw:
+            target, secure = endpoint_target(raw)
+            out.append(Endpoint(raw, target, secure))
     if not out:
         raise DatastoreConfigError("no etcd endpoints configured (ETCD_ENDPOINTS is empty)")
     return out

@@ -3,10 +3,12 @@
 Typical use::
 
     config = resolve(local_sources())                      # startup: defaults, file, env
+    datastore = felix_datastore_config(config)             # libcalico env < file < FELIX_*
     config = config.with_datastore(global_, selector, host)  # on each ConfigBatcher update
     if needs_restart(old, config): exit(129)
 """
 
+from calico.felix.config.datastore_env import felix_datastore_config
 from calico.felix.config.loaders import (
     DEFAULT_CONFIG_FILE,
     load_env,
@@ -42,6 +44,7 @@ __all__ = [
     "datastore_sources",
     "default_hostname",
     "diff",
+    "felix_datastore_config",
     "load_env",
     "load_file",
     "local_sources",

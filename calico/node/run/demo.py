@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,16 @@ POLICY_WAIT = 10.0  # seconds to wait for an expected connection result
 
 def say(msg: str = "") -> None:
     click.echo(msg)
+
+
+def typed(name: str) -> str:
+    """How the user should type this installation's ``name`` (calico, calicoctl) in a new shell:
+    the bare name when PATH finds this venv's script (``make setup`` links it), else its path."""
+    mine = Path(sys.executable).parent / name
+    found = shutil.which(name)
+    if found and os.path.realpath(found) == os.path.realpath(mine):
+        return name
+    return str(mine)
 
 
 def step(n: int, title: str) -> None:
@@ -184,7 +195,7 @@ def calicoctl(
     node's datastore variables."""
     exe = Path(sys.executable).parent / "calicoctl"
     if show:
-        say(f"   $ calicoctl {' '.join(args)}")
+        say(f"   $ {typed('calicoctl')} {' '.join(args)}")
     config = lay.layout_for(settings.state_dir).calicoctl_config_file
     use_file = ["-c", str(config)] if config.exists() else []
     proc = subprocess.run(
@@ -226,7 +237,8 @@ def wait_for_node(
         if time.monotonic() > deadline:
             raise click.ClickException(
                 f"the Calico node on {layout.state_dir} is not running and ready after "
-                f"{timeout:.0f}s (start it with 'calico node run'; logs in /var/log/calico)"
+                f"{timeout:.0f}s (start it with '{typed('calico')} node run'; "
+                "logs in /var/log/calico)"
             )
         time.sleep(0.5)
 
@@ -258,12 +270,12 @@ def print_running(settings: lay.NodeSettings) -> None:
     say(f"   Felix liveness    {settings.health_url('liveness')}")
     custom = settings.state_dir != lay.DEFAULT_STATE_DIR
     flag = f" --state-dir {settings.state_dir}" if custom else ""
-    say(f"   Node status       calico node status{flag}")
+    say(f"   Node status       {typed('calico')} node status{flag}")
     env = settings.datastore_env()
     if env.get("CALICO_DATASTORE_PATH") == DEFAULT_LOCAL_PATH:
         env = {}  # calicoctl's own default
     prefix = "".join(f"{k}={v} " for k, v in env.items())
-    say(f"   calicoctl         {prefix}calicoctl get workloadendpoints -A")
+    say(f"   calicoctl         {prefix}{typed('calicoctl')} get workloadendpoints -A")
     say(f"   Logs              {settings.log_dir}/<service>/current")
 
 

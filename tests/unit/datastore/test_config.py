@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from calico.datastore import DatastoreConfigError
 from calico.datastore.config import (
     DEFAULT_LOCAL_PATH,
     DatastoreConfig,
+    env_lookup,
     from_env,
     from_file,
     load,
@@ -81,6 +84,118 @@ def test_env_calico_prefix_wins() -> None:
     )
     assert (config.datastore_type, config.etcd_endpoints) == ("etcdv3", ("http://x:2379",))
     assert config.kubeconfig == "/kc"
+
+
+# Every upstream variable: (name without CALICO_, value, attribute or extra key, expected).
+ENV_VARS = [
+    ("DATASTORE_TYPE", "etcdv3", "datastore_type", "etcdv3"),
+    ("ETCD_ENDPOINTS", "http://e:2379", "etcd_endpoints", ("http://e:2379",)),
+    ("ETCD_KEY_FILE", "/k.pem", "etcd_key_file", "/k.pem"),
+    ("ETCD_CERT_FILE", "/c.pem", "etcd_cert_file", "/c.pem"),
+    ("ETCD_CA_CERT_FILE", "/ca.pem", "etcd_ca_cert_file", "/ca.pem"),
+    ("KUBECONFIG", "/kc", "kubeconfig", "/kc"),
+    ("K8S_API_ENDPOINT", "https://k:6443", "k8sAPIEndpoint", "https://k:6443"),
+    ("K8S_KEY_FILE", "/kk", "k8sKeyFile", "/kk"),
+    ("K8S_CERT_FILE", "/kcert", "k8sCertFile", "/kcert"),
+    ("K8S_CA_FILE", "/kca", "k8sCAFile", "/kca"),
+    ("K8S_CURRENT_CONTEXT", "ctx", "k8sCurrentContext", "ctx"),
+    ("K8S_INSECURE_SKIP_TLS_VERIFY", "true", "k8sInsecureSkipTLSVerify", True),
+    ("K8S_DISABLE_NODE_POLL", "0", "k8sDisableNodePoll", False),
+    ("USE_POD_CIDR", "T", "usePodCIDR", True),
+    ("CALICO_API_GROUP", "projectcalico.org/v3", "calicoAPIGroup", "projectcalico.org/v3"),
+]
+# Values that keep the config valid alongside each variable (TLS needs both halves).
+_COMPANIONS = {
+    "ETCD_KEY_FILE": {"ETCD_CERT_FILE": "/c.pem"},
+    "ETCD_CERT_FILE": {"ETCD_KEY_FILE": "/k.pem"},
+    "DATASTORE_TYPE": {"ETCD_ENDPOINTS": "http://e:2379"},
+}
+
+
+def _value(config: DatastoreConfig, attr: str) -> object:
+    return getattr(config, attr) if hasattr(config, attr) else config.extra.get(attr)
+
+
+@pytest.mark.parametrize(("name", "value", "attr", "expected"), ENV_VARS)
+@pytest.mark.parametrize("prefixed", [False, True], ids=["bare", "CALICO_"])
+def test_env_every_variable_in_both_spellings(
+    name: str, value: str, attr: str, expected: object, prefixed: bool
+) -> None:
+    var = f"CALICO_{name}" if prefixed else name
+    config = from_env({var: value, **_COMPANIONS.get(name, {})})
+    assert _value(config, attr) == expected
+    assert var in config.source
+
+
+@pytest.mark.parametrize(("name", "value", "attr", "expected"), ENV_VARS)
+def test_env_prefixed_spelling_wins(name: str, value: str, attr: str, expected: object) -> None:
+    other = {"etcdv3": "local", "true": "false", "0": "1", "T": "F"}.get(value, value + "x")
+    if name == "ETCD_ENDPOINTS":
+        other = "http://other:1"
+    env = {name: other, f"CALICO_{name}": value, **_COMPANIONS.get(name, {})}
+    assert _value(from_env(env), attr) == expected
+
+
+@pytest.mark.parametrize(("name", "value", "attr", "expected"), ENV_VARS)
+def test_env_present_but_empty_prefixed_spelling_masks_the_bare_one(
+    name: str, value: str, attr: str, expected: object
+) -> None:
+    # Upstream's envconfig falls back to the bare name only when CALICO_X is absent.
+    config = from_env({f"CALICO_{name}": "", name: value})
+    unset = DatastoreConfig()
+    assert _value(config, attr) == _value(unset, attr)
+
+
+def test_env_datastore_path_has_only_the_prefixed_spelling() -> None:
+    assert from_env({"DATASTORE_PATH": "/tmp/y.db"}).local_path == DEFAULT_LOCAL_PATH
+    assert from_env({"CALICO_DATASTORE_PATH": " /tmp/y.db "}).local_path == "/tmp/y.db"
+
+
+def test_env_type_detected_from_endpoints() -> None:
+    assert from_env({"ETCD_ENDPOINTS": "http://e:1"}).datastore_type == "etcdv3"
+    assert from_env({"CALICO_ETCD_ENDPOINTS": "http://e:1"}).datastore_type == "etcdv3"
+    assert from_env({"ETCD_ENDPOINTS": " , "}).datastore_type == "local"
+    config = from_env({"DATASTORE_TYPE": "local", "ETCD_ENDPOINTS": "http://e:1"})
+    assert config.datastore_type == "local"
+
+
+def test_env_type_is_case_insensitive() -> None:
+    assert from_env({"DATASTORE_TYPE": " LOCAL "}).datastore_type == "local"
+
+
+@pytest.mark.parametrize("value", ["1", "t", "T", "TRUE", "true", "True"])
+def test_env_go_booleans_true(value: str) -> None:
+    assert from_env({"K8S_DISABLE_NODE_POLL": value}).extra["k8sDisableNodePoll"] is True
+
+
+@pytest.mark.parametrize("value", ["0", "f", "F", "FALSE", "false", "False"])
+def test_env_go_booleans_false(value: str) -> None:
+    assert from_env({"K8S_DISABLE_NODE_POLL": value}).extra["k8sDisableNodePoll"] is False
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "tRUE", "2"])
+def test_env_bad_boolean_names_the_variable(value: str) -> None:
+    with pytest.raises(DatastoreConfigError) as info:
+        from_env({"CALICO_K8S_INSECURE_SKIP_TLS_VERIFY": value})
+    assert str(info.value) == (
+        f"invalid value {value!r} for CALICO_K8S_INSECURE_SKIP_TLS_VERIFY: expected true or false"
+    )
+
+
+@pytest.mark.parametrize("name", ["ETCD_DISCOVERY_SRV", "ETCD_USERNAME", "ETCD_PASSWORD"])
+@pytest.mark.parametrize("prefix", ["", "CALICO_"])
+def test_env_unsupported_variables_are_refused(name: str, prefix: str) -> None:
+    with pytest.raises(DatastoreConfigError, match=f"^{prefix}{name} is not supported"):
+        from_env({prefix + name: "x"})
+    assert from_env({prefix + name: ""}).datastore_type == "local"  # empty = unset
+
+
+@pytest.mark.parametrize("endpoint", ["ftp://e:1", "http://e:port", "http://:1"])
+def test_env_bad_endpoint_names_it_and_the_variable(endpoint: str) -> None:
+    with pytest.raises(DatastoreConfigError) as info:
+        from_env({"ETCD_ENDPOINTS": f"http://ok:1,{endpoint}"})
+    assert f"invalid etcd endpoint {endpoint!r}" in str(info.value)
+    assert "ETCD_ENDPOINTS" in str(info.value)
 
 
 def test_env_unknown_type_names_variable() -> None:
@@ -249,3 +364,19 @@ def test_factory_local(tmp_path: Path) -> None:
 def test_bad_endpoint_url() -> None:
     with pytest.raises(DatastoreConfigError, match="invalid etcd endpoint"):
         EtcdBackend("ftp://x:1")
+
+
+# -- the two spellings, as a property -----------------------------------------------------------
+
+_SETTING = st.one_of(st.none(), st.just(""), st.just("  "), st.sampled_from(["a", " b ", "c"]))
+
+
+@given(bare=_SETTING, prefixed=_SETTING)
+def test_env_lookup_matches_upstream_envconfig(bare: str | None, prefixed: str | None) -> None:
+    env = {k: v for k, v in (("X", bare), ("CALICO_X", prefixed)) if v is not None}
+    # envconfig: the prefixed key if present (even empty), else the bare one; we strip and
+    # treat empty as unset.
+    var = "CALICO_X" if prefixed is not None else "X"
+    raw = env.get(var)
+    expected = (var, raw.strip()) if raw is not None and raw.strip() else None
+    assert env_lookup(env, "X") == expected

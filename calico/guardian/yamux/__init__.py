@@ -1,0 +1,50 @@
+"""A hashicorp/yamux-compatible stream multiplexer on asyncio (wire format: design/guardian.md)."""
+
+from calico.guardian.yamux.frame import (
+    FLAG_ACK,
+    FLAG_FIN,
+    FLAG_RST,
+    FLAG_SYN,
+    GO_AWAY_INTERNAL_ERROR,
+    GO_AWAY_NORMAL,
+    GO_AWAY_PROTOCOL_ERROR,
+    HEADER_SIZE,
+    INITIAL_WINDOW,
+    PROTOCOL_VERSION,
+    TYPE_DATA,
+    TYPE_GO_AWAY,
+    TYPE_PING,
+    TYPE_WINDOW_UPDATE,
+    FrameError,
+    Header,
+    decode_header,
+    encode_header,
+)
+from calico.guardian.yamux.session import Session, SessionClosedError, SessionConfig
+from calico.guardian.yamux.stream import Stream, StreamResetError
+
+__all__ = [
+    "FLAG_ACK",
+    "FLAG_FIN",
+    "FLAG_RST",
+    "FLAG_SYN",
+    "GO_AWAY_INTERNAL_ERROR",
+    "GO_AWAY_NORMAL",
+    "GO_AWAY_PROTOCOL_ERROR",
+    "HEADER_SIZE",
+    "INITIAL_WINDOW",
+    "PROTOCOL_VERSION",
+    "TYPE_DATA",
+    "TYPE_GO_AWAY",
+    "TYPE_PING",
+    "TYPE_WINDOW_UPDATE",
+    "FrameError",
+    "Header",
+    "Session",
+    "SessionClosedError",
+    "SessionConfig",
+    "Stream",
+    "StreamResetError",
+    "decode_header",
+    "encode_header",
+]
