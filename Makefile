@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: setup uninstall run test unit integration lint format bench fuzz crds proto clean
+.PHONY: setup uninstall run cluster cluster-down test unit integration lint format bench fuzz crds proto clean
 
 setup:
 	@scripts/setup-system.sh
@@ -24,6 +24,14 @@ run: setup
 	trap '$(VENV)/bin/calico node stop; echo "(to also remove the nftables table and the CNI files: calico node stop --cleanup)"' EXIT; \
 	setsid -w $(VENV)/bin/calico node run >/var/log/calico/node-run.log 2>&1 </dev/null & \
 	$(PY) -m calico.node.run.demo --node-pid $$! --node-log /var/log/calico/node-run.log
+
+# Three Calico nodes (network namespaces on one bridge, one etcd) with VXLAN, plus the demo
+# across nodes; stays up until 'make cluster-down', which removes everything it made.
+cluster: setup
+	$(VENV)/bin/calico node cluster up
+
+cluster-down:
+	$(VENV)/bin/calico node cluster down
 
 test: lint
 	$(PY) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)

@@ -56,6 +56,17 @@ def cni_group() -> None:
         "'off' disables it). Default: the plugin's own lookup."
     ),
 )
+@click.option(
+    "--endpoint-status-dir",
+    default=inst.DEFAULT_ENDPOINT_STATUS_DIR,
+    show_default=True,
+    help="Where Felix writes endpoint status files (EndpointStatusPathPrefix/endpoint-status).",
+)
+@click.option("--ipam-lock-file", default="", help="Default: /var/run/calico/ipam.lock.")
+@click.option(
+    "--mtu-file", default="", help="The pod MTU file Felix writes (default /var/lib/calico/mtu)."
+)
+@click.option("--assign-ipv6", is_flag=True, help="calico-ipam also assigns an IPv6 address.")
 def install_command(
     cni_conf_dir: str,
     cni_bin_dir: str,
@@ -70,6 +81,10 @@ def install_command(
     conflist_name: str,
     template: click.utils.LazyFile | None,
     daemon_socket: str | None,
+    endpoint_status_dir: str,
+    ipam_lock_file: str,
+    mtu_file: str,
+    assign_ipv6: bool,
 ) -> None:
     """Write the conflist and the plugin launchers (idempotent)."""
     opts = inst.InstallOptions(
@@ -86,6 +101,10 @@ def install_command(
         conflist_name=conflist_name,
         template=template.read() if template is not None else inst.TEMPLATE,
         daemon_socket=daemon_socket,
+        endpoint_status_dir=endpoint_status_dir,
+        ipam_lock_file=ipam_lock_file,
+        mtu_file=mtu_file,
+        assign_ipv6=assign_ipv6,
     )
     try:
         results = inst.install(opts)

@@ -26,6 +26,7 @@ CONFLIST_NAME = "10-calico.conflist"
 DEFAULT_CONF_DIR = "/etc/cni/net.d"
 DEFAULT_BIN_DIR = "/opt/cni/bin"
 DEFAULT_MTU = 1500
+DEFAULT_ENDPOINT_STATUS_DIR = "/var/run/calico/endpoint-status"
 
 # Placeholders as upstream's installer substitutes them (plus our local datastore path).
 TEMPLATE = """{
@@ -43,7 +44,7 @@ TEMPLATE = """{
       "ipam": {"type": "calico-ipam"},
       "container_settings": {"allow_ip_forwarding": false},
       "policy_setup_timeout_seconds": 0,
-      "endpoint_status_dir": "/var/run/calico/endpoint-status"
+      "endpoint_status_dir": "__ENDPOINT_STATUS_DIR__"
     }
   ]
 }
@@ -68,6 +69,14 @@ class InstallOptions:
     python: str = sys.executable
     # Written into the launchers as the default CALICO_CNI_DAEMON_SOCKET (None: not written).
     daemon_socket: str | None = None
+    endpoint_status_dir: str = DEFAULT_ENDPOINT_STATUS_DIR
+    # Added to the calico plugin's entry when set (several nodes on one host each need their
+    # own): upstream's ipam_lock_file, and our mtu_file (the file Felix writes the pod MTU to).
+    ipam_lock_file: str = ""
+    mtu_file: str = ""
+    # Dual stack: the calico-ipam entry asks for an IPv6 address too (upstream's
+    # "assign_ipv6": "true" in the ipam section).
+    assign_ipv6: bool = False
 
 
 def default_nodename() -> str:
@@ -90,6 +99,7 @@ def render_conflist(opts: InstallOptions) -> str:
         ("__DATASTORE_PATH__", js(opts.datastore_path)),
         ("__KUBERNETES_NODE_NAME__", js(opts.nodename or default_nodename())),
         ("__CNI_MTU__", str(int(opts.mtu))),
+        ("__ENDPOINT_STATUS_DIR__", js(opts.endpoint_status_dir)),
     ):
         text = text.replace(key, value)
     doc = json.loads(text)  # raises ValueError for a broken template
@@ -97,6 +107,16 @@ def render_conflist(opts: InstallOptions) -> str:
         for i, plugin in enumerate(doc.get("plugins", [])):
             if plugin.get("type") == "calico" and "etcd_endpoints" not in plugin:
                 doc["plugins"][i] = _with_etcd_endpoints(plugin, opts.etcd_endpoints)
+    extra = {"ipam_lock_file": opts.ipam_lock_file, "mtu_file": opts.mtu_file}
+    for plugin in doc.get("plugins", []):
+        if plugin.get("type") == "calico":
+            for key, value in extra.items():
+                if value:
+                    plugin.setdefault(key, value)
+            ipam = plugin.get("ipam")
+            if opts.assign_ipv6 and isinstance(ipam, dict) and ipam.get("type") == "calico-ipam":
+                ipam.setdefault("assign_ipv4", "true")
+                ipam.setdefault("assign_ipv6", "true")
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -145,6 +145,7 @@ class NetConf:
     policy_setup_timeout_seconds: int = 0
     endpoint_status_dir: str = DEFAULT_ENDPOINT_STATUS_DIR
     require_mtu_file: bool = False
+    mtu_file: str = DEFAULT_MTU_FILE  # our extension: per-node MTU file (several nodes, one host)
     mesos_labels: dict[str, str] = field(default_factory=dict)
     prev_result: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict)  # as received (for exec'd IPAM plugins)
@@ -241,6 +242,7 @@ def parse(stdin: bytes | str, *, need_ipam_type: bool = True) -> NetConf:
         policy_setup_timeout_seconds=_int(doc, "policy_setup_timeout_seconds"),
         endpoint_status_dir=_str(doc, "endpoint_status_dir") or DEFAULT_ENDPOINT_STATUS_DIR,
         require_mtu_file=_bool(doc, "require_mtu_file"),
+        mtu_file=_str(doc, "mtu_file") or DEFAULT_MTU_FILE,
         mesos_labels=_mesos_labels(doc),
         prev_result=prev if isinstance(prev, dict) else None,
         raw=doc,

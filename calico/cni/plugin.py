@@ -65,8 +65,9 @@ def ready_client(conf: nc.NetConf) -> Iterator[Client]:
         client.backend.close()
 
 
-def resolve_mtu(conf: nc.NetConf, mtu_file: str = nc.DEFAULT_MTU_FILE) -> int:
+def resolve_mtu(conf: nc.NetConf, mtu_file: str | None = None) -> int:
     """``mtu`` from the netconf; 0 means "what calico/node detected" (the MTU file), if any."""
+    mtu_file = mtu_file or conf.mtu_file
     if conf.mtu:
         return conf.mtu
     try:

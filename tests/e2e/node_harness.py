@@ -77,12 +77,26 @@ class Workload:
 
 
 class Node:
-    """One ``calico node run`` (possibly started several times) and its files."""
+    """One ``calico node run`` (possibly started several times) and its files.
 
-    def __init__(self, host: str, root: Path, name: str = "e2enode") -> None:
+    By default a lone node on the local datastore at ``NODE_IP``; a cluster node passes its own
+    ``run_args`` (the product's ``calico.node.cluster.nodes.run_argv``, same directory names
+    under ``root``) and ``env`` (the cluster's mark and settings).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        root: Path,
+        name: str = "e2enode",
+        run_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.host = host
         self.root = root
         self.name = name
+        self.run_args = run_args
+        self.run_env = env
         self.state_dir = root / "state"
         self.log_dir = root / "log"
         self.cni_conf_dir = root / "net.d"
@@ -105,16 +119,19 @@ class Node:
 
     def start(self) -> None:
         self.starts += 1
+        self.root.mkdir(parents=True, exist_ok=True)
         out = open(self.output_path(), "wb")  # noqa: SIM115 - handed to the child
+        argv = self.run_args or [
+            *(CALICO, "node", "run"),
+            *("--name", self.name, "--ip", f"{NODE_IP}/24"),
+            *("--state-dir", str(self.state_dir), "--log-dir", str(self.log_dir)),
+            *("--datastore-path", str(self.datastore)),
+            *("--cni-conf-dir", str(self.cni_conf_dir)),
+            *("--cni-bin-dir", str(self.cni_bin_dir)),
+        ]
         self.proc = subprocess.Popen(
-            [
-                *("ip", "netns", "exec", self.host, CALICO, "node", "run"),
-                *("--name", self.name, "--ip", f"{NODE_IP}/24"),
-                *("--state-dir", str(self.state_dir), "--log-dir", str(self.log_dir)),
-                *("--datastore-path", str(self.datastore)),
-                *("--cni-conf-dir", str(self.cni_conf_dir)),
-                *("--cni-bin-dir", str(self.cni_bin_dir)),
-            ],
+            ["ip", "netns", "exec", self.host, *argv],
+            env=self.run_env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

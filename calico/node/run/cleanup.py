@@ -1,9 +1,12 @@
 """``calico node stop --cleanup``: remove what the node programmed, once its processes are gone.
 
 In order: the demo's workloads (CNI DEL, so their addresses and endpoints are released, then
-their sandboxes), every remaining ``cali*`` interface in this network namespace (their routes
-go with them), the ``inet calico`` nftables table, the CNI files the node installed, and the
-state directory. Each step is best effort and reported; a missing thing is not an error.
+their sandboxes), every remaining ``cali*`` interface and the VXLAN devices ``vxlan.calico`` /
+``vxlan-v6.calico`` in this network namespace (their routes, neighbours and FDB entries go with
+them), the routes Felix owns by protocol elsewhere (same-subnet routes via the uplink,
+blackholes), the ``inet calico`` nftables table, the CNI files the node installed, and the state
+directory (endpoint status files, MTU file, IPAM lock, felix.cfg, calicoctl.cfg). Each step is
+best effort and reported; a missing thing is not an error.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from calico.node.run.layout import Layout, NodeSettings
 log = logging.getLogger(__name__)
 
 NFT_TABLE = ("inet", "calico")
+VXLAN_DEVICES = ("vxlan.calico", "vxlan-v6.calico")
+# Felix's route protocol for the routes it owns outside its own devices (upstream's 80).
+FELIX_ROUTE_PROTO = "80"
 
 
 def cleanup(settings: NodeSettings | None, layout: Layout, say: Callable[[str], None]) -> None:
@@ -32,6 +38,15 @@ def cleanup(settings: NodeSettings | None, layout: Layout, say: Callable[[str], 
     for name in links:
         workloads.ip_cmd("link", "del", name, check=False)
     say(f"Removed {len(links)} cali* interface(s) and {len(routes)} workload route(s).")
+    present = set(link_names())
+    vxlan = [name for name in VXLAN_DEVICES if name in present]
+    for name in vxlan:
+        workloads.ip_cmd("link", "del", name, check=False)
+    say(f"Removed {len(vxlan)} VXLAN device(s)" + (f" ({', '.join(vxlan)})." if vxlan else "."))
+    owned = felix_routes()
+    for family in ("-4", "-6"):
+        workloads.ip_cmd(family, "route", "flush", "proto", FELIX_ROUTE_PROTO, check=False)
+    say(f"Removed {owned} other Felix route(s) (protocol {FELIX_ROUTE_PROTO}).")
     say(
         "Removed the nftables table inet calico."
         if delete_nft_table()
@@ -87,9 +102,20 @@ def _ip_json(*args: str) -> list[dict[str, Any]]:
     return found if isinstance(found, list) else []
 
 
+def link_names() -> list[str]:
+    return [str(ln.get("ifname", "")) for ln in _ip_json("link", "show")]
+
+
 def cali_links() -> list[str]:
-    links = _ip_json("link", "show")
-    return [ln["ifname"] for ln in links if str(ln.get("ifname", "")).startswith("cali")]
+    return [name for name in link_names() if name.startswith("cali")]
+
+
+def felix_routes() -> int:
+    """How many routes (both families) carry Felix's protocol, outside its own devices."""
+    return sum(
+        len(_ip_json(family, "route", "show", "proto", FELIX_ROUTE_PROTO))
+        for family in ("-4", "-6")
+    )
 
 
 def cali_routes() -> list[str]:

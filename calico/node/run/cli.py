@@ -40,6 +40,17 @@ def node_group() -> None:
     help="first-found (default), interface=..., skip-interface=..., cidr=..., can-reach=...",
 )
 @click.option(
+    "--ip6", envvar="IP6", default="", help="IPv6 address[/prefix], 'autodetect' or empty (none)."
+)
+@click.option(
+    "--networking-backend",
+    envvar="CALICO_NETWORKING_BACKEND",
+    type=click.Choice(lay.NETWORKING_BACKENDS),
+    default=lay.DEFAULT_NETWORKING_BACKEND,
+    show_default=True,
+    help="vxlan: tunnel addresses + VXLAN in Felix; none: policy only; bird: not available yet.",
+)
+@click.option(
     "--datastore",
     type=click.Choice(["local", "etcdv3"]),
     default="local",
@@ -76,6 +87,8 @@ def run_command(
     name: str,
     ip: str,
     ip_autodetection_method: str,
+    ip6: str,
+    networking_backend: str,
     datastore: str,
     etcd_endpoints: str,
     datastore_path: str,
@@ -93,6 +106,11 @@ def run_command(
 
     from calico.node.run.runner import run_node
 
+    if networking_backend == "bird":
+        raise NodeError(
+            "networking backend bird is not available yet (BGP needs confd and BIRD, which "
+            "are not built); use --networking-backend vxlan or none"
+        )
     if datastore == "etcdv3" and not etcd_endpoints:
         raise NodeError("--datastore etcdv3 needs --etcd-endpoints (e.g. http://127.0.0.1:2379)")
     layout = lay.layout_for(state_dir)
@@ -105,6 +123,8 @@ def run_command(
         etcd_endpoints=etcd_endpoints if datastore == "etcdv3" else "",
         ip=ip,
         ip_autodetection_method=ip_autodetection_method,
+        ip6=ip6,
+        networking_backend=networking_backend,
         cni_conf_dir=os.path.abspath(cni_conf_dir),
         cni_bin_dir=os.path.abspath(cni_bin_dir),
         felix_health_port=felix_health_port,

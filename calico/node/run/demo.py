@@ -36,6 +36,7 @@ from calico.node.errors import NodeError
 from calico.node.run import layout as lay
 from calico.node.run import workloads as wl
 from calico.node.run.demo_net import SERVER_PORT, Server, wait_for
+from calico.node.run.environ import inherited
 
 POLICY_WAIT = 10.0  # seconds to wait for an expected connection result
 
@@ -189,13 +190,18 @@ spec:
 def calicoctl(
     settings: lay.NodeSettings, *args: str, stdin: str | None = None, show: bool = True
 ) -> None:
+    """calicoctl against the node's own datastore: its ``<state>/calicoctl.cfg`` when the node
+    wrote one (so a host-wide /etc/calico/calicoctl.cfg never redirects the demo), else the
+    node's datastore variables."""
     exe = Path(sys.executable).parent / "calicoctl"
     if show:
         say(f"   $ {typed('calicoctl')} {' '.join(args)}")
+    config = lay.layout_for(settings.state_dir).calicoctl_config_file
+    use_file = ["-c", str(config)] if config.exists() else []
     proc = subprocess.run(
-        [str(exe), *args],
+        [str(exe), *args, *use_file],
         input=stdin,
-        env={**os.environ, **settings.datastore_env()},
+        env={**inherited(os.environ), **settings.datastore_env()},
         capture_output=True,
         text=True,
         timeout=60,

@@ -2,9 +2,11 @@
 
 One state directory per node: the pid file of the ``calico node run`` process, the settings it
 resolved (JSON, so ``stop``/``status``/the demo need no flags but ``--state-dir``), the generated
-runit service directory, the nodename file and the CNI daemon's socket. Every path is
-overridable so tests can run a node without touching the host's ``/var/run``, ``/etc/cni`` or
-``/opt/cni/bin``.
+runit service directory, the nodename file, the CNI daemon's socket, and every file a node
+shares with its own services only (endpoint status files, the pod MTU file, the IPAM lock,
+felix.cfg, calicoctl.cfg). Several nodes in several network namespaces of one machine therefore
+never share a file (design/node-run.md "State directory"). Every other path is overridable so
+tests can run a node without touching the host's ``/var/run``, ``/etc/cni`` or ``/opt/cni/bin``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ STATE_DIR_ENV = "CALICO_NODE_STATE_DIR"
 # Exported to every supervised process: its value (the state dir) identifies our processes in
 # /proc, even after their parent died and they were re-parented.
 MARKER_ENV = "CALICO_NODE_RUN_STATE"
+NETWORKING_BACKENDS = ("vxlan", "bird", "none")
+DEFAULT_NETWORKING_BACKEND = "vxlan"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ class NodeSettings:
     etcd_endpoints: str = ""
     ip: str = ""
     ip_autodetection_method: str = ""
+    ip6: str = ""
+    networking_backend: str = DEFAULT_NETWORKING_BACKEND
     cni_conf_dir: str = DEFAULT_CNI_CONF_DIR
     cni_bin_dir: str = DEFAULT_CNI_BIN_DIR
     felix_health_host: str = "localhost"
@@ -59,8 +65,12 @@ class NodeSettings:
         return {"DATASTORE_TYPE": "local", "CALICO_DATASTORE_PATH": self.datastore_path}
 
     def address_env(self) -> dict[str, str]:
-        """``IP`` and ``IP_AUTODETECTION_METHOD`` when set (for startup and node-services)."""
-        pairs = (("IP", self.ip), ("IP_AUTODETECTION_METHOD", self.ip_autodetection_method))
+        """``IP``, ``IP_AUTODETECTION_METHOD``, ``IP6`` when set (startup and node-services)."""
+        pairs = (
+            ("IP", self.ip),
+            ("IP_AUTODETECTION_METHOD", self.ip_autodetection_method),
+            ("IP6", self.ip6),
+        )
         return {name: value for name, value in pairs if value}
 
     def datastore_description(self) -> str:
@@ -102,6 +112,41 @@ class Layout:
     def cni_daemon_socket(self) -> Path:
         """The resident CNI helper's socket: per state dir, so nodes never share one."""
         return self.state_dir / "cni-daemon.sock"
+
+    @property
+    def endpoint_status_prefix(self) -> Path:
+        """Felix's EndpointStatusPathPrefix (upstream /var/run/calico): per node."""
+        return self.state_dir
+
+    @property
+    def endpoint_status_dir(self) -> Path:
+        """Where Felix writes and the CNI plugin reads endpoint status files."""
+        return self.state_dir / "endpoint-status"
+
+    @property
+    def mtu_file(self) -> Path:
+        """The pod MTU Felix detects (upstream /var/lib/calico/mtu); the CNI plugin reads it."""
+        return self.state_dir / "mtu"
+
+    @property
+    def ipam_lock_file(self) -> Path:
+        """The CNI IPAM plugin's host lock (upstream /var/run/calico/ipam.lock)."""
+        return self.state_dir / "ipam.lock"
+
+    @property
+    def felix_config_file(self) -> Path:
+        """The image's felix.cfg, copied per node (upstream /etc/calico/felix.cfg)."""
+        return self.state_dir / "felix.cfg"
+
+    @property
+    def calicoctl_config_file(self) -> Path:
+        """A CalicoAPIConfig for this node's datastore (``calicoctl -c``)."""
+        return self.state_dir / "calicoctl.cfg"
+
+    @property
+    def run_dir(self) -> Path:
+        """The node's runtime dir (upstream /var/run/calico: bird.ctl when BGP lands)."""
+        return self.state_dir
 
 
 def layout_for(state_dir: str | os.PathLike[str]) -> Layout:

@@ -31,9 +31,9 @@ def become_subreaper() -> None:
         pass
 
 
-def marked_pids(state_dir: str | os.PathLike[str]) -> list[int]:
-    """Live processes carrying this node's mark (never the caller itself)."""
-    want = f"{MARKER_ENV}={os.fspath(state_dir)}".encode()
+def marked_pids(state_dir: str | os.PathLike[str], marker: str = MARKER_ENV) -> list[int]:
+    """Live processes carrying this node's mark (``marker=<state_dir>``; never the caller)."""
+    want = f"{marker}={os.fspath(state_dir)}".encode()
     me = os.getpid()
     found: list[int] = []
     for entry in Path("/proc").iterdir():
@@ -54,25 +54,32 @@ def signal_all(pids: list[int], sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
-def wait_gone(state_dir: str | os.PathLike[str], timeout: float, reap: bool = False) -> list[int]:
+def wait_gone(
+    state_dir: str | os.PathLike[str],
+    timeout: float,
+    reap: bool = False,
+    marker: str = MARKER_ENV,
+) -> list[int]:
     """Wait until no marked process is left; returns those still alive at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
         if reap:
             reap_children()
-        left = marked_pids(state_dir)
+        left = marked_pids(state_dir, marker)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.1)
 
 
-def kill_leftovers(state_dir: str | os.PathLike[str], grace: float, reap: bool = False) -> None:
+def kill_leftovers(
+    state_dir: str | os.PathLike[str], grace: float, reap: bool = False, marker: str = MARKER_ENV
+) -> None:
     """TERM whatever is still marked, then KILL what survives ``grace`` seconds."""
-    left = marked_pids(state_dir)
+    left = marked_pids(state_dir, marker)
     if not left:
         return
     signal_all(left, signal.SIGTERM)
-    left = wait_gone(state_dir, grace, reap)
+    left = wait_gone(state_dir, grace, reap, marker)
     if left:
         signal_all(left, signal.SIGKILL)
-        wait_gone(state_dir, 5.0, reap)
+        wait_gone(state_dir, 5.0, reap, marker)

@@ -11,6 +11,7 @@ take the fast path while the node runs and fall back in-process otherwise.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import IO
 
 from calico.node.errors import NodeError
+from calico.node.run.environ import inherited
 from calico.node.run.layout import CNI_CONFLIST_NAME, Layout, NodeSettings
 
 STARTUP_TIMEOUT = 120.0
+TUNNEL_ADDRS_TIMEOUT = 60.0
 CNI_INSTALL_TIMEOUT = 60.0
 # How ``calico component cni install`` reports each file, one line each.
 INSTALL_REPORT_WORDS = ("Wrote", "Unchanged")
@@ -57,8 +60,10 @@ def run_component(
 
 
 def startup_env(settings: NodeSettings, layout: Layout, base: Mapping[str, str]) -> dict[str, str]:
-    env = dict(base)
+    """``base`` (the caller's environment) minus node-owned variables, plus the node's own."""
+    env = inherited(base)
     env.update(settings.datastore_env())
+    env["CALICO_NETWORKING_BACKEND"] = settings.networking_backend
     env["CALICO_NODENAME_FILE"] = str(layout.nodename_file)
     if settings.name:
         env["NODENAME"] = settings.name
@@ -91,6 +96,48 @@ def run_startup(settings: NodeSettings, layout: Layout) -> str:
     return name
 
 
+def run_allocate_tunnel_addrs(settings: NodeSettings, layout: Layout) -> None:
+    """``allocate-tunnel-addrs --run-once`` (upstream's rc.local does it before the services),
+    so Felix finds this node's VTEP address on its first pass; log appended to startup.log."""
+    log_path = Path(settings.log_dir) / "startup.log"
+    with open(log_path, "ab") as log:
+        start = log.tell()
+        proc = run_component(
+            ["node", "allocate-tunnel-addrs", "--run-once"],
+            "allocating tunnel addresses",
+            TUNNEL_ADDRS_TIMEOUT,
+            startup_env(settings, layout, os.environ),
+            log,
+            hint=f" (see {log_path})",
+        )
+    if proc.returncode != 0:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            output = f.read()
+        raise NodeError(
+            f"allocating tunnel addresses failed: {last_error(output)} (see {log_path})"
+        )
+
+
+def write_calicoctl_config(settings: NodeSettings, layout: Layout) -> None:
+    """A CalicoAPIConfig naming this node's datastore, for ``calicoctl -c <state>/calicoctl.cfg``
+    (the node's own tools use it instead of the host-wide /etc/calico/calicoctl.cfg)."""
+    spec = (
+        f"  etcdEndpoints: {json.dumps(settings.etcd_endpoints)}\n"
+        if settings.datastore == "etcdv3"
+        else f"  localDatastorePath: {json.dumps(settings.datastore_path)}\n"
+    )
+    text = (
+        "apiVersion: projectcalico.org/v3\n"
+        "kind: CalicoAPIConfig\n"
+        "metadata: {}\n"
+        "spec:\n"
+        f"  datastoreType: {settings.datastore}\n"
+        f"{spec}"
+    )
+    layout.calicoctl_config_file.write_text(text, encoding="utf-8")
+
+
 def last_error(output: bytes) -> str:
     """The child's ``Error: ...`` line (its last line when there is none)."""
     lines = [ln.strip() for ln in output.decode(errors="replace").splitlines() if ln.strip()]
@@ -100,8 +147,14 @@ def last_error(output: bytes) -> str:
     return lines[-1] if lines else "no output"
 
 
-def cni_install_args(settings: NodeSettings, daemon_socket: str | None) -> list[str]:
-    """``calico component cni install``'s command line for this node."""
+def cni_install_args(
+    settings: NodeSettings, daemon_socket: str | None, layout: Layout | None = None
+) -> list[str]:
+    """``calico component cni install``'s command line for this node.
+
+    With the node's ``layout``, the conflist names the node's own endpoint status dir, IPAM
+    lock and MTU file, and ``mtu 0`` (the MTU Felix detects, as upstream's ``veth_mtu: "0"``).
+    """
     args = [
         *("cni", "install"),
         *("--cni-conf-dir", settings.cni_conf_dir),
@@ -114,12 +167,23 @@ def cni_install_args(settings: NodeSettings, daemon_socket: str | None) -> list[
     ]
     if settings.datastore == "etcdv3":
         args += ["--etcd-endpoints", settings.etcd_endpoints]
+    if layout is not None:
+        args += [
+            *("--mtu", "0"),
+            *("--mtu-file", str(layout.mtu_file)),
+            *("--endpoint-status-dir", str(layout.endpoint_status_dir)),
+            *("--ipam-lock-file", str(layout.ipam_lock_file)),
+        ]
+    if settings.ip6 and settings.ip6.lower() != "none":
+        args.append("--assign-ipv6")  # a dual-stack node gives its pods both families
     if daemon_socket is not None:
         args += ["--daemon-socket", daemon_socket]
     return args
 
 
-def install_cni(settings: NodeSettings, daemon_socket: str | None = None) -> list[str]:
+def install_cni(
+    settings: NodeSettings, daemon_socket: str | None = None, layout: Layout | None = None
+) -> list[str]:
     """Write the plugin launchers and the conflist; returns the files (for ``--cleanup``).
 
     ``daemon_socket``: the launchers' default daemon socket (the node's own resident helper,
@@ -127,7 +191,7 @@ def install_cni(settings: NodeSettings, daemon_socket: str | None = None) -> lis
     """
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
     proc = run_component(
-        cni_install_args(settings, daemon_socket),
+        cni_install_args(settings, daemon_socket, layout),
         "installing the CNI plugin",
         CNI_INSTALL_TIMEOUT,
         env,

@@ -21,6 +21,7 @@ import click
 from calico.health import probe
 from calico.node.errors import NodeError
 from calico.node.run import procs, provision, service_dir
+from calico.node.run.environ import inherited
 from calico.node.run.layout import (
     Layout,
     NodeSettings,
@@ -111,11 +112,15 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
         name = provision.run_startup(settings, layout)
         settings = replace(settings, name=name, services=tuple(enabled))
         say(f"      node name {name!r} (startup log: {settings.log_dir}/startup.log)")
+        if settings.networking_backend == "vxlan":
+            say("      networking backend vxlan: allocating this node's tunnel addresses")
+            provision.run_allocate_tunnel_addrs(settings, layout)
+        provision.write_calicoctl_config(settings, layout)
         if stop.event.is_set():
             return 0
         say("[2/4] CNI plugin: launchers and conflist")
         files = provision.install_cni(
-            settings, daemon_socket if service_dir.CNI_DAEMON in enabled else "off"
+            settings, daemon_socket if service_dir.CNI_DAEMON in enabled else "off", layout
         )
         settings = replace(settings, cni_files=tuple(files))
         save_settings(layout, settings)
@@ -123,7 +128,7 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
             say(f"      {path}")
         say(f"[3/4] runit: {', '.join(enabled)} (services in {layout.service_dir})")
         service_dir.build_service_dir(settings, layout, enabled, available)
-        env = {**os.environ, **service_dir.service_env(settings, layout)}
+        env = {**inherited(os.environ), **service_dir.service_env(settings, layout)}
         # The services' log/run also tee to runsvdir's stdout (the container log upstream).
         runsvdir_log = os.path.join(settings.log_dir, "runsvdir.log")
         output = 1 if print_logs else open(runsvdir_log, "ab")  # noqa: SIM115 - closed below

@@ -9,7 +9,9 @@ services it can run (:data:`SERVICE_COMPONENTS`: the ones whose ``calico compone
 confd/BIRD join it when ``calico component confd`` does. ``cni-daemon`` (the resident CNI helper)
 listens on ``<state dir>/cni-daemon.sock``: its generated ``run`` hands the image's script that
 socket as its argument, which the script passes on as ``--socket``; the installed launchers use
-the same socket.
+the same socket. Felix gets the node's own copy of the image's ``felix.cfg``
+(``<state>/felix.cfg``, passed as ``--config-file``) and per-node endpoint status and MTU paths,
+so no two nodes on one machine share a file.
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ SERVICE_COMPONENTS: dict[str, str] = {
     "node-services": "node",
     CNI_DAEMON: "cni",
 }
+
+
+def image_felix_cfg(available: Path) -> Path:
+    """The image's ``/etc/calico/felix.cfg``, next to its services (``etc/service/available``)."""
+    return available.parent.parent / "calico" / "felix.cfg"
+
+
+def write_felix_cfg(layout: Layout, available: Path) -> None:
+    """The node's felix.cfg: the image's when there is one, else an empty file (so the
+    host-wide /etc/calico/felix.cfg never applies to a node started here)."""
+    src = image_felix_cfg(available)
+    text = src.read_text(encoding="utf-8") if src.is_file() else ""
+    layout.felix_config_file.parent.mkdir(parents=True, exist_ok=True)
+    layout.felix_config_file.write_text(text, encoding="utf-8")
 
 
 def available_dir() -> Path:
@@ -78,8 +94,13 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
         "FELIX_HEALTHENABLED": "true",
         "FELIX_HEALTHHOST": settings.felix_health_host,
         "FELIX_HEALTHPORT": str(settings.felix_health_port),
+        "FELIX_ENDPOINTSTATUSPATHPREFIX": str(layout.endpoint_status_prefix),
+        "FELIX_MTUFILEPATH": str(layout.mtu_file),
+        "CALICO_NETWORKING_BACKEND": settings.networking_backend,
         MARKER_ENV: str(layout.state_dir),
     }
+    if settings.networking_backend == "vxlan":
+        env["FELIX_VXLANENABLED"] = "true"
     if settings.datastore == "local":
         # The felix script maps ETCD_* but not the local path: Felix has its own name for it.
         env["FELIX_CALICODATASTOREPATH"] = settings.datastore_path
@@ -88,7 +109,10 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
 
 
 def service_args(service: str, layout: Layout) -> list[str]:
-    """Arguments for the image's ``run`` script: the CNI daemon's socket, for ``cni-daemon``."""
+    """Arguments for the image's ``run`` script: the CNI daemon's socket for ``cni-daemon``,
+    the node's felix.cfg for ``felix``."""
+    if service == "felix":
+        return ["--config-file", str(layout.felix_config_file)]
     if service != CNI_DAEMON:
         return []
     socket = cni_daemon_socket(layout)
@@ -119,6 +143,7 @@ def build_service_dir(
     """(Re)create ``layout.service_dir`` with one runit service per entry of ``services``."""
     if layout.service_dir.exists():
         shutil.rmtree(layout.service_dir)
+    write_felix_cfg(layout, available)
     env = service_env(settings, layout)
     for svc in services:
         src = available / svc

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from calico.node.run.environ import inherited
 from calico.node.run.layout import CNI_CONFLIST_NAME, NodeSettings
 
 NETNS_DIR = "/var/run/netns"
@@ -85,7 +86,7 @@ def cni(settings: NodeSettings, command: str, w: Workload) -> dict[str, Any]:
     """Run the calico plugin once; returns its JSON result, raises WorkloadError on failure."""
     netconf = plugin_netconf(settings)
     env = {
-        **os.environ,
+        **inherited(os.environ),  # the conflist and the launchers pick datastore and helper
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": w.container_id,
         "CNI_NETNS": w.netns_path,

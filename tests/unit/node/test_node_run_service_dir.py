@@ -38,7 +38,11 @@ def test_socket_lives_in_the_state_dir_and_reaches_the_daemon(tmp_path: Path) ->
     run = (layout.service_dir / "cni-daemon" / "run").read_text()
     assert run.endswith(f"exec /bin/sh {available / 'cni-daemon' / 'run'} {sock}\n")
     felix = (layout.service_dir / "felix" / "run").read_text()
-    assert felix.endswith(f"exec /bin/sh {available / 'felix' / 'run'}\n")
+    cfg = layout.state_dir / "felix.cfg"
+    assert felix.endswith(f"exec /bin/sh {available / 'felix' / 'run'} --config-file {cfg}\n")
+    # The node's own copy of the image's felix.cfg (never the host's /etc/calico/felix.cfg).
+    assert cfg.read_text() == (available.parent.parent / "calico" / "felix.cfg").read_text()
+    assert "LogFilePath = None" in cfg.read_text()
 
 
 def test_too_long_socket_path_disables_the_daemon(tmp_path: Path) -> None:
