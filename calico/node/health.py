@@ -5,6 +5,10 @@ localhost:9099). BIRD liveness: the runit services (when runit manages them) mus
 and BIRD must answer on its control socket; readiness: every BGP peer Established while the
 node is young (nodename file newer than ``--threshold-time``), afterwards at least one, and no
 graceful restart in progress. Checks run concurrently; every failure is reported, one line each.
+
+Where BIRD is: ``CALICO_BIRD_SOCKET``/``CALICO_BIRD6_SOCKET`` and the runit tree in ``SVDIR``
+(what ``calico node run`` exports to its services, so each node checks its own daemons under
+its state dir), else upstream's ``/var/run/calico/bird{,6}.ctl`` and ``/etc/service/enabled``.
 """
 
 from __future__ import annotations
@@ -87,6 +91,12 @@ def bird_socket(version: int, run_dir: str = RUN_DIR) -> str:
     return path
 
 
+def socket_from_env(version: int, env: Mapping[str, str], run_dir: str = RUN_DIR) -> str:
+    """The node's own socket when its environment names one, else :func:`bird_socket`."""
+    name = "CALICO_BIRD_SOCKET" if version == 4 else "CALICO_BIRD6_SOCKET"
+    return env.get(name) or bird_socket(version, run_dir)
+
+
 def _not_running(path: str) -> str:
     return f"BIRD is not running (no control socket at {path})"
 
@@ -104,14 +114,17 @@ def check_service(name: str, service_dir: str = SERVICE_DIR) -> str | None:
 
 
 def check_bird_live(
-    version: int, run_dir: str = RUN_DIR, service_dir: str = SERVICE_DIR
+    version: int,
+    run_dir: str = RUN_DIR,
+    service_dir: str = SERVICE_DIR,
+    socket: str | None = None,
 ) -> str | None:
     daemon = "bird" if version == 4 else "bird6"
     for svc in ("confd", daemon):
         problem = check_service(svc, service_dir)
         if problem:
             return problem
-    path = bird_socket(version, run_dir)
+    path = socket or bird_socket(version, run_dir)
     if not os.path.exists(path):
         return _not_running(path)
     birdcl = shutil.which("birdcl")
@@ -136,11 +149,12 @@ def check_bird_ready(
     started_at: float | None,
     run_dir: str = RUN_DIR,
     now: Callable[[], float] = time.time,
+    socket: str | None = None,
 ) -> str | None:
     """``started_at``: the nodename file's mtime (None when missing: startup never finished)."""
     if started_at is None:
         return "Failed to stat() nodename file: startup has not completed"
-    path = bird_socket(version, run_dir)
+    path = socket or bird_socket(version, run_dir)
     if not os.path.exists(path):
         return _not_running(path)
     try:
@@ -172,18 +186,22 @@ def run_checks(
     opts: HealthOptions,
     env: Mapping[str, str],
     run_dir: str = RUN_DIR,
-    service_dir: str = SERVICE_DIR,
+    service_dir: str | None = None,
 ) -> list[str]:
     """The failure lines, in a fixed order; empty when everything asked for is healthy."""
     started = _mtime(str(nodename_file(env)))
+    svdir = service_dir or env.get("SVDIR") or SERVICE_DIR
+    sock4, sock6 = (socket_from_env(v, env, run_dir) for v in (4, 6))
     checks: list[tuple[str, Callable[[], str | None]]] = []
     if opts.felix_live:
         url = felix_endpoint(env, "liveness")
         checks.append(("Felix is not live", lambda: check_felix(url, "liveness", opts.threshold)))
     if opts.bird_live:
-        checks.append(("bird/confd is not live", lambda: check_bird_live(4, run_dir, service_dir)))
+        checks.append(("bird/confd is not live", lambda: check_bird_live(4, run_dir, svdir, sock4)))
     if opts.bird6_live:
-        checks.append(("bird6/confd is not live", lambda: check_bird_live(6, run_dir, service_dir)))
+        checks.append(
+            ("bird6/confd is not live", lambda: check_bird_live(6, run_dir, svdir, sock6))
+        )
     if opts.felix_ready:
         url_r = felix_endpoint(env, "readiness")
         checks.append(
@@ -191,11 +209,17 @@ def run_checks(
         )
     if opts.bird_ready:
         checks.append(
-            ("BIRD is not ready", lambda: check_bird_ready(4, opts.threshold, started, run_dir))
+            (
+                "BIRD is not ready",
+                lambda: check_bird_ready(4, opts.threshold, started, run_dir, socket=sock4),
+            )
         )
     if opts.bird6_ready:
         checks.append(
-            ("BIRD6 is not ready", lambda: check_bird_ready(6, opts.threshold, started, run_dir))
+            (
+                "BIRD6 is not ready",
+                lambda: check_bird_ready(6, opts.threshold, started, run_dir, socket=sock6),
+            )
         )
     return _run_all(checks)
 

@@ -4,9 +4,10 @@ In order: the demo's workloads (CNI DEL, so their addresses and endpoints are re
 their sandboxes), every remaining ``cali*`` interface and the VXLAN devices ``vxlan.calico`` /
 ``vxlan-v6.calico`` in this network namespace (their routes, neighbours and FDB entries go with
 them), the routes Felix owns by protocol elsewhere (same-subnet routes via the uplink,
-blackholes), the ``inet calico`` nftables table, the CNI files the node installed, and the state
-directory (endpoint status files, MTU file, IPAM lock, felix.cfg, calicoctl.cfg). Each step is
-best effort and reported; a missing thing is not an error.
+blackholes), the routes BIRD programmed (``proto bird``), the ``inet calico`` nftables table,
+the CNI files the node installed, and the state directory (endpoint status files, MTU file,
+IPAM lock, felix.cfg, calicoctl.cfg, confd's files). Each step is best effort and reported; a
+missing thing is not an error.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ NFT_TABLE = ("inet", "calico")
 VXLAN_DEVICES = ("vxlan.calico", "vxlan-v6.calico")
 # Felix's route protocol for the routes it owns outside its own devices (upstream's 80).
 FELIX_ROUTE_PROTO = "80"
+# BIRD's kernel protocol uses ``persist``: its routes outlive it (design/confd.md "Node run
+# wiring"), so cleanup flushes them by protocol.
+BIRD_ROUTE_PROTO = "bird"
 
 
 def cleanup(settings: NodeSettings | None, layout: Layout, say: Callable[[str], None]) -> None:
@@ -47,6 +51,10 @@ def cleanup(settings: NodeSettings | None, layout: Layout, say: Callable[[str], 
     for family in ("-4", "-6"):
         workloads.ip_cmd(family, "route", "flush", "proto", FELIX_ROUTE_PROTO, check=False)
     say(f"Removed {owned} other Felix route(s) (protocol {FELIX_ROUTE_PROTO}).")
+    learned = count_routes(BIRD_ROUTE_PROTO)
+    for family in ("-4", "-6"):
+        workloads.ip_cmd(family, "route", "flush", "proto", BIRD_ROUTE_PROTO, check=False)
+    say(f"Removed {learned} BIRD route(s) (protocol {BIRD_ROUTE_PROTO}).")
     say(
         "Removed the nftables table inet calico."
         if delete_nft_table()
@@ -110,12 +118,14 @@ def cali_links() -> list[str]:
     return [name for name in link_names() if name.startswith("cali")]
 
 
+def count_routes(proto: str) -> int:
+    """How many routes (both families) carry ``proto``."""
+    return sum(len(_ip_json(family, "route", "show", "proto", proto)) for family in ("-4", "-6"))
+
+
 def felix_routes() -> int:
     """How many routes (both families) carry Felix's protocol, outside its own devices."""
-    return sum(
-        len(_ip_json(family, "route", "show", "proto", FELIX_ROUTE_PROTO))
-        for family in ("-4", "-6")
-    )
+    return count_routes(FELIX_ROUTE_PROTO)
 
 
 def cali_routes() -> list[str]:

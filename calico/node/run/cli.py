@@ -46,9 +46,10 @@ def node_group() -> None:
     "--networking-backend",
     envvar="CALICO_NETWORKING_BACKEND",
     type=click.Choice(lay.NETWORKING_BACKENDS),
-    default=lay.DEFAULT_NETWORKING_BACKEND,
-    show_default=True,
-    help="vxlan: tunnel addresses + VXLAN in Felix; none: policy only; bird: not available yet.",
+    default=lay.default_networking_backend,
+    show_default="bird when BIRD is installed, else vxlan",
+    help="bird: BGP (confd, bird, bird6 under runit); vxlan: tunnel addresses + VXLAN in "
+    "Felix; none: policy only.",
 )
 @click.option(
     "--datastore",
@@ -104,12 +105,13 @@ def run_command(
     under runit until Ctrl-C or 'calico node stop'."""
     import os
 
+    from calico.bird_services import bird_installed
     from calico.node.run.runner import run_node
 
-    if networking_backend == "bird":
+    if networking_backend == "bird" and not bird_installed():
         raise NodeError(
-            "networking backend bird is not available yet (BGP needs confd and BIRD, which "
-            "are not built); use --networking-backend vxlan or none"
+            "networking backend bird needs BIRD 1.x (bird and bird6 on PATH: apt-get install "
+            "bird); or use --networking-backend vxlan or none"
         )
     if datastore == "etcdv3" and not etcd_endpoints:
         raise NodeError("--datastore etcdv3 needs --etcd-endpoints (e.g. http://127.0.0.1:2379)")

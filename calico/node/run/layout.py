@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calico.bird_services import bird_installed
 from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.node.errors import NodeError
 
@@ -35,6 +36,11 @@ STATE_DIR_ENV = "CALICO_NODE_STATE_DIR"
 MARKER_ENV = "CALICO_NODE_RUN_STATE"
 NETWORKING_BACKENDS = ("vxlan", "bird", "none")
 DEFAULT_NETWORKING_BACKEND = "vxlan"
+
+
+def default_networking_backend() -> str:
+    """``bird`` when Debian's BIRD is installed (as the issue asks), else ``vxlan``."""
+    return "bird" if bird_installed() else DEFAULT_NETWORKING_BACKEND
 
 
 @dataclass(frozen=True)
@@ -145,8 +151,23 @@ class Layout:
 
     @property
     def run_dir(self) -> Path:
-        """The node's runtime dir (upstream /var/run/calico: bird.ctl when BGP lands)."""
+        """The node's runtime dir (upstream /var/run/calico): bird.ctl, bird6.ctl, confd's
+        status file."""
         return self.state_dir
+
+    @property
+    def confd_dir(self) -> Path:
+        """confd's conf.d/, templates/ and rendered config/ (upstream /etc/calico/confd)."""
+        return self.state_dir / "confd"
+
+    @property
+    def bird_socket(self) -> Path:
+        """BIRD's control socket (upstream /var/run/calico/bird.ctl)."""
+        return self.run_dir / "bird.ctl"
+
+    @property
+    def bird6_socket(self) -> Path:
+        return self.run_dir / "bird6.ctl"
 
 
 def layout_for(state_dir: str | os.PathLike[str]) -> Layout:

@@ -99,7 +99,7 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
     output: IO[bytes] | int = subprocess.DEVNULL
     try:
         available = service_dir.available_dir()
-        enabled = service_dir.enabled_services()
+        enabled = service_dir.enabled_services(settings.networking_backend)
         daemon_socket = service_dir.cni_daemon_socket(layout)
         if service_dir.CNI_DAEMON in enabled and daemon_socket is None:
             enabled.remove(service_dir.CNI_DAEMON)
@@ -115,6 +115,8 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
         if settings.networking_backend == "vxlan":
             say("      networking backend vxlan: allocating this node's tunnel addresses")
             provision.run_allocate_tunnel_addrs(settings, layout)
+        elif settings.networking_backend == "bird":
+            say(f"      networking backend bird: confd and BIRD files in {layout.confd_dir}")
         provision.write_calicoctl_config(settings, layout)
         if stop.event.is_set():
             return 0
@@ -146,7 +148,8 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
         if sup is not None:
             say("Stopping the Calico node (the dataplane stays programmed)...")
             sup.stop()
-            remove_stale_socket(layout.cni_daemon_socket)  # a killed daemon leaves it
+            for sock in (layout.cni_daemon_socket, layout.bird_socket, layout.bird6_socket):
+                remove_stale_socket(sock)  # a killed daemon leaves it
             say("Calico node stopped.")
         if not isinstance(output, int):
             output.close()

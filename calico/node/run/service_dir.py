@@ -5,8 +5,10 @@ single-host node and the container run the same scripts. Each generated ``run`` 
 environment the service needs (the container gets it from its pod spec; here it comes from the
 node's settings) and then execs the image's script; ``log/run`` is the image's, with
 ``CALICO_LOG_DIR`` pointing at the chosen log directory. The node knows which of the image's
-services it can run (:data:`SERVICE_COMPONENTS`: the ones whose ``calico component`` exists);
-confd/BIRD join it when ``calico component confd`` does. ``cni-daemon`` (the resident CNI helper)
+services it can run (:data:`SERVICE_COMPONENTS`: the ones whose ``calico component`` exists,
+plus the BIRD daemons); with ``--networking-backend bird`` confd, bird and bird6 join after felix
+(design/confd.md "Node run wiring"), their files and control sockets under the state dir.
+``cni-daemon`` (the resident CNI helper)
 listens on ``<state dir>/cni-daemon.sock``: its generated ``run`` hands the image's script that
 socket as its argument, which the script passes on as ``--socket``; the installed launchers use
 the same socket. Felix gets the node's own copy of the image's ``felix.cfg``
@@ -24,20 +26,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import calico
+from calico import bird_services
 from calico.node.errors import NodeError
 from calico.node.run.layout import MARKER_ENV, Layout, NodeSettings
 
 AVAILABLE_ENV = "CALICO_NODE_SERVICES_AVAILABLE"
 CNI_DAEMON = "cni-daemon"
 SOCKADDR_UN_PATH_MAX = 107  # sun_path is 108 bytes, NUL included
-# The image's services this node runs, in start order -> the ``calico component`` each runs.
-# Not yet: confd and bird (they need ``calico component confd``), bird6 (BIRD 1.x IPv6 needs
-# confd's v6 config first).
-SERVICE_COMPONENTS: dict[str, str] = {
+# The image's services this node runs, in start order -> the ``calico component`` each runs
+# (None: a binary of its own, not a component).
+SERVICE_COMPONENTS: dict[str, str | None] = {
     "felix": "felix",
     "node-services": "node",
     CNI_DAEMON: "cni",
+    "confd": "confd",
+    "bird": None,
+    "bird6": None,
 }
+# The services only one networking backend runs.
+BACKEND_SERVICES: dict[str, tuple[str, ...]] = {"bird": bird_services.BIRD_SERVICES}
 
 
 def image_felix_cfg(available: Path) -> Path:
@@ -70,9 +77,11 @@ def available_dir() -> Path:
     return path
 
 
-def enabled_services() -> list[str]:
-    """The services to run, in start order."""
-    return list(SERVICE_COMPONENTS)
+def enabled_services(backend: str = "vxlan") -> list[str]:
+    """The services to run for ``backend``, in start order (BIRD's after felix)."""
+    optional = {svc for extra in BACKEND_SERVICES.values() for svc in extra}
+    wanted = set(BACKEND_SERVICES.get(backend, ()))
+    return [svc for svc in SERVICE_COMPONENTS if svc not in optional or svc in wanted]
 
 
 def cni_daemon_socket(layout: Layout) -> str | None:
@@ -101,11 +110,19 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
     }
     if settings.networking_backend == "vxlan":
         env["FELIX_VXLANENABLED"] = "true"
+    if settings.networking_backend == "bird":
+        env.update(bird_env(layout))
     if settings.datastore == "local":
         # The felix script maps ETCD_* but not the local path: Felix has its own name for it.
         env["FELIX_CALICODATASTOREPATH"] = settings.datastore_path
     env.update(settings.address_env())
     return env
+
+
+def bird_env(layout: Layout) -> dict[str, str]:
+    """confd's and BIRD's per-node paths (also what ``calicoctl node status`` and the health
+    checks read to find this node's sockets)."""
+    return bird_services.service_env(layout.confd_dir, layout.run_dir, layout.service_dir)
 
 
 def service_args(service: str, layout: Layout) -> list[str]:
@@ -144,6 +161,8 @@ def build_service_dir(
     if layout.service_dir.exists():
         shutil.rmtree(layout.service_dir)
     write_felix_cfg(layout, available)
+    if any(svc in bird_services.BIRD_SERVICES for svc in services):
+        bird_services.prepare_confdir(layout.confd_dir)
     env = service_env(settings, layout)
     for svc in services:
         src = available / svc

@@ -154,3 +154,32 @@ def test_cli_reports_each_failure(tmp_path: Path) -> None:
     lines = res.output.strip().splitlines()
     assert lines[0].startswith("calico/node is not ready: Felix is not live: cannot reach Felix")
     assert lines[1].startswith("calico/node is not ready: felix is not ready: cannot reach Felix")
+
+
+def test_node_run_sockets_come_from_the_environment(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A node under ``calico node run`` exports its own sockets and runit tree; without them
+    the image's paths (upstream's /var/run/calico/bird{,6}.ctl) apply."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no birdcl, no sv
+    state = tmp_path / "state"
+    state.mkdir()
+    env = {
+        "CALICO_BIRD_SOCKET": str(state / "bird.ctl"),
+        "CALICO_BIRD6_SOCKET": str(state / "bird6.ctl"),
+        "SVDIR": str(state / "service"),
+        "CALICO_NODENAME_FILE": str(tmp_path / "missing-nodename"),
+    }
+    assert health.socket_from_env(4, env) == str(state / "bird.ctl")
+    assert health.socket_from_env(6, env) == str(state / "bird6.ctl")
+    assert health.socket_from_env(4, {}) in ("/var/run/calico/bird.ctl", "/var/run/bird/bird.ctl")
+    opts = health.HealthOptions(bird_live=True, bird6_live=True)
+    assert health.run_checks(opts, env) == [
+        "calico/node is not ready: bird/confd is not live: BIRD is not running "
+        f"(no control socket at {state}/bird.ctl)",
+        "calico/node is not ready: bird6/confd is not live: BIRD is not running "
+        f"(no control socket at {state}/bird6.ctl)",
+    ]
+    fake = FakeBird(str(state / "bird.ctl"))
+    try:
+        assert health.run_checks(health.HealthOptions(bird_live=True), env) == []
+    finally:
+        fake.close()

@@ -119,12 +119,28 @@ def test_calicoctl_config_names_the_nodes_datastore(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
-def test_bird_backend_is_refused_clearly(how: str) -> None:
+def test_bird_backend_without_bird_is_refused_clearly(how: str, tmp_path: Path) -> None:
     args = ["run", "--networking-backend", "bird"] if how == "flag" else ["run"]
-    env = {"CALICO_NETWORKING_BACKEND": "bird"} if how == "env" else {}
+    env = {"PATH": str(tmp_path)}  # no bird, no bird6
+    if how == "env":
+        env["CALICO_NETWORKING_BACKEND"] = "bird"
     result = CliRunner().invoke(node_group, args, env=env)
     assert result.exit_code == 1
-    assert "networking backend bird is not available yet" in result.output
+    assert "networking backend bird needs BIRD 1.x (bird and bird6 on PATH" in result.output
+
+
+def test_default_backend_is_bird_only_when_both_daemons_are_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from calico.node.run.layout import default_networking_backend
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert default_networking_backend() == "vxlan"
+    for daemon in ("bird", "bird6"):
+        exe = tmp_path / daemon
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+        assert default_networking_backend() == ("bird" if daemon == "bird6" else "vxlan")
 
 
 def test_unknown_backend_is_a_usage_error() -> None:

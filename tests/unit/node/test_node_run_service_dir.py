@@ -12,20 +12,61 @@ from calico.node.errors import NodeError
 from calico.node.run import service_dir
 from calico.node.run.layout import NodeSettings, layout_for, remove_stale_socket
 
-# Image services the node does not run yet, and the component each waits for.
-NOT_YET = {"confd": "confd", "bird": "confd", "bird6": "confd"}
+# The image services that run a binary of their own rather than a ``calico component``.
+BINARIES = {"bird": "bird", "bird6": "bird6"}
 
 
 def test_enabled_services_run_registered_components() -> None:
-    assert service_dir.enabled_services() == ["felix", "node-services", "cni-daemon"]
-    assert set(service_dir.SERVICE_COMPONENTS.values()) <= set(COMPONENTS)
+    base = ["felix", "node-services", "cni-daemon"]
+    assert service_dir.enabled_services("vxlan") == base
+    assert service_dir.enabled_services("none") == base
+    assert service_dir.enabled_services() == base
+    # BIRD_SERVICES order, after felix (design/confd.md "Node run wiring").
+    assert service_dir.enabled_services("bird") == [*base, "confd", "bird", "bird6"]
+    components = {c for c in service_dir.SERVICE_COMPONENTS.values() if c is not None}
+    assert components <= set(COMPONENTS)
 
 
 def test_every_image_service_is_enabled_once_its_component_exists() -> None:
-    """When ``calico component confd`` is registered, confd and bird must join the node."""
+    """Every service the image ships runs on some backend, each through a registered
+    component or its own binary: confd and bird joined once ``calico component confd`` did."""
     templates = {p.name for p in service_dir.available_dir().iterdir() if (p / "run").is_file()}
-    assert templates == set(service_dir.SERVICE_COMPONENTS) | set(NOT_YET)
-    assert not set(NOT_YET.values()) & set(COMPONENTS)
+    everywhere = {svc for b in ("vxlan", "bird", "none") for svc in service_dir.enabled_services(b)}
+    assert templates == everywhere == set(service_dir.SERVICE_COMPONENTS)
+    for svc, component in service_dir.SERVICE_COMPONENTS.items():
+        assert component in COMPONENTS if component is not None else svc in BINARIES
+
+
+def test_bird_backend_keeps_confd_and_sockets_in_the_state_dir(tmp_path: Path) -> None:
+    layout = layout_for(tmp_path / "state")
+    settings = NodeSettings(
+        state_dir=str(layout.state_dir), log_dir=str(tmp_path / "log"), networking_backend="bird"
+    )
+    available = service_dir.available_dir()
+    service_dir.build_service_dir(settings, layout, service_dir.enabled_services("bird"), available)
+    confd = layout.state_dir / "confd"
+    assert sorted(p.name for p in confd.iterdir()) == ["conf.d", "config", "templates"]
+    assert (confd / "templates" / "bird.cfg.template").is_file()
+    env = service_dir.service_env(settings, layout)
+    assert env["CALICO_CONFD_DIR"] == str(confd)
+    assert env["CALICO_BIRD_SOCKET"] == str(layout.state_dir / "bird.ctl")
+    assert env["CALICO_BIRD6_SOCKET"] == str(layout.state_dir / "bird6.ctl")
+    assert env["CALICO_CONFD_STATUS_FILE"] == str(layout.state_dir / "confd-status.json")
+    assert env["SVDIR"] == str(layout.service_dir)
+    assert "FELIX_VXLANENABLED" not in env
+    for svc in ("confd", "bird", "bird6"):
+        run = (layout.service_dir / svc / "run").read_text()
+        assert f"export CALICO_BIRD_SOCKET={layout.state_dir / 'bird.ctl'}\n" in run
+        assert run.endswith(f"exec /bin/sh {available / svc / 'run'}\n")
+
+
+def test_other_backends_have_no_bird_environment(tmp_path: Path) -> None:
+    layout = layout_for(tmp_path / "state")
+    for backend in ("vxlan", "none"):
+        settings = NodeSettings(state_dir=str(layout.state_dir), networking_backend=backend)
+        env = service_dir.service_env(settings, layout)
+        assert not {k for k in env if "BIRD" in k or k in ("SVDIR", "CALICO_CONFD_DIR")}
+        assert ("FELIX_VXLANENABLED" in env) == (backend == "vxlan")
 
 
 def test_socket_lives_in_the_state_dir_and_reaches_the_daemon(tmp_path: Path) -> None:
