@@ -5,7 +5,9 @@ The wiring, etcd, the cluster's calicoctl.cfg and IP pools come from the product
 :class:`node_harness.Node` started with the product's ``calico node run`` command line for that
 node, so tests get the single-node harness's helpers (readiness, diagnostics, CNI workloads made
 by the installed plugin inside the node's namespace, teardown) on every node. Later issues
-(BGP, Typha, the Kubernetes datastore) reuse :class:`Cluster` with other backends/datastores.
+(Typha, the Kubernetes datastore) reuse :class:`Cluster` with other backends/datastores; BGP
+uses ``backend="bird"`` with a no-encap pool (``vxlan_mode="Never"``), :meth:`Cluster.bgp_status`
+and :meth:`Cluster.bird_routes`.
 """
 
 from __future__ import annotations
@@ -92,6 +94,17 @@ class Cluster:
 
     def add_workload(self, index: int, namespace: str, pod: str) -> Workload:
         return self.node(index).add_workload(namespace, pod)
+
+    def bgp_status(self, index: int) -> str:
+        """``calicoctl node status`` in node ``index``'s namespace, against its own BIRD."""
+        res = ctl.node_status(self.spec, self.node_spec(index))
+        return res.stdout + res.stderr
+
+    def bird_routes(self, index: int, family: str = "-4") -> dict[str, str]:
+        """The routes BIRD programmed on node ``index`` (``proto bird``): dst -> gateway."""
+        ns = self.node_spec(index).netns
+        found = ip_json(ns, family, "route", "show", "proto", "bird")
+        return {str(r["dst"]): str(r.get("gateway", r.get("type", ""))) for r in found}
 
     def calicoctl_items(self, kind: str) -> list[dict[str, Any]]:
         doc = ctl.get_json(self.spec, kind)

@@ -36,9 +36,9 @@ def cluster_group() -> None:
 @click.option(
     "--vxlan-mode",
     type=click.Choice(["Always", "CrossSubnet", "Never"]),
-    default="Always",
-    show_default=True,
-    help="The IP pools' vxlanMode.",
+    default=None,
+    help="The IP pools' vxlanMode (default: Never with --networking-backend bird, a no-encap "
+    "pool whose routes BIRD exchanges; else Always).",
 )
 @click.option(
     "--other-subnet",
@@ -49,10 +49,10 @@ def cluster_group() -> None:
 )
 @click.option(
     "--networking-backend",
-    type=click.Choice(["vxlan", "none"]),
+    type=click.Choice(["vxlan", "bird", "none"]),
     default="vxlan",
     show_default=True,
-    help="Each node's calico node run --networking-backend.",
+    help="Each node's calico node run --networking-backend (bird: a BGP full mesh).",
 )
 @click.option("--no-demo", is_flag=True, help="Only the cluster, no demo workloads.")
 def up_command(
@@ -60,7 +60,7 @@ def up_command(
     root: str,
     count: int,
     datastore: str,
-    vxlan_mode: str,
+    vxlan_mode: str | None,
     other_subnet: tuple[int, ...],
     networking_backend: str,
     no_demo: bool,
@@ -73,6 +73,7 @@ def up_command(
 
     if os.geteuid() != 0:
         raise NodeError("calico node cluster up must run as root (namespaces, nftables, routes)")
+    vxlan_mode = lifecycle.pool_vxlan_mode(networking_backend, vxlan_mode)
     cluster = spec.build(name, root, count, datastore, other_subnet)
     try:
         lifecycle.up(cluster, click.echo, backend=networking_backend, vxlan_mode=vxlan_mode)

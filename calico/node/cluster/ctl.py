@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from calico.node.cluster.spec import ClusterSpec
+from calico.node.cluster.spec import ClusterSpec, NodeSpec
 from calico.node.errors import NodeError
+from calico.node.run.layout import layout_for
 
 
 def write_config(spec: ClusterSpec) -> None:
@@ -56,6 +57,28 @@ def calicoctl(
     if check and proc.returncode != 0:
         raise NodeError(f"calicoctl {' '.join(args)}: {(proc.stderr or proc.stdout).strip()}")
     return proc
+
+
+def node_status_argv(spec: ClusterSpec, node: NodeSpec) -> list[str]:
+    """``calicoctl node status`` inside ``node``'s namespace, pointed at that node's own BIRD
+    sockets and confd status file (each node keeps them under its state dir)."""
+    layout = layout_for(node.state_dir)
+    env = {
+        "CALICO_BIRD_SOCKET": str(layout.bird_socket),
+        "CALICO_BIRD6_SOCKET": str(layout.bird6_socket),
+        "CALICO_CONFD_STATUS_FILE": str(layout.run_dir / "confd-status.json"),
+    }
+    return [
+        *("ip", "netns", "exec", node.netns, "env"),
+        *(f"{k}={v}" for k, v in env.items()),
+        *(calicoctl_exe(), "node", "status"),
+    ]
+
+
+def node_status(spec: ClusterSpec, node: NodeSpec) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        node_status_argv(spec, node), capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def get_json(spec: ClusterSpec, *args: str) -> dict[str, Any]:

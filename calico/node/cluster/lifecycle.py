@@ -21,6 +21,18 @@ from calico.node.cluster.spec import ClusterSpec, NodeSpec, load, save
 from calico.node.errors import NodeError
 
 
+def pool_vxlan_mode(backend: str, requested: str | None) -> str:
+    """The pools' vxlanMode: no-encap for BIRD (it routes the blocks), VXLAN otherwise."""
+    if requested is None:
+        return "Never" if backend == "bird" else "Always"
+    if backend == "bird" and requested != "Never":
+        raise NodeError(
+            f"--networking-backend bird routes the pools over BGP without encapsulation; "
+            f"--vxlan-mode {requested} needs --networking-backend vxlan"
+        )
+    return requested
+
+
 def up(
     spec: ClusterSpec,
     say: Callable[[str], None],

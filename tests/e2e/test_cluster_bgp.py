@@ -1,0 +1,185 @@
+"""Three real nodes with ``calico node run --networking-backend bird`` and a no-encap pool:
+BGP full mesh, BIRD-programmed block routes, pods talking across nodes; then the mesh off with
+node 1 as route reflector; then a BGPPeer change (root, real BIRD 1.6, real kernel and traffic).
+
+The module shares one cluster; the tests run in file order (each leaves the BGP topology the
+next one starts from). Passwords are not covered: ``secretKeyRef`` needs Secrets, which exist
+only with the Kubernetes datastore.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+from cluster_harness import Cluster, block_of, cluster_up, dual_server, poll, tcp_ok
+from node_harness import Workload
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+
+PORT = 7100
+BLOCK = 26
+CONVERGE = 60.0  # BGP connect retry (5 s in confd's config) + BIRD's kernel scan, with room
+
+RR_CONFIG = """apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata:
+  name: default
+spec:
+  nodeToNodeMeshEnabled: false
+  asNumber: 64512
+"""
+
+
+def rr_peer(node_selector: str) -> str:
+    return f"""apiVersion: projectcalico.org/v3
+kind: BGPPeer
+metadata:
+  name: peer-with-rr
+spec:
+  nodeSelector: {json.dumps(node_selector)}
+  peerSelector: has(route-reflector)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with cluster_up(tmp_path_factory.mktemp("bgp"), backend="bird", vxlan_mode="Never") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def pods(cluster: Cluster) -> Iterator[dict[str, Workload]]:
+    """a on node 1, b on node 2, c on node 3, each serving DUAL_SERVER on PORT."""
+    made = {
+        "a": cluster.add_workload(1, "talk", "a"),
+        "b": cluster.add_workload(2, "talk", "b"),
+        "c": cluster.add_workload(3, "talk", "c"),
+    }
+    with contextlib.ExitStack() as stack:
+        for w in made.values():
+            stack.enter_context(dual_server(w.netns, PORT))
+        yield made
+
+
+def peers(status: str, family: int = 4) -> dict[str, tuple[str, str]]:
+    """calicoctl node status's IPv<family> table: peer address -> (peer type, BGP info)."""
+    section = status.split(f"IPv{family} BGP status", 1)[-1].split("BGP status", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.match(r"^[0-9a-f.:]+$", cells[0]):
+            rows[cells[0]] = (cells[1], cells[4])
+    return rows
+
+
+def wait_peers(cluster: Cluster, index: int, want: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Until node ``index``'s IPv4 table is exactly ``want`` (address -> type), Established."""
+    got: dict[str, tuple[str, str]] = {}
+
+    def check() -> bool:
+        nonlocal got
+        got = peers(cluster.bgp_status(index))
+        return {a: t for a, (t, _) in got.items()} == want and all(
+            info.startswith("Established") for _, info in got.values()
+        )
+
+    ok, _ = poll(check, CONVERGE, 0.5)
+    assert ok, f"node{index}: {got} != {want}\n{cluster.bgp_status(index)}\n{cluster.diagnostics()}"
+    return got
+
+
+def wait_routes(cluster: Cluster, index: int, want: dict[str, str]) -> None:
+    """Until node ``index``'s ``proto bird`` routes for the pods' blocks are exactly ``want``."""
+    blocks = set(want) | {b for b in cluster.bird_routes(index) if b.startswith("10.244.")}
+    ok, _ = poll(
+        lambda: {d: g for d, g in cluster.bird_routes(index).items() if d in blocks} == want,
+        CONVERGE,
+        0.5,
+    )
+    assert ok, f"node{index}: {cluster.bird_routes(index)} != {want}"
+
+
+def addr(cluster: Cluster, index: int) -> str:
+    return cluster.node_spec(index).address
+
+
+def blocks(pods: dict[str, Workload]) -> dict[str, str]:
+    return {name: block_of(w.ip, BLOCK) for name, w in pods.items()}
+
+
+def assert_all_talk(pods: dict[str, Workload]) -> None:
+    for src in pods.values():
+        for dst in pods.values():
+            if src is not dst:
+                assert tcp_ok(src, dst.ip, PORT, timeout=3), f"{src.pod} -> {dst.pod} ({dst.ip})"
+
+
+def remote_routes(cluster: Cluster, pods: dict[str, Workload], index: int) -> dict[str, str]:
+    """The block routes node ``index`` should have: every other node's block via that node."""
+    owner = {"a": 1, "b": 2, "c": 3}
+    return {
+        block: addr(cluster, owner[name])
+        for name, block in blocks(pods).items()
+        if owner[name] != index
+    }
+
+
+def test_full_mesh_is_established_and_pods_talk(
+    cluster: Cluster, pods: dict[str, Workload]
+) -> None:
+    for i in (1, 2, 3):
+        want = {addr(cluster, j): "node-to-node mesh" for j in (1, 2, 3) if j != i}
+        wait_peers(cluster, i, want)
+        assert "Calico process is running." in cluster.bgp_status(i)
+    # Each node's block reaches the others as a BIRD route via its owner's uplink address.
+    assert len(set(blocks(pods).values())) == 3
+    for i in (1, 2, 3):
+        wait_routes(cluster, i, remote_routes(cluster, pods, i))
+    assert_all_talk(pods)
+
+
+def test_mesh_off_with_a_route_reflector_reconverges(
+    cluster: Cluster, pods: dict[str, Workload]
+) -> None:
+    node1 = cluster.node_json(1)
+    node1["metadata"].setdefault("labels", {})["route-reflector"] = "true"
+    node1["spec"].setdefault("bgp", {})["routeReflectorClusterID"] = "224.0.0.1"
+    cluster.calicoctl("apply", "-f", "-", stdin=json.dumps(node1))
+    cluster.calicoctl("apply", "-f", "-", stdin=rr_peer("!has(route-reflector)"))
+    cluster.calicoctl("apply", "-f", "-", stdin=RR_CONFIG)
+    rr = addr(cluster, 1)
+    # Node 1 peers with both clients (reverse peerings), each client with node 1 only.
+    wait_peers(cluster, 1, {addr(cluster, 2): "node specific", addr(cluster, 3): "node specific"})
+    for i in (2, 3):
+        assert "node-to-node mesh" not in cluster.bgp_status(i)
+        wait_peers(cluster, i, {rr: "node specific"})
+    # The reflector passes node 3's route to node 2 (and back) with the owner's next hop.
+    for i in (1, 2, 3):
+        wait_routes(cluster, i, remote_routes(cluster, pods, i))
+    assert_all_talk(pods)
+
+
+def test_a_bgppeer_change_reconverges(cluster: Cluster, pods: dict[str, Workload]) -> None:
+    node2 = cluster.node_json(2)
+    node2["metadata"].setdefault("labels", {})["rack"] = "a"
+    cluster.calicoctl("apply", "-f", "-", stdin=json.dumps(node2))
+    # Narrow the peering to rack a: node 3 loses its only session and its routes go.
+    cluster.calicoctl("apply", "-f", "-", stdin=rr_peer("rack == 'a'"))
+    wait_peers(cluster, 1, {addr(cluster, 2): "node specific"})
+    wait_peers(cluster, 3, {})
+    block_a, block_b, block_c = (blocks(pods)[n] for n in "abc")
+    wait_routes(cluster, 2, {block_a: addr(cluster, 1)})
+    wait_routes(cluster, 3, {})
+    assert not tcp_ok(pods["b"], pods["c"].ip, PORT, timeout=2)
+    assert tcp_ok(pods["b"], pods["a"].ip, PORT, timeout=3)
+    # Widen it again: everything is back, through the reflector.
+    cluster.calicoctl("apply", "-f", "-", stdin=rr_peer("!has(route-reflector)"))
+    wait_peers(cluster, 3, {addr(cluster, 1): "node specific"})
+    for i in (1, 2, 3):
+        wait_routes(cluster, i, remote_routes(cluster, pods, i))
+    assert block_b in cluster.bird_routes(3) and block_c in cluster.bird_routes(2)
+    assert_all_talk(pods)
