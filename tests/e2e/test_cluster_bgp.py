@@ -119,12 +119,12 @@ def assert_all_talk(pods: dict[str, Workload]) -> None:
 
 
 def remote_routes(cluster: Cluster, pods: dict[str, Workload], index: int) -> dict[str, str]:
-    """The block routes node ``index`` should have: every other node's block via that node."""
+    """The block routes node ``index`` should have: every other node's block via that node, and
+    its own block as BIRD's blackhole (confd's static route for the node's affine blocks)."""
     owner = {"a": 1, "b": 2, "c": 3}
     return {
-        block: addr(cluster, owner[name])
+        block: "blackhole" if owner[name] == index else addr(cluster, owner[name])
         for name, block in blocks(pods).items()
-        if owner[name] != index
     }
 
 
@@ -172,8 +172,8 @@ def test_a_bgppeer_change_reconverges(cluster: Cluster, pods: dict[str, Workload
     wait_peers(cluster, 1, {addr(cluster, 2): "node specific"})
     wait_peers(cluster, 3, {})
     block_a, block_b, block_c = (blocks(pods)[n] for n in "abc")
-    wait_routes(cluster, 2, {block_a: addr(cluster, 1)})
-    wait_routes(cluster, 3, {})
+    wait_routes(cluster, 2, {block_a: addr(cluster, 1), block_b: "blackhole"})
+    wait_routes(cluster, 3, {block_c: "blackhole"})
     assert not tcp_ok(pods["b"], pods["c"].ip, PORT, timeout=2)
     assert tcp_ok(pods["b"], pods["a"].ip, PORT, timeout=3)
     # Widen it again: everything is back, through the reflector.
