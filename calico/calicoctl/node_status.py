@@ -66,10 +66,14 @@ def peer_table(rows: list[list[str]]) -> str:
     return "\n".join([border, head, border, *body, border])
 
 
-def peers(version: int) -> list[list[str]]:
-    path = birdctl.socket_path(version)
-    if not os.path.exists(path) and os.path.exists(birdctl.FALLBACK_SOCKETS[version]):
-        path = birdctl.FALLBACK_SOCKETS[version]
+def peers(version: int, path: str | None = None) -> list[list[str]]:
+    """``path``: the socket (``--bird-socket``/``--bird6-socket``); by default the environment's
+    or the image's, falling back to a host BIRD's."""
+    default = birdctl.BIRD_SOCKET if version == 4 else birdctl.BIRD6_SOCKET
+    path = path or birdctl.socket_path(version)
+    fallback = birdctl.FALLBACK_SOCKETS[version]
+    if path == default and not os.path.exists(path) and os.path.exists(fallback):
+        path = fallback
     rows = []
     for p in birdctl.show_protocols(path):
         m = _NAME.match(p.name)
@@ -82,7 +86,21 @@ def peers(version: int) -> list[list[str]]:
 
 
 @click.command("status")
-def status_command() -> None:
+@click.option(
+    "--bird-socket",
+    envvar="CALICO_BIRD_SOCKET",
+    default=birdctl.BIRD_SOCKET,
+    show_default=True,
+    help="BIRD's control socket (a 'calico node run' node: <state dir>/bird.ctl).",
+)
+@click.option(
+    "--bird6-socket",
+    envvar="CALICO_BIRD6_SOCKET",
+    default=birdctl.BIRD6_SOCKET,
+    show_default=True,
+    help="BIRD6's control socket (a 'calico node run' node: <state dir>/bird6.ctl).",
+)
+def status_command(bird_socket: str, bird6_socket: str) -> None:
     """Check the status of the Calico node instance (BGP peerings)."""
     if not calico_running():
         raise click.ClickException("Calico process is not running.")
@@ -91,7 +109,7 @@ def status_command() -> None:
     for version in (4, 6):
         click.echo(f"\nIPv{version} BGP status")
         try:
-            rows = peers(version)
+            rows = peers(version, bird_socket if version == 4 else bird6_socket)
         except birdctl.BirdError as exc:
             click.echo(
                 f"Error executing command: unable to connect to BIRDv{version} socket: {exc}"

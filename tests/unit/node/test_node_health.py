@@ -183,3 +183,46 @@ def test_node_run_sockets_come_from_the_environment(tmp_path: Path, monkeypatch)
         assert health.run_checks(health.HealthOptions(bird_live=True), env) == []
     finally:
         fake.close()
+
+
+def _greeting_bird(path: Path, reply: str) -> threading.Thread:
+    """BIRD's order: greeting first, then one reply per command (what calico.birdctl expects)."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def run() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(b"0001 BIRD 1.6.8 ready.\n")
+            conn.recv(1024)
+            conn.sendall(reply.encode())
+        srv.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_calicoctl_node_status_reads_the_nodes_own_socket(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``calico node run`` keeps BIRD's sockets in its state dir: ``--bird-socket`` /
+    ``CALICO_BIRD_SOCKET`` (and the v6 pair) point ``calicoctl node status`` at them."""
+    from calico.calicoctl import node_status
+
+    monkeypatch.setattr(node_status, "calico_running", lambda: True)
+    sock, missing6 = tmp_path / "bird.ctl", tmp_path / "bird6.ctl"
+    _greeting_bird(sock, PROTOCOLS.split("\n", 1)[1])
+    env = {"CALICO_CONFD_STATUS_FILE": str(tmp_path / "none.json")}
+    if how == "flag":
+        args = ["--bird-socket", str(sock), "--bird6-socket", str(missing6)]
+    else:
+        args = []
+        env.update(CALICO_BIRD_SOCKET=str(sock), CALICO_BIRD6_SOCKET=str(missing6))
+    result = CliRunner().invoke(node_status.status_command, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert "| 172.17.8.102 | node-to-node mesh | up    |" in result.output
+    assert "| 172.17.8.103 | node specific     | start |" in result.output
+    assert f"unable to connect to BIRDv6 socket: {missing6}: No such file" in result.output
