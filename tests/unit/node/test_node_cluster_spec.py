@@ -81,3 +81,45 @@ def test_calicoctl_runs_in_the_lan_namespace_with_the_clusters_config(tmp_path: 
         *("ip", "netns", "exec", "cl-lan", ctl.calicoctl_exe()),
         *("get", "nodes", "-c", str(tmp_path / "calicoctl.cfg")),
     ]
+
+
+@pytest.mark.parametrize(
+    ("backend", "requested", "mode"),
+    [
+        ("bird", None, "Never"),
+        ("bird", "Never", "Never"),
+        ("vxlan", None, "Always"),
+        ("vxlan", "CrossSubnet", "CrossSubnet"),
+        ("none", None, "Always"),
+    ],
+)
+def test_pool_mode_follows_the_backend(backend: str, requested: str | None, mode: str) -> None:
+    from calico.node.cluster import lifecycle
+
+    assert lifecycle.pool_vxlan_mode(backend, requested) == mode
+
+
+@pytest.mark.parametrize("requested", ["Always", "CrossSubnet"])
+def test_bird_with_an_encapsulated_pool_is_refused(requested: str) -> None:
+    from calico.node.cluster import lifecycle
+
+    with pytest.raises(
+        NodeError, match=f"--vxlan-mode {requested} needs --networking-backend vxlan"
+    ):
+        lifecycle.pool_vxlan_mode("bird", requested)
+
+
+def test_bird_node_status_uses_the_nodes_own_sockets(tmp_path: Path) -> None:
+    c = spec.build("cl", tmp_path, 2, "etcdv3")
+    argv = ctl.node_status_argv(c, c.nodes[1])
+    state = c.nodes[1].state_dir
+    assert argv[:5] == ["ip", "netns", "exec", "cl-node2", "env"]
+    assert f"CALICO_BIRD_SOCKET={state / 'bird.ctl'}" in argv
+    assert f"CALICO_BIRD6_SOCKET={state / 'bird6.ctl'}" in argv
+    assert argv[-3:] == [ctl.calicoctl_exe(), "node", "status"]
+    assert (
+        nodes.run_argv(c, c.nodes[1], "bird")[
+            nodes.run_argv(c, c.nodes[1], "bird").index("--networking-backend") + 1
+        ]
+        == "bird"
+    )
