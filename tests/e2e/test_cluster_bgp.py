@@ -3,19 +3,21 @@ BGP full mesh, BIRD-programmed block routes, pods talking across nodes; then the
 node 1 as route reflector; then a BGPPeer change (root, real BIRD 1.6, real kernel and traffic).
 
 The module shares one cluster; the tests run in file order (each leaves the BGP topology the
-next one starts from). Passwords are not covered: ``secretKeyRef`` needs Secrets, which exist
+next one starts from). IPv6 (bird6) is checked for the
+full mesh only. Passwords are not covered: ``secretKeyRef`` needs Secrets, which exist
 only with the Kubernetes datastore.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import re
 from collections.abc import Iterator
 
 import pytest
-from cluster_harness import Cluster, block_of, cluster_up, dual_server, poll, tcp_ok
+from cluster_harness import Cluster, addr6, block_of, cluster_up, dual_server, poll, tcp_ok
 from node_harness import Workload
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
@@ -107,6 +109,11 @@ def addr(cluster: Cluster, index: int) -> str:
     return cluster.node_spec(index).address
 
 
+def addr6_of(cluster: Cluster, index: int) -> str:
+    """Node ``index``'s uplink IPv6 address, compressed as BIRD and ip print it."""
+    return str(ipaddress.ip_address(cluster.node_spec(index).address6))
+
+
 def blocks(pods: dict[str, Workload]) -> dict[str, str]:
     return {name: block_of(w.ip, BLOCK) for name, w in pods.items()}
 
@@ -135,6 +142,31 @@ def test_full_mesh_is_established_and_pods_talk(
         want = {addr(cluster, j): "node-to-node mesh" for j in (1, 2, 3) if j != i}
         wait_peers(cluster, i, want)
         assert "Calico process is running." in cluster.bgp_status(i)
+    # bird6 meshes over the uplinks' IPv6 addresses and carries the IPv6 blocks.
+    for i in (1, 2, 3):
+        want6 = {addr6_of(cluster, j): "node-to-node mesh" for j in (1, 2, 3) if j != i}
+        ok, _ = poll(
+            lambda i=i, want6=want6: (
+                {
+                    a: t
+                    for a, (t, info) in peers(cluster.bgp_status(i), 6).items()
+                    if info.startswith("Established")
+                }
+                == want6
+            ),
+            CONVERGE,
+            0.5,
+        )
+        assert ok, cluster.bgp_status(i)
+    for name, w in pods.items():
+        block6 = block_of(addr6(w), 122)
+        owner = "abc".index(name) + 1
+        for i in {1, 2, 3} - {owner}:
+            via = addr6_of(cluster, owner)
+            ok, _ = poll(
+                lambda i=i, b=block6, v=via: cluster.bird_routes(i, "-6").get(b) == v, CONVERGE
+            )
+            assert ok, f"node{i} has no {block6} via {via}: {cluster.bird_routes(i, '-6')}"
     # Each node's block reaches the others as a BIRD route via its owner's uplink address.
     assert len(set(blocks(pods).values())) == 3
     for i in (1, 2, 3):
