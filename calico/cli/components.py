@@ -17,6 +17,7 @@ COMPONENTS: dict[str, str] = {
     "felix": "calico.felix.daemon:felix_command",
     "guardian": "calico.guardian.daemon:guardian_command",
     "node": "calico.node.command:node_group",
+    "typha": "calico.typha.daemon:typha_command",
 }
 
 
