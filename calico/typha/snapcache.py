@@ -20,6 +20,7 @@ queued (up to ``max_batch_size`` updates, a status counting one), serialises eac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -210,10 +211,8 @@ class SnapshotCache:
             self._on_crumb(crumb)
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # loop closed meanwhile (shutdown)
                 loop.call_soon_threadsafe(self._wake)
-            except RuntimeError:  # loop closed meanwhile (shutdown)
-                pass
 
     def _writable(self) -> dict[str, Entry]:
         if self._shared:

@@ -49,12 +49,10 @@ def from_serialized(kv: SerializedUpdate) -> Update | None:
         log.warning("Skipping KV with unparseable key %r", kv.key)
         return None
     value: Any = kv.value
-    if value is not None and kv.v3_resource_version and isinstance(key, ResourceKey):
-        if isinstance(value, dict) and isinstance(value.get("metadata"), dict):
-            value = {
-                **value,
-                "metadata": {**value["metadata"], "resourceVersion": kv.v3_resource_version},
-            }
+    rv = kv.v3_resource_version
+    meta = value.get("metadata") if isinstance(value, dict) else None
+    if rv and isinstance(key, ResourceKey) and isinstance(meta, dict):
+        value = {**value, "metadata": {**meta, "resourceVersion": rv}}
     try:
         typed = decode_value(key, value)
     except ValueError as exc:
