@@ -191,7 +191,8 @@ class TyphaDaemon:
             for name, cache in self.caches.items():
                 self._report_cache(name, cache.latest().status)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), HEALTH_INTERVAL)
+                async with asyncio.timeout(HEALTH_INTERVAL):
+                    await stop.wait()
         log.info("Received shutdown signal; shutting down gracefully")
         self._stop.set()
         started = time.monotonic()

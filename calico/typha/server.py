@@ -19,10 +19,12 @@ import contextlib
 import itertools
 import logging
 import random
+import socket
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import calico
 from calico.syncer.api import SyncStatus
@@ -85,6 +87,13 @@ class Disconnect(Exception):
         self.reason = reason
 
 
+async def _within(timeout: float, awaitable: Any) -> Any:
+    """``asyncio.timeout`` rather than ``wait_for``: Python 3.11's ``wait_for`` can swallow a
+    cancellation that races with completion, which would leave a dropped connection running."""
+    async with asyncio.timeout(timeout):
+        return await awaitable
+
+
 def _status_frame(status: SyncStatus, compressed: bool) -> bytes:
     return framing.frame(encode(SyncStatusMsg(status)), compressed)
 
@@ -134,7 +143,8 @@ class SyncServer:
         self._server = await asyncio.start_server(
             self._on_connect, self.config.host or None, self.config.port, reuse_address=True
         )
-        self.port = int(self._server.sockets[0].getsockname()[1])
+        socks = sorted(self._server.sockets, key=lambda s: s.family != socket.AF_INET)
+        self.port = int(socks[0].getsockname()[1])  # the IPv4 one when port 0 bound several
         self._governor = asyncio.create_task(self._govern())
         log.info("Typha listening host=%r port=%d", self.config.host, self.port)
 
@@ -143,10 +153,15 @@ class SyncServer:
 
     # -- governor and shutdown ----------------------------------------------------------------
 
+    def _live_connections(self) -> int:
+        """Open connections not already being dropped."""
+        return sum(not task.cancelling() for task in self._conns.values())
+
     def _drop_random(self, why: str) -> bool:
-        if not self._conns:
+        candidates = [cid for cid, task in self._conns.items() if not task.cancelling()]
+        if not candidates:
             return False
-        conn_id = random.choice(list(self._conns))
+        conn_id = random.choice(candidates)
         log.info("Dropping connection %d: %s", conn_id, why)
         self.metrics.connections_dropped.inc()
         self._conns[conn_id].cancel()
@@ -157,7 +172,7 @@ class SyncServer:
             await asyncio.sleep(self.config.drop_interval * (1 + random.random() * 0.1))
             if self._on_governor_tick is not None:
                 self._on_governor_tick()
-            if len(self._conns) > self.config.max_conns:
+            if self._live_connections() > self.config.max_conns:
                 self._drop_random(REBALANCE_REASON)
 
     async def graceful_shutdown(self) -> None:
@@ -172,7 +187,7 @@ class SyncServer:
             interval = min(
                 self.config.shutdown_timeout * 0.95 / n, self.config.shutdown_max_drop_interval
             )
-            while len(self._conns) > 1:
+            while self._live_connections() > 1:
                 await asyncio.sleep(interval * 0.95 * (1 + random.random() * 0.1))
                 if not self._drop_random("graceful shutdown"):
                     break
@@ -255,7 +270,7 @@ class _Connection:
 
     async def _drain(self) -> None:
         try:
-            await asyncio.wait_for(self.writer.drain(), self.config.write_timeout)
+            await _within(self.config.write_timeout, self.writer.drain())
         except TimeoutError:
             raise Disconnect(
                 f"write timed out after {self.config.write_timeout}s (slow reader)", "slow-reader"
@@ -308,7 +323,7 @@ class _Connection:
         ctx = self.config.tls_context
         assert ctx is not None
         try:
-            await asyncio.wait_for(self.writer.start_tls(ctx), self.config.handshake_timeout)
+            await _within(self.config.handshake_timeout, self.writer.start_tls(ctx))
         except TimeoutError:
             raise Disconnect("TLS handshake timed out", "tls") from None
         except (ssl.SSLError, OSError) as exc:
@@ -320,7 +335,7 @@ class _Connection:
 
     async def _handshake(self) -> ClientHello:
         try:
-            msg = await asyncio.wait_for(self._read(), self.config.handshake_timeout)
+            msg = await _within(self.config.handshake_timeout, self._read())
         except TimeoutError:
             raise Disconnect("timed out waiting for the client hello", "handshake") from None
         except asyncio.IncompleteReadError:
@@ -358,7 +373,7 @@ class _Connection:
 
     async def _await_ack(self) -> None:
         try:
-            msg = await asyncio.wait_for(self._read(), self.config.effective_pong_timeout())
+            msg = await _within(self.config.effective_pong_timeout(), self._read())
         except TimeoutError:
             raise Disconnect("timed out waiting for ACK", "handshake") from None
         if not isinstance(msg, Ack):
@@ -438,7 +453,7 @@ class _Connection:
         timeout = self.config.effective_pong_timeout()
         while True:
             try:
-                msg = await asyncio.wait_for(self._read(), timeout)
+                msg = await _within(timeout, self._read())
             except TimeoutError:
                 raise Disconnect(
                     "Too long since last pong from client, disconnecting", "pong-timeout"
