@@ -51,8 +51,14 @@ def test_snapshot_then_deltas_then_status(compression: bool) -> None:
         try:
             st.wait(lambda s: s.status is SyncStatus.IN_SYNC and len(s.state) == 2500)
             assert st.statuses == [SyncStatus.RESYNC_IN_PROGRESS, SyncStatus.IN_SYNC]
-            srv.feed("felix", [cfg("k1", "changed", "2")], [Update(GlobalConfigKey("k2"), None, "3", UpdateType.DELETED)])
-            st.wait(lambda s: s.state.get(GlobalConfigKey("k1")) == "changed" and len(s.state) == 2499)
+            srv.feed(
+                "felix",
+                [cfg("k1", "changed", "2")],
+                [Update(GlobalConfigKey("k2"), None, "3", UpdateType.DELETED)],
+            )
+            st.wait(
+                lambda s: s.state.get(GlobalConfigKey("k1")) == "changed" and len(s.state) == 2499
+            )
             srv.feed("felix", SyncStatus.RESYNC_IN_PROGRESS)
             st.wait(lambda s: s.status is SyncStatus.RESYNC_IN_PROGRESS)
             srv.feed("felix", SyncStatus.IN_SYNC)
@@ -189,7 +195,9 @@ def test_message_other_than_pong_after_handshake(server_with_good_client, caplog
 def test_slow_reader_is_dropped_by_the_write_timeout(server_with_good_client, caplog) -> None:  # type: ignore[no-untyped-def]
     srv, _ = server_with_good_client
     srv.feed("felix", [cfg(f"big{i}", "x" * 100_000) for i in range(300)])
-    eventually(lambda: srv.caches["felix"].latest().size == 302 or srv.caches["felix"].latest().size == 301)
+    eventually(
+        lambda: srv.caches["felix"].latest().size == 302 or srv.caches["felix"].latest().size == 301
+    )
     with raw_socket(srv.addr) as s:
         s.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 4096)
         send(s, hello())  # no compression: a 30 MB snapshot the client never reads
@@ -283,11 +291,15 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tls_server(certs: Path, **kw: object) -> ServerThread:
-    ctx = server_context(str(certs / "server.key"), str(certs / "server.crt"), str(certs / "ca.crt"))
+    ctx = server_context(
+        str(certs / "server.key"), str(certs / "server.crt"), str(certs / "ca.crt")
+    )
     return ServerThread(tls_context=ctx, handshake_timeout=2.0, **kw)
 
 
-def tls_client(addr: str, certs: Path, name: str, st: State, cn: str = "typha-server") -> SyncClient:
+def tls_client(
+    addr: str, certs: Path, name: str, st: State, cn: str = "typha-server"
+) -> SyncClient:
     return client(
         addr,
         st,
@@ -298,7 +310,9 @@ def tls_client(addr: str, certs: Path, name: str, st: State, cn: str = "typha-se
     )
 
 
-@pytest.mark.parametrize(("need_cn", "need_uri"), [("typha-client", ""), ("", "spiffe://cluster/felix")])
+@pytest.mark.parametrize(
+    ("need_cn", "need_uri"), [("typha-client", ""), ("", "spiffe://cluster/felix")]
+)
 def test_mtls_accepts_the_required_identity(certs: Path, need_cn: str, need_uri: str) -> None:
     with tls_server(certs, client_cn=need_cn, client_uri_san=need_uri) as srv:
         srv.feed("felix", [cfg("a", "1")], SyncStatus.IN_SYNC)

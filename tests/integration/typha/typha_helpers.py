@@ -188,3 +188,110 @@ def make_cert(
              "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", str(ext),
              cwd=d)  # fmt: skip
     return d / f"{name}.key", d / f"{name}.crt"
+
+
+# -- a real Typha process ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TyphaProcess:
+    """``calico component typha`` as a child process, on fixed free ports across restarts."""
+
+    def __init__(self, workdir: Path, datastore_env: dict[str, str], **params: str) -> None:
+        import os
+        import sys
+
+        self.workdir = workdir
+        self.port = free_port()
+        self.health_port = free_port()
+        self.metrics_port = free_port()
+        self.calico = str(Path(sys.executable).parent / "calico")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPHA_", "ETCD_"))}
+        self.env.update(datastore_env)
+        self.env.update(
+            {
+                "TYPHA_SERVERHOST": "127.0.0.1",
+                "TYPHA_SERVERPORT": str(self.port),
+                "TYPHA_HEALTHENABLED": "true",
+                "TYPHA_HEALTHPORT": str(self.health_port),
+                "TYPHA_PROMETHEUSMETRICSENABLED": "true",
+                "TYPHA_PROMETHEUSMETRICSHOST": "127.0.0.1",
+                "TYPHA_PROMETHEUSMETRICSPORT": str(self.metrics_port),
+                "TYPHA_LOGSEVERITYSCREEN": "info",
+                "TYPHA_SHUTDOWNTIMEOUTSECS": "2",
+                **{f"TYPHA_{k.upper()}": v for k, v in params.items()},
+            }
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log_path(self, n: int | None = None) -> Path:
+        return self.workdir / f"typha-{self.starts if n is None else n}.log"
+
+    def start(self) -> None:
+        self.starts += 1
+        with open(self.log_path(), "wb") as log:
+            self.proc = subprocess.Popen(
+                [self.calico, "component", "typha", "-c", str(self.workdir / "typha.cfg")],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def http(self, port: int, path: str) -> tuple[int, str]:
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        def ready() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"Typha exited {self.proc.returncode}:\n{self.log()}")
+            return self.http(self.health_port, "/readiness")[0] == 200
+
+        eventually(ready, timeout=timeout, pause=0.2)
+
+    def metrics(self) -> str:
+        return self.http(self.metrics_port, "/metrics")[1]
+
+    def metric(self, sample: str) -> float:
+        for line in self.metrics().splitlines():
+            if line.startswith(sample + " "):
+                return float(line.split()[-1])
+        raise AssertionError(f"no metric {sample}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        import signal
+
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        try:
+            return self.log_path().read_text()[-5000:]
+        except OSError:
+            return ""

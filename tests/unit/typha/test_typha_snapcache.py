@@ -155,4 +155,11 @@ def test_validation_turns_a_nameless_workload_endpoint_into_a_delete() -> None:
 def test_validation_turns_a_value_its_key_cannot_carry_into_a_delete() -> None:
     entry = validate_and_serialize(Update(GlobalConfigKey("x"), 5, "1", UpdateType.NEW))
     assert entry.is_delete
-    assert msgpack.unpackb(entry.delta) == [GlobalConfigKey("x").default_path(), None, "1", "", None, 3]
+    assert msgpack.unpackb(entry.delta) == [
+        GlobalConfigKey("x").default_path(),
+        None,
+        "1",
+        "",
+        None,
+        3,
+    ]
