@@ -199,13 +199,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_HTTP_GET = """
+import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=2); print(r.status); print(r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code); print(e.read().decode())
+except Exception as e:
+    print(0); print(e)
+"""
+
+
 class TyphaProcess:
     """``calico component typha`` as a child process, on fixed free ports across restarts."""
 
-    def __init__(self, workdir: Path, datastore_env: dict[str, str], **params: str) -> None:
+    def __init__(
+        self, workdir: Path, datastore_env: dict[str, str], netns: str = "", **params: str
+    ) -> None:
         import os
         import sys
 
+        self.netns = netns  # run inside this network namespace (probes too)
         self.workdir = workdir
         self.port = free_port()
         self.health_port = free_port()
@@ -240,8 +254,9 @@ class TyphaProcess:
     def start(self) -> None:
         self.starts += 1
         with open(self.log_path(), "wb") as log:
+            prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
             self.proc = subprocess.Popen(
-                [self.calico, "component", "typha", "-c", str(self.workdir / "typha.cfg")],
+                [*prefix, self.calico, "component", "typha", "-c", str(self.workdir / "typha.cfg")],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -250,6 +265,13 @@ class TyphaProcess:
     def http(self, port: int, path: str) -> tuple[int, str]:
         import urllib.error
         import urllib.request
+
+        if self.netns:
+            import netns_support
+
+            out = netns_support.run_py(self.netns, _HTTP_GET, f"http://127.0.0.1:{port}{path}")
+            code, _, body = out.stdout.partition("\n")
+            return int(code or 0), body
 
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
