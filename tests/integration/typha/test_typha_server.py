@@ -366,3 +366,64 @@ def test_plain_client_against_tls_server_is_rejected(certs: Path) -> None:
             assert closed_by_peer(s)
         eventually(lambda: srv.rejected("tls") == 1)
     assert ssl.TLSVersion.TLSv1_2  # the server context's minimum (tls.server_context)
+
+
+def _slow_reader_under_load(srv: ServerThread, seconds: float) -> bool:
+    """A client that reads ~0.8 MB/s while 10 KB updates arrive at ~2 MB/s; True if the
+    server dropped it within ``seconds``. (Each delta write of up to ServerMaxMessageSize KVs
+    takes ~1 s at that pace; the server checks how far behind it is between writes.)"""
+    import socket
+    import threading
+
+    srv.feed("felix", SyncStatus.IN_SYNC)
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            srv.feed("felix", [cfg(f"load{i % 50}", f"{i}" + "x" * 10_000, str(i))])
+            i += 1
+            time.sleep(0.005)
+
+    host, port = srv.addr.rsplit(":", 1)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((host, int(port)))
+    producer = threading.Thread(target=produce, daemon=True)
+    try:
+        send(s, hello())
+        time.sleep(0.3)  # the (tiny) snapshot is sent; the load is all deltas
+        producer.start()
+        s.settimeout(0.5)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if srv.rejected("fell-behind"):
+                return True
+            try:
+                if not s.recv(16384):
+                    break
+            except TimeoutError:
+                pass
+            except ConnectionResetError:
+                break
+            time.sleep(0.02)
+        return srv.rejected("fell-behind") > 0
+    finally:
+        stop.set()
+        producer.join(5)
+        s.close()
+
+
+def test_client_that_falls_behind_is_dropped_after_its_grace(caplog) -> None:  # type: ignore[no-untyped-def]
+    caplog.set_level(logging.INFO)
+    with ServerThread(max_fall_behind=0.3, new_client_grace=0.0) as srv:
+        assert _slow_reader_under_load(srv, 20.0)
+        assert srv.rejected("fell-behind") == 1
+        assert "Client fell behind. Disconnecting." in caplog.text
+
+
+def test_new_client_grace_period_keeps_a_lagging_client() -> None:
+    with ServerThread(max_fall_behind=0.3, new_client_grace=60.0) as srv:
+        assert not _slow_reader_under_load(srv, 10.0)
+        assert srv.rejected("fell-behind") == 0
+        assert srv.metrics.grace_used.value("felix") == 1

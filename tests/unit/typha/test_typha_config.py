@@ -116,3 +116,33 @@ def test_peer_identity(cn: str, uri: str, error: str | None) -> None:
 
 def test_no_peer_certificate() -> None:
     assert tls.peer_identity_error({}, "cn", "") == "peer did not present a certificate"
+
+
+def test_component_client_settings_from_prefixed_env(caplog: pytest.LogCaptureFixture) -> None:
+    from calico.syncer.typhaclient.env import settings_from_env
+
+    assert settings_from_env("CONFD_", "bgp", env={}) is None
+    assert settings_from_env("CONFD_", "bgp", env={"CONFD_TYPHAK8SSERVICENAME": "t"}) is None
+    assert "CONFD_TYPHAK8SSERVICENAME ignored" in caplog.text
+    s = settings_from_env(
+        "CONFD_",
+        "bgp",
+        "node1",
+        env={"CONFD_TYPHAADDR": "10.0.0.1:5473", "CONFD_TYPHAREADTIMEOUT": "2.5"},
+    )
+    assert s is not None
+    assert (s.addr, s.syncer_type, s.hostname, s.read_timeout, s.write_timeout) == (
+        "10.0.0.1:5473",
+        "bgp",
+        "node1",
+        2.5,
+        10.0,
+    )
+    with pytest.raises(ValueError, match="CONFD_TYPHAWRITETIMEOUT='x' is not a number"):
+        settings_from_env(
+            "CONFD_", "bgp", env={"CONFD_TYPHAADDR": "a:1", "CONFD_TYPHAWRITETIMEOUT": "x"}
+        )
+    with pytest.raises(ValueError, match="is not host:port"):
+        settings_from_env("CONFD_", "bgp", env={"CONFD_TYPHAADDR": "nohost"})
+    with pytest.raises(tls.TLSConfigError):
+        settings_from_env("CONFD_", "bgp", env={"CONFD_TYPHAADDR": "a:1", "CONFD_TYPHACN": "x"})
