@@ -5,9 +5,10 @@ one map; default ``/etc/calico/typha.cfg``) > default. Empty values are ignored;
 the zero value (refused for ``non-zero`` fields); an invalid value falls back to the default
 with a warning, except for ``die-on-fail`` fields, which are start-up errors.
 
-The datastore connection is the shared one (``datastore_settings``): the environment every
-client reads (``DATASTORE_TYPE``, ``ETCD_ENDPOINTS``, ...; ``calico.datastore.config``), with
-Typha's own ``DatastoreType``/``Etcd*`` parameters layered on top when set.
+The datastore connection comes from the one daemon loader (``datastore_settings``, through
+``calico.datastore.daemon_config``): the libcalico environment every client reads
+(``DATASTORE_TYPE``, ``ETCD_ENDPOINTS``, ...) with Typha's own ``DatastoreType``/``Etcd*``/
+``CalicoDatastorePath`` from ``typha.cfg`` and ``TYPHA_*`` on top.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from calico.datastore.config import DatastoreConfig, from_env
+from calico.datastore.config import DatastoreConfig
+from calico.datastore.daemon_config import daemon_datastore_config
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +149,17 @@ BY_LOWER = {p.name.lower(): p for p in PARAMS}
 class TyphaConfig:
     """Resolved parameters; ``config.server_port`` or ``config["ServerPort"]``."""
 
-    def __init__(self, values: dict[str, Any], raw: dict[str, str], errors: list[str]) -> None:
+    def __init__(
+        self,
+        values: dict[str, Any],
+        raw: dict[str, str],
+        errors: list[str],
+        layers: tuple[tuple[str, dict[str, str]], ...] = (),
+    ) -> None:
         self._values = values
         self.raw = raw  # the parameters that were set explicitly (name -> text)
         self.errors = errors
+        self.layers = layers  # (where, {name: text}) lowest priority first, as read
 
     def __getitem__(self, name: str) -> Any:
         return self._values[BY_LOWER[name.lower()].name]
@@ -194,7 +203,10 @@ def load(
     env = os.environ if env is None else env
     layers: list[tuple[str, dict[str, str]]] = [
         (config_file, read_file(config_file)),
-        ("environment", {k[6:]: v for k, v in env.items() if k.upper().startswith("TYPHA_")}),
+        (
+            "TYPHA_* environment",
+            {k[6:]: v for k, v in env.items() if k.upper().startswith("TYPHA_")},
+        ),
     ]
     raw: dict[str, str] = {}
     sources: dict[str, str] = {}
@@ -202,7 +214,7 @@ def load(
         for name, value in items.items():
             param = BY_LOWER.get(name.lower())
             if param is None:
-                if source != "environment" or name.upper() not in ("EARLYLOGSEVERITYSCREEN",):
+                if name.upper() != "EARLYLOGSEVERITYSCREEN":
                     log.debug("Ignoring unknown Typha parameter %s from %s", name, source)
                 continue
             if value.strip() == "":
@@ -233,31 +245,12 @@ def load(
             else:
                 log.warning("%s; using the default %r", msg, param.default)
             values[param.name] = default
-    return TyphaConfig(values, raw, errors)
+    return TyphaConfig(values, raw, errors, tuple(layers))
 
 
 def datastore_settings(
     config: TyphaConfig, env: Mapping[str, str] | None = None
 ) -> DatastoreConfig:
-    """The one place Typha's datastore connection is decided (see module docstring)."""
-    base = from_env(env)
-    changes: dict[str, Any] = {}
-    if config.is_set("DatastoreType"):
-        changes["datastore_type"] = config["DatastoreType"]
-    if config.is_set("EtcdEndpoints"):
-        changes["etcd_endpoints"] = config["EtcdEndpoints"]
-    elif config.is_set("EtcdAddr"):
-        changes["etcd_endpoints"] = f"{config['EtcdScheme']}://{config['EtcdAddr']}"
-    for param, attr in (
-        ("EtcdKeyFile", "etcd_key_file"),
-        ("EtcdCertFile", "etcd_cert_file"),
-        ("EtcdCaFile", "etcd_ca_cert_file"),
-        ("CalicoDatastorePath", "local_path"),
-    ):
-        if config.is_set(param):
-            changes[attr] = config[param]
-    if not changes:
-        return base
-    import dataclasses
-
-    return dataclasses.replace(base, **changes, source="Typha configuration").validate()
+    """The one place Typha's datastore connection is decided (see module docstring); raises
+    DatastoreConfigError naming the bad parameter and where it came from."""
+    return daemon_datastore_config(*config.layers, env=env)

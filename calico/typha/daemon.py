@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from calico.datastore import Backend
+from calico.datastore.errors import DatastoreConfigError
 from calico.health import HealthAggregator, HealthServer
 from calico.logutils import configure_early_logging_from_env, configure_formatter
 from calico.logutils.levels import LogLevelError, parse_level
@@ -214,7 +215,7 @@ def typha_command(config_file: str) -> None:
         logging.getLogger().setLevel(parse_level(config.log_severity_screen))
         server_cfg = server_config(config)
         cfg.datastore_settings(config)  # validate before starting anything
-    except (cfg.TyphaConfigError, tls.TLSConfigError, LogLevelError, ValueError, OSError) as exc:
+    except (cfg.TyphaConfigError, DatastoreConfigError, LogLevelError, ValueError, OSError) as exc:
         log.error("Invalid Typha configuration: %s", exc)
         click.echo(f"Error: invalid Typha configuration: {exc}", err=True)
         sys.exit(1)

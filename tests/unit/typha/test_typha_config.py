@@ -50,7 +50,7 @@ def test_none_invalid_and_die_on_fail(tmp_path: Path, caplog: pytest.LogCaptureF
     missing = str(tmp_path / "none.cfg")
     c = cfg.load(missing, env={"TYPHA_HEALTHHOST": "none", "TYPHA_HEALTHPORT": "99999"})
     assert c.health_host == "" and c.health_port == 9098 and c.errors == []
-    assert "invalid HealthPort='99999' from environment" in caplog.text
+    assert "invalid HealthPort='99999' from TYPHA_* environment" in caplog.text
     c = cfg.load(missing, env={"TYPHA_MAXCONNECTIONSUPPERLIMIT": "none"})
     assert c.errors == ["MaxConnectionsUpperLimit: 'none' is not allowed"]
     c = cfg.load(missing, env={"TYPHA_DATASTORETYPE": "zookeeper"})
@@ -146,3 +146,36 @@ def test_component_client_settings_from_prefixed_env(caplog: pytest.LogCaptureFi
         settings_from_env("CONFD_", "bgp", env={"CONFD_TYPHAADDR": "nohost"})
     with pytest.raises(tls.TLSConfigError):
         settings_from_env("CONFD_", "bgp", env={"CONFD_TYPHAADDR": "a:1", "CONFD_TYPHACN": "x"})
+
+
+def test_bad_datastore_parameter_names_itself_and_its_layer(tmp_path: Path) -> None:
+    from calico.datastore.errors import DatastoreConfigError
+
+    env = {"TYPHA_ETCDADDR": "not-an-authority"}
+    with pytest.raises(
+        DatastoreConfigError, match=r"invalid EtcdAddr 'not-an-authority' \(TYPHA_\* environment\)"
+    ):
+        cfg.datastore_settings(cfg.load(str(tmp_path / "x.cfg"), env=env), env)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"TYPHA_CLIENTCN": "x"}, "TLS needs the key file"),
+        ({"TYPHA_DATASTORETYPE": "zookeeper"}, "invalid DatastoreType='zookeeper'"),
+        ({"TYPHA_ETCDADDR": "nope"}, "invalid EtcdAddr 'nope'"),
+        ({"TYPHA_LOGSEVERITYSCREEN": "loud"}, 'invalid log level "loud"'),
+    ],
+)
+def test_typha_command_refuses_bad_config_without_a_traceback(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    from click.testing import CliRunner
+
+    from calico.typha.daemon import typha_command
+
+    result = CliRunner().invoke(typha_command, ["-c", str(tmp_path / "none.cfg")], env=env)
+    assert result.exit_code == 1
+    assert "Error: invalid Typha configuration: " in result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
