@@ -80,12 +80,29 @@ def server_config(config: cfg.TyphaConfig) -> ServerConfig:
     )
 
 
+def raise_fd_limit() -> None:
+    """Serve up to MaxConnectionsUpperLimit sockets: lift the soft open-files limit to the
+    hard one (as the Go runtime does for upstream's Typha)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("Cannot raise the open-files limit from %d: %s", soft, exc)
+
+
 class TyphaDaemon:
     def __init__(self, config: cfg.TyphaConfig, server_cfg: ServerConfig) -> None:
         self.config = config
         self.server_cfg = server_cfg
         self.health = HealthAggregator()
         self.health.register_reporter(SERVER_HEALTH, live=True, ready=False, timeout=HEALTH_TIMEOUT)
+        for name in SYNCER_TYPES:  # before the health server: not ready until every cache is
+            self.health.register_reporter(
+                cache_health_name(name), live=True, ready=True, timeout=HEALTH_TIMEOUT
+            )
         self.health_server = HealthServer(self.health)
         self.metrics = TyphaMetrics()
         self._stop = threading.Event()
@@ -115,9 +132,6 @@ class TyphaDaemon:
 
     def _make_cache(self, name: str) -> SnapshotCache:
         m = self.metrics
-        self.health.register_reporter(
-            cache_health_name(name), live=True, ready=True, timeout=HEALTH_TIMEOUT
-        )
 
         def on_crumb(crumb: Breadcrumb) -> None:
             m.breadcrumb_seq_number.labels(name).set(crumb.seq)
@@ -141,6 +155,7 @@ class TyphaDaemon:
 
     def run(self) -> int:
         c = self.config
+        raise_fd_limit()
         self.health_server.serve(c.health_enabled, c.health_host, c.health_port)
         metrics_server = None
         if c.prometheus_metrics_enabled:

@@ -49,6 +49,7 @@ from calico.typha.snapshots import SnapshotCacheSet
 log = logging.getLogger(__name__)
 
 WRITE_SLICE = 1 << 20
+LISTEN_BACKLOG = 4096  # thousands of Felixes reconnect at once after a Typha restart
 REBALANCE_REASON = "re-balance load with other Typha instances"
 
 
@@ -141,7 +142,11 @@ class SyncServer:
         for cache in self.caches.values():
             cache.attach_loop(asyncio.get_running_loop())
         self._server = await asyncio.start_server(
-            self._on_connect, self.config.host or None, self.config.port, reuse_address=True
+            self._on_connect,
+            self.config.host or None,
+            self.config.port,
+            reuse_address=True,
+            backlog=LISTEN_BACKLOG,
         )
         socks = sorted(self._server.sockets, key=lambda s: s.family != socket.AF_INET)
         self.port = int(socks[0].getsockname()[1])  # the IPv4 one when port 0 bound several
