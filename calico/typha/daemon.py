@@ -156,6 +156,8 @@ class TyphaDaemon:
     def run(self) -> int:
         c = self.config
         raise_fd_limit()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # until the server's loop takes over
+            signal.signal(sig, lambda *_: self._stop.set())
         self.health_server.serve(c.health_enabled, c.health_host, c.health_port)
         metrics_server = None
         if c.prometheus_metrics_enabled:
@@ -203,6 +205,8 @@ class TyphaDaemon:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if self._stop.is_set():  # signalled while starting
+            stop.set()
         while not stop.is_set():
             for name, cache in self.caches.items():
                 self._report_cache(name, cache.latest().status)

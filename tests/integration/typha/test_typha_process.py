@@ -76,3 +76,14 @@ def test_metrics_use_upstreams_names(tmp_path: Path) -> None:
         assert "_total{" not in text.replace("typha_updates_total{", "")
     finally:
         typha.kill()
+
+
+def test_sigterm_while_waiting_for_the_datastore_exits_cleanly(tmp_path: Path) -> None:
+    # a datastore type the factory refuses: Typha keeps retrying the connection
+    typha = TyphaProcess(tmp_path, {"DATASTORE_TYPE": "kubernetes"})
+    typha.start()
+    try:
+        eventually(lambda: "Failed to connect to the datastore" in typha.log(), timeout=20)
+        assert typha.stop(timeout=10) == 0
+    finally:
+        typha.kill()
