@@ -258,6 +258,7 @@ class _Connection:
         self.compressed = False
         self.syncer = ""
         self.streaming_syncer = ""
+        self._write_latency: Any = None
 
     # -- I/O -----------------------------------------------------------------------------------
 
@@ -291,10 +292,10 @@ class _Connection:
             for i in range(0, len(view), WRITE_SLICE):
                 self.writer.write(view[i : i + WRITE_SLICE])
                 await self._drain()
-        if self.syncer:
-            self.metrics.client_write_latency_secs.labels(self.syncer).observe(
-                time.monotonic() - start
-            )
+        if self._write_latency is None and self.syncer:
+            self._write_latency = self.metrics.client_write_latency_secs.labels(self.syncer)
+        if self._write_latency is not None:
+            self._write_latency.observe(time.monotonic() - start)
 
     async def _send(self, msg: Message, compressed: bool | None = None) -> None:
         c = self.compressed if compressed is None else compressed
@@ -412,6 +413,10 @@ class _Connection:
     async def _send_deltas(self, crumb: Breadcrumb, snapshot_done: float) -> None:
         cache = self.server.caches[self.syncer]
         m, name = self.metrics, self.syncer
+        # label children resolved once: this loop runs per breadcrumb for every client
+        block, non_block = m.breadcrumb_block.labels(name), m.breadcrumb_non_block.labels(name)
+        next_latency = m.next_breadcrumb_latency_secs.labels(name)
+        kvs_per_msg, latency = m.kvs_per_msg.labels(name), m.client_latency_secs.labels(name)
         last_status = SyncStatus.WAIT_FOR_DATASTORE
         if crumb.status is not last_status:
             last_status = crumb.status
@@ -421,8 +426,8 @@ class _Connection:
         while True:
             waited = time.monotonic()
             crumb, blocked = await cache.wait_next(crumb)
-            (m.breadcrumb_block if blocked else m.breadcrumb_non_block).labels(name).inc()
-            m.next_breadcrumb_latency_secs.labels(name).observe(time.monotonic() - waited)
+            (block if blocked else non_block).inc()
+            next_latency.observe(time.monotonic() - waited)
             behind = cache.latest().timestamp - crumb.timestamp
             if behind > self.config.max_fall_behind:
                 if time.monotonic() > grace_end:
@@ -436,16 +441,16 @@ class _Connection:
                 if crumb.deltas:
                     frames.append(_delta_frame(crumb, self.compressed))
                     kvs += len(crumb.deltas)
-                    m.kvs_per_msg.labels(name).observe(len(crumb.deltas))
+                    kvs_per_msg.observe(len(crumb.deltas))
                 if crumb.status is not last_status:
                     last_status = crumb.status
                     frames.append(_STATUS_FRAMES[(last_status, self.compressed)])
                 if crumb.next is None or kvs >= self.config.max_message_size:
                     break
                 crumb = crumb.next
-                m.breadcrumb_non_block.labels(name).inc()
+                non_block.inc()
             if frames:
-                m.client_latency_secs.labels(name).observe(max(0.0, time.time() - crumb.timestamp))
+                latency.observe(max(0.0, time.time() - crumb.timestamp))
                 await self._write(b"".join(frames))
 
     async def _ping(self) -> None:

@@ -223,7 +223,10 @@ def test_governor_drops_one_random_connection_per_interval() -> None:
         states = [State() for _ in range(5)]
         clients = [client(srv.addr, s) for s in states]  # not restart-aware: stay dropped
         try:
+            eventually(lambda: srv.metrics.connections_accepted.value() == 5)
             eventually(lambda: srv.connections() == 2, timeout=10)
+            time.sleep(0.5)  # no further drops once at the limit
+            assert srv.connections() == 2
             assert srv.metrics.connections_dropped.value() == 3
             assert sum(c.finished.is_set() for c in clients) == 3
         finally:
@@ -242,7 +245,7 @@ def test_graceful_shutdown_spreads_disconnects() -> None:
         took = time.monotonic() - start
         assert all(c.finished.wait(5) for c in clients)
         # 4 connections over 95% of 1 s: three spaced drops (~0.23 s each), then the rest
-        assert 0.5 < took < 1.5
+        assert 0.5 < took < 3.0
         assert srv.metrics.connections_dropped.value() == 3
         with pytest.raises(OSError):
             raw_socket(srv.addr).__enter__()
