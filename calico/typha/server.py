@@ -153,9 +153,6 @@ class SyncServer:
         self._governor = asyncio.create_task(self._govern())
         log.info("Typha listening host=%r port=%d", self.config.host, self.port)
 
-    def set_max_conns(self, limit: int) -> None:
-        self.config = _replace(self.config, max_conns=limit)
-
     # -- governor and shutdown ----------------------------------------------------------------
 
     def _live_connections(self) -> int:
@@ -233,12 +230,6 @@ class SyncServer:
             if conn.streaming_syncer:
                 self.metrics.connections_streaming.labels(conn.streaming_syncer).dec()
             writer.transport.abort()
-
-
-def _replace(config: ServerConfig, **changes: object) -> ServerConfig:
-    import dataclasses
-
-    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 
 class _Connection:

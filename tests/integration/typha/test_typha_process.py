@@ -36,6 +36,7 @@ def test_config_file_health_and_sigterm(tmp_path: Path) -> None:
         log = typha.log_path().read_text()
         assert "Graceful shutdown: 0 connection(s) to drop" in log
         assert "Server has shut down." in log
+        assert "objects moved out of the collector's way" in log  # gc.freeze after the sync
     finally:
         typha.kill()
 
