@@ -266,6 +266,8 @@ class _Connection:
             raise Disconnect(f"bad message: {exc}", "protocol") from None
 
     async def _drain(self) -> None:
+        if not self.writer.transport.get_write_buffer_size():
+            return  # the kernel took it all: nothing to wait for (the common fan-out case)
         try:
             await _within(self.config.write_timeout, self.writer.drain())
         except TimeoutError:
