@@ -165,12 +165,12 @@ def test_policy_matrix(felix_cluster: tuple[Cluster, TyphaProcess | None], case:
         eventually(lambda: verdicts(c), MATRIX[0][1], timeout=20)
 
 
+@pytest.mark.parametrize("felix_cluster", ["typha"], indirect=True)
 def test_typha_restart_while_policy_changed(
     felix_cluster: tuple[Cluster, TyphaProcess | None],
 ) -> None:
     c, typha = felix_cluster
-    if typha is None:
-        pytest.skip("only meaningful through Typha")
+    assert typha is not None
     # Felix really syncs through Typha: one felix-syncer stream, and Felix says so.
     assert typha.metric('typha_connections_streaming{syncer="felix"}') == 1
     assert f"Syncing through Typha at {typha.addr}" in c.felix.log_path.read_text()
