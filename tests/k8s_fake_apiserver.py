@@ -245,7 +245,9 @@ class FakeStore:
         try:
             return self.objects[res][(ns, name)]
         except KeyError:
-            raise ApiError(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found') from None
+            raise ApiError(
+                404, "NotFound", f'{res.plural}.{res.group} "{name}" not found'
+            ) from None
 
     def get(self, res: _Res, ns: str, name: str) -> dict[str, Any]:
         with self.cond:
@@ -263,7 +265,7 @@ class FakeStore:
             raise ApiError(
                 409,
                 "Conflict",
-                f'Operation cannot be fulfilled on {res.plural}.{res.group} '
+                f"Operation cannot be fulfilled on {res.plural}.{res.group} "
                 f'"{cur["metadata"]["name"]}": the object has been modified; please apply your '
                 "changes to the latest version and try again",
             )
@@ -397,7 +399,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", f"the server could not find {url.path}")
         res = self.server.store.resources.get((group, version, rest[0]))
         if res is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({url.path})")
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({url.path})"
+            )
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         return res, ns, name, sub, query
@@ -492,8 +496,12 @@ class _Handler(BaseHTTPRequestHandler):
             item.setdefault("kind", res.kind)
         self._send(
             200,
-            {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
-             "items": items},
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version,
+                "metadata": meta,
+                "items": items,
+            },
         )
 
     def _chunk(self, event: dict[str, Any]) -> None:
@@ -536,8 +544,9 @@ class _Handler(BaseHTTPRequestHandler):
                         {
                             "type": "ERROR",
                             "object": ApiError(
-                                410, "Expired", f"too old resource version: {rv_text} "
-                                f"({store.compacted})"
+                                410,
+                                "Expired",
+                                f"too old resource version: {rv_text} ({store.compacted})",
                             ).status(),
                         }
                     ]
@@ -564,7 +573,10 @@ class _Handler(BaseHTTPRequestHandler):
                         new = [e for e in store.history if e.rv > cursor]
                         if new or time.monotonic() >= deadline:
                             break
-                        if bookmarks and time.monotonic() - last_mark >= self.server.bookmark_interval:
+                        if (
+                            bookmarks
+                            and time.monotonic() - last_mark >= self.server.bookmark_interval
+                        ):
                             break
                         store.cond.wait(0.05)
                     for event in new:

@@ -10,6 +10,7 @@ keeps global and increasing).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from typing import Any
@@ -165,7 +166,9 @@ class KubernetesBackend:
         pre: dict[str, str] = {"uid": cr["metadata"]["uid"]}
         if ck.kind in crd.SOFT_DELETE_KINDS:
             marked = json.loads(json.dumps(cr))
-            marked["spec"]["deleted"] = "true" if ck.kind == "BlockAffinity" and self.mode == crd.V1 else True
+            marked["spec"]["deleted"] = (
+                "true" if ck.kind == "BlockAffinity" and self.mode == crd.V1 else True
+            )
             self._call(key, "PUT", self._item(ck, ns, name), body=marked)
         elif revision is not None:
             pre["resourceVersion"] = str(revision)
@@ -180,15 +183,13 @@ class KubernetesBackend:
     def _finish_delete(
         self, key: str, ck: crd.CrdKind, ns: str, name: str, cr: dict[str, Any]
     ) -> None:
-        try:
+        with contextlib.suppress(ResourceDoesNotExistError):
             self._call(
                 key,
                 "DELETE",
                 self._item(ck, ns, name),
                 body={"preconditions": {"uid": cr["metadata"]["uid"]}},
             )
-        except ResourceDoesNotExistError:
-            pass
 
     # -- reads -----------------------------------------------------------------------------
 

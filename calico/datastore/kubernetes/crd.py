@@ -110,9 +110,7 @@ def to_cr(
                 meta["labels"] = labels
         else:
             labels = {k: v for k, v in (meta_in.get("labels") or {}).items() if _ours(k)}
-            annotations = {
-                k: v for k, v in (meta_in.get("annotations") or {}).items() if _ours(k)
-            }
+            annotations = {k: v for k, v in (meta_in.get("annotations") or {}).items() if _ours(k)}
             stored = {
                 k: v
                 for k, v in meta_in.items()
@@ -168,9 +166,12 @@ def from_cr(ck: CrdKind, mode: str, cr: dict[str, Any]) -> dict[str, Any]:
             meta["creationTimestamp"] = meta_cr["creationTimestamp"]
         if stored.get("name"):
             meta["name"] = stored["name"]
-        elif ck.kind in POLICY_KINDS and (spec or {}).get("tier", "default") in ("default", ""):
-            if meta["name"].startswith("default."):
-                meta["name"] = meta["name"][len("default.") :]
+        elif (
+            ck.kind in POLICY_KINDS
+            and (spec or {}).get("tier", "default") in ("default", "")
+            and meta["name"].startswith("default.")
+        ):
+            meta["name"] = meta["name"][len("default.") :]
         if labels:
             meta["labels"] = labels
         if annotations:

@@ -37,7 +37,7 @@ def _in_cluster(env: Mapping[str, str], sa_dir: Path) -> Configuration:
     cfg = Configuration()
     host = f"[{host}]" if ":" in host else host
     cfg.host = f"https://{host}:{port}"
-    cfg.api_key = {"authorization": "Bearer " + token_file.read_text().strip()}
+    cfg.api_key = {"BearerToken": "Bearer " + token_file.read_text().strip()}
     ca = sa_dir / "ca.crt"
     if ca.exists():
         cfg.ssl_ca_cert = str(ca)
@@ -99,13 +99,15 @@ def client_configuration(
     if extra.get("k8sCAFile"):
         cfg.ssl_ca_cert = extra["k8sCAFile"]
     if extra.get("k8sAPIToken"):
-        cfg.api_key = {"authorization": "Bearer " + str(extra["k8sAPIToken"])}
+        cfg.api_key = {"BearerToken": "Bearer " + str(extra["k8sAPIToken"])}
     if extra.get("k8sInsecureSkipTLSVerify"):
         cfg.verify_ssl = False
     for name in ("cert_file", "key_file", "ssl_ca_cert"):
         path = getattr(cfg, name, None)
         if path and not Path(path).exists():
-            raise DatastoreConfigError(f"{name.replace('_', ' ')} {path} does not exist ({config.source})")
+            raise DatastoreConfigError(
+                f"{name.replace('_', ' ')} {path} does not exist ({config.source})"
+            )
     if not cfg.host or not cfg.host.startswith(("http://", "https://")):
         raise DatastoreConfigError(
             f"invalid Kubernetes API endpoint {cfg.host!r} ({config.source}): expected "

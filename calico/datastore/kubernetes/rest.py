@@ -53,8 +53,9 @@ class Rest:
             auth_settings=["BearerToken"],
         )
         try:
-            return self.api.call_api(m, url, header_params=hdrs, body=data, post_params=post,
-                                     _request_timeout=timeout)
+            return self.api.call_api(
+                m, url, header_params=hdrs, body=data, post_params=post, _request_timeout=timeout
+            )
         except (urllib3.exceptions.HTTPError, OSError, ApiException) as exc:
             raise ConnectionFailedError(
                 f"cannot connect to the Kubernetes API at {self.configuration.host}: {exc}"

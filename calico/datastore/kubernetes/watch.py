@@ -10,6 +10,7 @@ either is the watch's last event, and the caller (the watcher syncer) relists.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -87,10 +88,8 @@ class KubeWatch:
         with self._lock:
             responses = list(self._responses)
         for resp in responses:
-            try:
+            with contextlib.suppress(Exception):  # already closed
                 resp.shutdown()
-            except Exception:  # already closed
-                pass
         self._queue.put(None)
 
     def __iter__(self) -> Iterator[WatchEvent]:

@@ -49,11 +49,15 @@ class _Watch:
 
     def next(self, timeout: float | None = None) -> WatchEvent | None:
         event = self.inner.next(timeout)
-        if event is None or event.value is None and event.prev_value is None:
+        if event is None or (event.value is None and event.prev_value is None):
             return event
         return WatchEvent(
-            event.type, event.key, unwrap(event.value), unwrap(event.prev_value),
-            event.revision, event.error,
+            event.type,
+            event.key,
+            unwrap(event.value),
+            unwrap(event.prev_value),
+            event.revision,
+            event.error,
         )
 
     def stop(self) -> None:

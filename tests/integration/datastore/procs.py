@@ -2,9 +2,9 @@
 
 Run as ``python procs.py '<spec json>' <command> [args...]``; a spec is a JSON object built by
 conftest.py (``{"kind": "local", "path": ...}`` or ``{"kind": "etcdv3", "endpoints": ...,
-"prefix": ...}``, ``{"kind": "kubernetes", "url": <fake API server>}``), so nothing but plain data crosses the process boundary. Each command prints one
-JSON result line; ``counter`` first prints ``ready`` and waits for a line on stdin, so the parent
-can release all workers at once.
+"prefix": ...}`` or ``{"kind": "kubernetes", "url": ...}``), so nothing but plain data crosses
+the process boundary. Each command prints one JSON result line; ``counter`` first prints
+``ready`` and waits for a line on stdin, so the parent can release all workers at once.
 """
 
 from __future__ import annotations
