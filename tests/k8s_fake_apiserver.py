@@ -2,7 +2,7 @@
 
 No kube-apiserver can be installed here, and kmock 0.8 lacks resourceVersions, PUT, selectors,
 bookmarks and 410 (design/datastore-kubernetes.md "Testing"), so this emulator implements the
-subset of the API the backend and the official client use (reference kdd.md §10):
+subset of the API the backend and the official client use:
 
 - discovery ``/api``, ``/apis``, ``/healthz``; core ``nodes``, ``pods``, ``namespaces``,
   ``serviceaccounts``, ``services``; ``networking.k8s.io/v1`` networkpolicies;

@@ -1,4 +1,4 @@
-"""KubernetesBackend: the Backend protocol over the Kubernetes API (reference kdd.md §0-§5).
+"""KubernetesBackend: the Backend protocol over the Kubernetes API.
 
 Keys stay the v3 paths every other backend uses (``/calico/resources/v3/projectcalico.org/
 <plural>/[<ns>/]<name>``) so the typed client, the syncers and the conformance suite run

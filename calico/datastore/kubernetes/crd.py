@@ -1,4 +1,4 @@
-"""Calico v3 resources <-> the custom resources that store them (reference kdd.md §2, §5).
+"""Calico v3 resources <-> the custom resources that store them.
 
 Two backing groups: ``crd.projectcalico.org/v1`` (the default) keeps on the CR only the name,
 namespace, resourceVersion, the bit-reversed uid and the labels/annotations that are "ours"

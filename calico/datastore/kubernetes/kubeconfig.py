@@ -1,6 +1,6 @@
 """Build the official client's Configuration from a DatastoreConfig, as libcalico does.
 
-Order (reference kdd.md §1.1): the kubeconfig (``KUBECONFIG``, a path or an OS path list, or
+Order, as libcalico: the kubeconfig (``KUBECONFIG``, a path or an OS path list, or
 the file-only ``kubeconfigInline``) with its context (``K8S_CURRENT_CONTEXT`` / calicoctl
 ``--context``), then the explicit overrides ``K8S_API_ENDPOINT``, ``K8S_CERT_FILE``,
 ``K8S_KEY_FILE``, ``K8S_CA_FILE``, the token, ``K8S_INSECURE_SKIP_TLS_VERIFY``. With neither a

@@ -2,7 +2,7 @@
 
 Calico never exposes a CR's own uid: it bit-reverses each of the 16 bytes except byte 6
 (version) and byte 8 (variant), so the result is still a valid UUID and the mapping is its own
-inverse (reference kdd.md §2.3). Used for v1 CRs, owner references, Profiles and converted
+inverse. Used for v1 CRs, owner references, Profiles and converted
 Kubernetes policies; never for pods (WorkloadEndpoints) or Nodes.
 """
 

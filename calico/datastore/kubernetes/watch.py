@@ -1,4 +1,4 @@
-"""Kubernetes watches as one Backend Watch (reference kdd.md §4).
+"""Kubernetes watches as one Backend Watch.
 
 One thread per collection a prefix covers runs ``?watch=true&resourceVersion=R&
 allowWatchBookmarks=true``: when the server ends the stream (its request timeout) or the
