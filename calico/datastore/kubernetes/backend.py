@@ -27,6 +27,11 @@ from calico.datastore.errors import (
 from calico.datastore.kubernetes import crd
 from calico.datastore.kubernetes.errors import KubeAPIError, translate
 from calico.datastore.kubernetes.kubeconfig import api_group, client_configuration
+from calico.datastore.kubernetes.native.kinds import (
+    NativeKind,
+    OperationNotSupportedError,
+    native_kinds,
+)
 from calico.datastore.kubernetes.rest import Rest
 from calico.datastore.kubernetes.watch import KubeWatch
 from calico.model.resources import RESOURCE_PREFIX
@@ -56,12 +61,16 @@ def discover_mode(rest: Rest) -> str:
 class KubernetesBackend:
     """``DATASTORE_TYPE=kubernetes``. Thread-safe (the client's pool is)."""
 
+    datastore_type = "kubernetes"  # the syncers add the Kubernetes-only kinds for it
+
     def __init__(self, config: DatastoreConfig, mode: str | None = None) -> None:
         self.config = config
         self.rest = Rest(client_configuration(config))
         self.mode = mode or api_group(config) or discover_mode(self.rest)
         self.kinds = crd.crd_kinds_by_plural(self.mode)
         self.group, self.version = crd.GROUPS[self.mode]
+        self.native = native_kinds(self.rest)
+        self._plurals = {ck.kind: plural for plural, ck in self.kinds.items()}
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -77,6 +86,19 @@ class KubernetesBackend:
                     return ck, "", parts[1]
         raise InvalidValueError(f"key {key} is not supported by the Kubernetes datastore")
 
+    def _native(self, key: str) -> tuple[NativeKind, str, str] | None:
+        if not key.startswith(RESOURCE_PREFIX):
+            return None
+        parts = key[len(RESOURCE_PREFIX) :].split("/")
+        nk = self.native.get(parts[0])
+        if nk is None:
+            return None
+        if nk.namespaced and len(parts) == 3 and parts[1] and parts[2]:
+            return nk, parts[1], parts[2]
+        if not nk.namespaced and len(parts) == 2 and parts[1]:
+            return nk, "", parts[1]
+        raise InvalidValueError(f"key {key} is not supported by the Kubernetes datastore")
+
     def _collection(self, ck: crd.CrdKind, namespace: str = "") -> str:
         ns = f"namespaces/{namespace}/" if ck.namespaced and namespace else ""
         return f"/apis/{self.group}/{self.version}/{ns}{ck.plural}"
@@ -86,9 +108,8 @@ class KubernetesBackend:
 
     def _key(self, ck: crd.CrdKind, cr: dict[str, Any]) -> str:
         meta = cr.get("metadata") or {}
-        info_plural = next(p for p, k in self.kinds.items() if k is ck)
         ns = f"{meta.get('namespace', '')}/" if ck.namespaced else ""
-        return f"{RESOURCE_PREFIX}{info_plural}/{ns}{meta.get('name', '')}"
+        return f"{RESOURCE_PREFIX}{self._plurals[ck.kind]}/{ns}{meta.get('name', '')}"
 
     def _kv(self, ck: crd.CrdKind, cr: dict[str, Any]) -> KVPair:
         rv = (cr.get("metadata") or {}).get("resourceVersion", "0")
@@ -119,12 +140,17 @@ class KubernetesBackend:
 
     def create(self, key: str, value: str, ttl: float | None = None) -> KVPair:
         self._no_ttl(ttl)
+        if native := self._native(key):
+            raise OperationNotSupportedError("Create", native[0].describe(native[1], native[2]))
         ck, ns, name = self._route(key)
         body = crd.to_cr(ck, self.mode, name, ns, self._value(key, value), None)
         return self._kv(ck, self._call(key, "POST", self._collection(ck, ns), body=body))
 
     def update(self, key: str, value: str, revision: int, ttl: float | None = None) -> KVPair:
         self._no_ttl(ttl)
+        if native := self._native(key):
+            nk, ns, name = native
+            return nk.update(ns, name, self._value(key, value), revision)
         ck, ns, name = self._route(key)
         obj = self._value(key, value)
         body = crd.to_cr(ck, self.mode, name, ns, obj, revision)
@@ -135,6 +161,9 @@ class KubernetesBackend:
         return self._kv(ck, out)
 
     def apply(self, key: str, value: str, ttl: float | None = None) -> KVPair:
+        if native := self._native(key):  # no create: apply of an existing object updates
+            nk, ns, name = native
+            return nk.update(ns, name, self._value(key, value), nk.get(ns, name).revision)
         for _ in range(10):
             try:
                 return self.create(key, value, ttl)
@@ -153,6 +182,8 @@ class KubernetesBackend:
         IPAM kinds soft-delete first, as upstream: a CAS update setting ``deleted`` is the
         linearisation point, then the DELETE (uid precondition only) removes the object.
         """
+        if native := self._native(key):
+            raise OperationNotSupportedError("Delete", native[0].describe(native[1], native[2]))
         ck, ns, name = self._route(key)
         cr = self._call(key, "GET", self._item(ck, ns, name))
         if crd.is_soft_deleted(ck, cr):
@@ -194,6 +225,8 @@ class KubernetesBackend:
     # -- reads -----------------------------------------------------------------------------
 
     def get(self, key: str) -> KVPair:
+        if native := self._native(key):
+            return native[0].get(native[1], native[2])
         ck, ns, name = self._route(key)
         cr = self._call(key, "GET", self._item(ck, ns, name))
         if crd.is_soft_deleted(ck, cr):
@@ -201,35 +234,34 @@ class KubernetesBackend:
             raise ResourceDoesNotExistError(key)
         return self._kv(ck, cr)
 
-    def _covered(self, prefix: str) -> list[tuple[crd.CrdKind, str]]:
+    def _covered(self, prefix: str) -> list[tuple[crd.CrdKind | NativeKind, str]]:
         """The (kind, namespace) collections holding keys that may start with ``prefix``."""
+        every: dict[str, crd.CrdKind | NativeKind] = {**self.kinds, **self.native}
         if prefix.startswith(RESOURCE_PREFIX):
             rest = prefix[len(RESOURCE_PREFIX) :]
             plural, slash, tail = rest.partition("/")
             if slash:
-                ck = self.kinds.get(plural)
-                if ck is None:
+                kind = every.get(plural)
+                if kind is None:
                     return []
                 ns, sep, _ = tail.partition("/")
-                return [(ck, ns if ck.namespaced and sep else "")]
-            return [(ck, "") for p, ck in sorted(self.kinds.items()) if p.startswith(plural)]
+                return [(kind, ns if kind.namespaced and sep else "")]
+            return [(k, "") for p, k in sorted(every.items()) if p.startswith(plural)]
         if RESOURCE_PREFIX.startswith(prefix):
-            return [(ck, "") for _, ck in sorted(self.kinds.items())]
+            return [(k, "") for _, k in sorted(every.items())]
         return []
 
-    def _list_collection(self, ck: crd.CrdKind, ns: str) -> tuple[list[dict[str, Any]], int]:
+    def _list_path(self, path: str) -> tuple[list[dict[str, Any]], int]:
         items: list[dict[str, Any]] = []
         cont = ""
         rv = 0
         while True:
             try:
-                page = self.rest.request(
-                    "GET", self._collection(ck, ns), query={"limit": PAGE, "continue": cont}
-                )
+                page = self.rest.request("GET", path, query={"limit": PAGE, "continue": cont})
             except KubeAPIError as exc:
-                if exc.code == 404:  # CRD not installed: nothing stored
+                if exc.code == 404:  # API / CRD not installed: nothing stored
                     return [], rv
-                raise translate(exc, self._collection(ck, ns)) from None
+                raise translate(exc, path) from None
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             rv = rv or int(meta.get("resourceVersion") or 0)
@@ -237,11 +269,29 @@ class KubernetesBackend:
             if not cont:
                 return items, rv
 
+    def _list_native(self, nk: NativeKind, ns: str, prefix: str) -> tuple[list[KVPair], int]:
+        kvs = list(nk.extra()) if not ns else []
+        revision = 0
+        for coll in nk.collections(ns):
+            items, rv = self._list_path(coll.path)
+            revision = max(revision, rv)
+            for obj in items:
+                try:
+                    kvs.extend(coll.convert(obj))
+                except DatastoreError as exc:  # upstream skips unconvertible items
+                    log.warning("Skipping %s: %s", (obj.get("metadata") or {}).get("name"), exc)
+        return [kv for kv in kvs if kv.key.startswith(prefix)], revision
+
     def list(self, prefix: str) -> ListResult:
         kvs: list[KVPair] = []
         revision = 0
         for ck, ns in self._covered(prefix):
-            items, rv = self._list_collection(ck, ns)
+            if isinstance(ck, NativeKind):
+                native_kvs, rv = self._list_native(ck, ns, prefix)
+                kvs.extend(native_kvs)
+                revision = max(revision, rv)
+                continue
+            items, rv = self._list_path(self._collection(ck, ns))
             revision = max(revision, rv)
             for cr in items:
                 if crd.is_soft_deleted(ck, cr):
@@ -259,10 +309,13 @@ class KubernetesBackend:
         return ListResult(kvs, revision)
 
     def watch(self, prefix: str, revision: int) -> KubeWatch:
-        sources = [
-            (self._collection(ck, ns), {}, self._converter(ck, prefix))
-            for ck, ns in self._covered(prefix)
-        ]
+        sources = []
+        for kind, ns in self._covered(prefix):
+            if isinstance(kind, NativeKind):
+                for coll in kind.collections(ns):
+                    sources.append((coll.path, {}, _native_converter(coll.convert, prefix)))
+            else:
+                sources.append((self._collection(kind, ns), {}, self._converter(kind, prefix)))
         return KubeWatch(self.rest, sources, revision)
 
     def _converter(self, ck: crd.CrdKind, prefix: str) -> Any:
@@ -299,3 +352,21 @@ class KubernetesBackend:
 
     def close(self) -> None:
         self.rest.close()
+
+
+def _native_converter(convert: Any, prefix: str) -> Any:
+    """Watch events of a native collection; objects that map to nothing give no event."""
+
+    def conv(typ: str, obj: dict[str, Any]) -> list[WatchEvent]:
+        out = []
+        for kv in convert(obj):
+            if not kv.key.startswith(prefix):
+                continue
+            if typ == "DELETED":
+                out.append(WatchEvent(EventType.DELETED, kv.key, None, kv.value, kv.revision))
+            else:
+                etype = EventType.ADDED if typ == "ADDED" else EventType.MODIFIED
+                out.append(WatchEvent(etype, kv.key, kv.value, None, kv.revision))
+        return out
+
+    return conv
