@@ -341,17 +341,26 @@ class FakeStore:
             return gone
 
     def list(
-        self, res: _Res, ns: str | None, labels: str, fields: str
-    ) -> tuple[list[dict[str, Any]], str]:
+        self,
+        res: _Res,
+        ns: str | None,
+        labels: str,
+        fields: str,
+        start: int = 0,
+        limit: int = 0,
+    ) -> tuple[list[dict[str, Any]], str, bool]:
+        """(page of matching objects, list RV, more after the page?); copies only the page."""
         with self.cond:
-            items = [
-                copy.deepcopy(obj)
+            matching = [
+                obj
                 for (ons, _), obj in sorted(self.objects[res].items())
                 if (ns is None or ons == ns)
                 and (not labels or label_match(labels, obj["metadata"].get("labels") or {}))
                 and (not fields or _field_match(fields, obj))
             ]
-            return items, str(self.rv)
+            end = start + limit if limit else len(matching)
+            page = [copy.deepcopy(obj) for obj in matching[start:end]]
+            return page, str(self.rv), end < len(matching)
 
     def compact(self, rv: int | None = None) -> None:
         with self.cond:
@@ -475,22 +484,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def _list(self, res: _Res, ns: str | None, query: dict[str, list[str]]) -> None:
-        items, rv = self.server.store.list(
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        start = int(query.get("continue", ["0"])[0] or 0)
+        items, rv, more = self.server.store.list(
             res,
             ns if res.namespaced else None,
             query.get("labelSelector", [""])[0],
             query.get("fieldSelector", [""])[0],
+            start,
+            limit,
         )
-        limit = int(query.get("limit", ["0"])[0] or 0)
-        start = int(query.get("continue", ["0"])[0] or 0)
         meta: dict[str, Any] = {"resourceVersion": rv}
-        if start:
-            rv = query["continue"][0].split(":", 1)[1] if ":" in query["continue"][0] else rv
-        if limit:
-            page = items[start : start + limit]
-            if start + limit < len(items):
-                meta["continue"] = str(start + limit)
-            items = page
+        if more:
+            meta["continue"] = str(start + limit)
         for item in items:
             item.setdefault("apiVersion", res.api_version)
             item.setdefault("kind", res.kind)
@@ -552,7 +558,7 @@ class _Handler(BaseHTTPRequestHandler):
                     ]
                     cursor = -1
                 elif not rv_text or rv_text == "0":
-                    items, _ = store.list(res, ns if res.namespaced else None, labels, fields)
+                    items, _, _ = store.list(res, ns if res.namespaced else None, labels, fields)
                     pending = [{"type": "ADDED", "object": o} for o in items]
                     cursor = store.rv
                 else:
@@ -710,3 +716,64 @@ class FakeAPIServer:
     def get_object(self, api_version: str, plural: str, name: str, ns: str = "") -> dict:
         group, _, version = api_version.rpartition("/")
         return self.store.get(self._res(group, version, plural), ns, name)
+
+
+def populate(api: FakeAPIServer, pods: int, policies: int, namespaces: int, nodes: int) -> None:
+    """A synthetic cluster, written straight into the store (benchmarks; no HTTP)."""
+    for n in range(namespaces):
+        api.put_object(
+            "v1", "namespaces", {"metadata": {"name": f"ns{n}", "labels": {"team": f"t{n % 4}"}}}
+        )
+    for i in range(pods):
+        ns = f"ns{i % namespaces}"
+        api.put_object(
+            "v1",
+            "pods",
+            {
+                "metadata": {
+                    "name": f"pod{i}",
+                    "namespace": ns,
+                    "labels": {"app": f"app{i % 50}", "tier": f"tier{i % 3}"},
+                },
+                "spec": {
+                    "nodeName": f"node{i % nodes}",
+                    "containers": [{"ports": [{"name": "http", "containerPort": 80}]}],
+                },
+                "status": {"podIP": f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"},
+            },
+        )
+    for k in range(policies):
+        api.put_object(
+            "networking.k8s.io/v1",
+            "networkpolicies",
+            {
+                "metadata": {"name": f"np{k}", "namespace": f"ns{k % namespaces}"},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app": f"app{k % 50}"}},
+                    "ingress": [
+                        {
+                            "from": [{"podSelector": {"matchLabels": {"tier": f"tier{k % 3}"}}}],
+                            "ports": [{"port": 80 + k % 5}, {"port": "http"}],
+                        }
+                    ],
+                    "policyTypes": ["Ingress"],
+                },
+            },
+        )
+
+
+if __name__ == "__main__":  # a standalone server for benchmarks: prints its URL, runs until EOF
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pods", type=int, default=0)
+    parser.add_argument("--policies", type=int, default=0)
+    parser.add_argument("--namespaces", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=50)
+    args = parser.parse_args()
+    server = FakeAPIServer(bookmark_interval=60.0).start()
+    populate(server, args.pods, args.policies, args.namespaces, args.nodes)
+    print(server.url, flush=True)
+    sys.stdin.read()
+    server.stop()
