@@ -29,7 +29,6 @@ from calico.datastore.kubernetes.errors import KubeAPIError, translate
 from calico.datastore.kubernetes.kubeconfig import api_group, client_configuration
 from calico.datastore.kubernetes.native.kinds import (
     NativeKind,
-    OperationNotSupportedError,
     native_kinds,
 )
 from calico.datastore.kubernetes.rest import Rest
@@ -69,7 +68,8 @@ class KubernetesBackend:
         self.mode = mode or api_group(config) or discover_mode(self.rest)
         self.kinds = crd.crd_kinds_by_plural(self.mode)
         self.group, self.version = crd.GROUPS[self.mode]
-        self.native = native_kinds(self.rest)
+        # The CNI plugin's mode: WorkloadEndpoint writes become pod-annotation patches.
+        self.native = native_kinds(self.rest, bool(dict(config.extra).get("cniPatchMode")))
         self._plurals = {ck.kind: plural for plural, ck in self.kinds.items()}
 
     # -- routing ---------------------------------------------------------------------------
@@ -141,7 +141,7 @@ class KubernetesBackend:
     def create(self, key: str, value: str, ttl: float | None = None) -> KVPair:
         self._no_ttl(ttl)
         if native := self._native(key):
-            raise OperationNotSupportedError("Create", native[0].describe(native[1], native[2]))
+            return native[0].create(native[1], native[2], self._value(key, value))
         ck, ns, name = self._route(key)
         body = crd.to_cr(ck, self.mode, name, ns, self._value(key, value), None)
         return self._kv(ck, self._call(key, "POST", self._collection(ck, ns), body=body))
@@ -183,7 +183,7 @@ class KubernetesBackend:
         linearisation point, then the DELETE (uid precondition only) removes the object.
         """
         if native := self._native(key):
-            raise OperationNotSupportedError("Delete", native[0].describe(native[1], native[2]))
+            return native[0].delete(native[1], native[2], revision)
         ck, ns, name = self._route(key)
         cr = self._call(key, "GET", self._item(ck, ns, name))
         if crd.is_soft_deleted(ck, cr):

@@ -17,7 +17,7 @@ from calico.datastore.errors import DatastoreError, ResourceDoesNotExistError
 from calico.datastore.kubernetes.errors import KubeAPIError, translate
 from calico.datastore.kubernetes.native import nodes, pods, profiles
 from calico.datastore.kubernetes.native.networkpolicy import k8s_network_policy_to_calico
-from calico.datastore.kubernetes.rest import Rest
+from calico.datastore.kubernetes.rest import STRATEGIC_MERGE, Rest
 from calico.model.resources import RESOURCE_PREFIX
 
 
@@ -74,8 +74,14 @@ class NativeKind:
     def get(self, namespace: str, name: str) -> KVPair:
         raise NotImplementedError
 
+    def create(self, namespace: str, name: str, value: dict[str, Any]) -> KVPair:
+        raise OperationNotSupportedError("Create", self.describe(namespace, name))
+
     def update(self, namespace: str, name: str, value: dict[str, Any], revision: int) -> KVPair:
         raise OperationNotSupportedError("Update", self.describe(namespace, name))
+
+    def delete(self, namespace: str, name: str, revision: int | None) -> KVPair:
+        raise OperationNotSupportedError("Delete", self.describe(namespace, name))
 
 
 class NodeKind(NativeKind):
@@ -104,7 +110,73 @@ class NodeKind(NativeKind):
 
 
 class WorkloadEndpointKind(NativeKind):
+    """Read-only, except in the CNI plugin's patch mode (``cni_patch_mode``): create/update
+    patch the pod's ``cni.projectcalico.org/*`` annotations, delete blanks its IPs (keeping
+    the containerID) with the pod's resourceVersion and uid as preconditions."""
+
     kind, plural, namespaced = "WorkloadEndpoint", "workloadendpoints", True
+
+    def __init__(self, rest: Rest, cni_patch_mode: bool = False) -> None:
+        super().__init__(rest)
+        self.cni_patch_mode = cni_patch_mode
+
+    def _patch(self, key: str, namespace: str, pod: str, patch: dict[str, Any]) -> KVPair:
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/status"
+        try:
+            out = self.rest.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE)
+        except KubeAPIError as exc:
+            raise translate(exc, key) from None
+        kvs = self._kv(out)
+        if not kvs:
+            raise ResourceDoesNotExistError(key)
+        return kvs[0]
+
+    def _pod_name(self, key: str, name: str) -> str:
+        parsed = pods.parse_wep_name(name)
+        if parsed is None:
+            raise ResourceDoesNotExistError(key)
+        return parsed[1]
+
+    def create(self, namespace: str, name: str, value: dict[str, Any]) -> KVPair:
+        if not self.cni_patch_mode:
+            return super().create(namespace, name, value)
+        key = self.key(name, namespace)
+        spec = value.get("spec") or {}
+        nets = list(spec.get("ipNetworks") or [])
+        annotations: dict[str, str] = {}
+        if nets:
+            annotations[pods.POD_IP] = nets[0]
+            annotations[pods.POD_IPS] = ",".join(nets)
+        if spec.get("containerID"):
+            annotations[pods.CONTAINER_ID] = spec["containerID"]
+        patch: dict[str, Any] = {"metadata": {"annotations": annotations} if annotations else {}}
+        return self._patch(key, namespace, self._pod_name(key, name), patch)
+
+    def update(self, namespace: str, name: str, value: dict[str, Any], revision: int) -> KVPair:
+        if not self.cni_patch_mode:
+            return super().update(namespace, name, value, revision)
+        return self.create(namespace, name, value)
+
+    def delete(self, namespace: str, name: str, revision: int | None) -> KVPair:
+        if not self.cni_patch_mode:
+            return super().delete(namespace, name, revision)
+        key = self.key(name, namespace)
+        pod_name = self._pod_name(key, name)
+        pod = self._get(key, f"/api/v1/namespaces/{namespace}/pods/{pod_name}")
+        current = [kv for kv in self._kv(pod) if kv.key == key]
+        if not current:
+            raise ResourceDoesNotExistError(key)
+        meta = pod.get("metadata") or {}
+        rv = str(revision) if revision is not None else meta.get("resourceVersion", "")
+        patch = {
+            "metadata": {
+                "annotations": {pods.POD_IP: "", pods.POD_IPS: ""},
+                "resourceVersion": rv,
+                "uid": meta.get("uid", ""),
+            }
+        }
+        self._patch(key, namespace, pod_name, patch)
+        return current[0]
 
     def _kv(self, pod: dict[str, Any]) -> list[KVPair]:
         value = pods.pod_to_wep(pod)
@@ -183,7 +255,12 @@ class KubernetesNetworkPolicyKind(NativeKind):
         return self._kv(self._get(key, path))[0]
 
 
-def native_kinds(rest: Rest) -> dict[str, NativeKind]:
+def native_kinds(rest: Rest, cni_patch_mode: bool = False) -> dict[str, NativeKind]:
     """v3 plural -> handler."""
-    kinds = [NodeKind, WorkloadEndpointKind, ProfileKind, KubernetesNetworkPolicyKind]
-    return {k.plural: k(rest) for k in kinds}
+    kinds: list[NativeKind] = [
+        NodeKind(rest),
+        WorkloadEndpointKind(rest, cni_patch_mode),
+        ProfileKind(rest),
+        KubernetesNetworkPolicyKind(rest),
+    ]
+    return {k.plural: k for k in kinds}
