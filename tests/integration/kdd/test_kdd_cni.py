@@ -5,19 +5,15 @@ IPAM custom resources; DEL blanks the IPs (keeping the containerID) and releases
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from cni_fixtures import CNIWorld
+from k8s_fake_apiserver import FakeAPIServer
+from netns_support import NetnsWorker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cni"))
-from cni_fixtures import CNIWorld, world  # noqa: E402, F401
-from k8s_fake_apiserver import FakeAPIServer  # noqa: E402
-from netns_support import NetnsWorker  # noqa: E402
-
-from calico.datastore.config import DatastoreConfig  # noqa: E402
-from calico.datastore.kubernetes import KubernetesBackend, crd  # noqa: E402
+from calico.datastore.config import DatastoreConfig
+from calico.datastore.kubernetes import KubernetesBackend, crd
 
 pytestmark = pytest.mark.root
 V1 = "crd.projectcalico.org/v1"
