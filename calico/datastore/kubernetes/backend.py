@@ -24,7 +24,7 @@ from calico.datastore.errors import (
     ResourceDoesNotExistError,
     UpdateConflictError,
 )
-from calico.datastore.kubernetes import crd
+from calico.datastore.kubernetes import crd, ipam_v1
 from calico.datastore.kubernetes.errors import KubeAPIError, translate
 from calico.datastore.kubernetes.kubeconfig import api_group, client_configuration
 from calico.datastore.kubernetes.native.kinds import (
@@ -140,6 +140,19 @@ class KubernetesBackend:
 
     def create(self, key: str, value: str, ttl: float | None = None) -> KVPair:
         self._no_ttl(ttl)
+        if key.startswith(ipam_v1.PREFIX):  # an etcd export's raw IPAM key (migrate import)
+            kind, name, spec = ipam_v1.to_v3(key, value)
+            ck = crd.crd_kind(kind, self.mode)
+            assert ck is not None
+            body = crd.to_cr(ck, self.mode, name, "", {"metadata": {}, "spec": spec}, None)
+            self._kv(ck, self._call(key, "POST", self._collection(ck), body=body))
+            return KVPair(
+                key,
+                value,
+                int(
+                    self._call(key, "GET", self._item(ck, "", name))["metadata"]["resourceVersion"]
+                ),
+            )
         if native := self._native(key):
             return native[0].create(native[1], native[2], self._value(key, value))
         ck, ns, name = self._route(key)

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from calico.datastore.backend import KVPair
-from calico.datastore.errors import DatastoreError, ResourceDoesNotExistError
+from calico.datastore.errors import (
+    DatastoreError,
+    ResourceAlreadyExistsError,
+    ResourceDoesNotExistError,
+)
 from calico.datastore.kubernetes.errors import KubeAPIError, translate
 from calico.datastore.kubernetes.native import nodes, pods, profiles
 from calico.datastore.kubernetes.native.networkpolicy import k8s_network_policy_to_calico
@@ -96,6 +100,13 @@ class NodeKind(NativeKind):
 
     def get(self, namespace: str, name: str) -> KVPair:
         return self._kv(self._get(self.key(name), f"/api/v1/nodes/{name}"))[0]
+
+    def create(self, namespace: str, name: str, value: dict[str, Any]) -> KVPair:
+        """Nodes come from Kubernetes: "already exists" when it does (so apply updates it),
+        "does not exist" when it does not (a non-Kubernetes node cannot be stored)."""
+        key = self.key(name)
+        self._get(key, f"/api/v1/nodes/{name}")
+        raise ResourceAlreadyExistsError(key)
 
     def update(self, namespace: str, name: str, value: dict[str, Any], revision: int) -> KVPair:
         """GET + merge + PUT ``nodes/<n>/status``: the fresh RV, no CAS on the caller's."""
