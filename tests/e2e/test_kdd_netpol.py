@@ -14,6 +14,7 @@ import concurrent.futures
 import copy
 import importlib.util
 import ipaddress
+import itertools
 import json
 import os
 import shutil
@@ -29,7 +30,6 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TESTS))
-import itertools
 
 from k8s_fake_apiserver import FakeAPIServer  # noqa: E402
 from netns_support import (  # noqa: E402
