@@ -4,6 +4,7 @@ lose their connection or get 410, and the felix syncer converging over them."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -222,3 +223,72 @@ def test_felix_syncer_converges_after_connection_loss_and_410(
         assert _wait(lambda: rec.pools() == {"10.2.0.0/16", "10.3.0.0/16"})
     finally:
         syncer.stop()
+
+
+def test_status_kinds_write_spec_and_status(api: FakeAPIServer, backend: KubernetesBackend) -> None:
+    key = P + "caliconodestatuses/n1"
+    spec = {"node": "n1", "classes": ["Agent"], "updatePeriodSeconds": 10}
+    created = backend.create(key, json.dumps({"metadata": {}, "spec": spec}))
+    value = {"metadata": {}, "spec": spec, "status": {"lastUpdated": "2026-01-01T00:00:00Z"}}
+    updated = backend.update(key, json.dumps(value), created.revision)
+    cr = api.get_object("crd.projectcalico.org/v1", "caliconodestatuses", "n1")
+    assert cr["status"] == {"lastUpdated": "2026-01-01T00:00:00Z"}  # through /status
+    assert updated.revision == int(cr["metadata"]["resourceVersion"])
+    with pytest.raises(UpdateConflictError):
+        backend.update(key, json.dumps(value), created.revision)
+
+
+def test_calicoctl_context_picks_the_kubeconfig_context(tmp_path: Any, calico_bin: str) -> None:
+    import subprocess
+
+    import yaml
+
+    with FakeAPIServer() as one, FakeAPIServer() as two:
+        for server, cidr in ((one, "10.1.0.0/16"), (two, "10.2.0.0/16")):
+            b = KubernetesBackend(_config(server))
+            Client(b).create(_pool("p", cidr))
+            b.close()
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "one",
+                    "clusters": [
+                        {"name": n, "cluster": {"server": s.url}}
+                        for n, s in (("one", one), ("two", two))
+                    ],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [
+                        {"name": n, "context": {"cluster": n, "user": "u"}} for n in ("one", "two")
+                    ],
+                }
+            )
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CALICO_", "K8S_"))}
+        env.update({"DATASTORE_TYPE": "kubernetes", "KUBECONFIG": str(kubeconfig)})
+
+        def cidr(*flags: str) -> str:
+            out = subprocess.run(
+                [
+                    calico_bin,
+                    "ctl",
+                    "get",
+                    "ippool",
+                    "p",
+                    "-o",
+                    "yaml",
+                    "--allow-version-mismatch",
+                    *flags,
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert out.returncode == 0, out.stderr
+            return yaml.safe_load(out.stdout)["spec"]["cidr"]
+
+        assert cidr() == "10.1.0.0/16"
+        assert cidr("--context", "two") == "10.2.0.0/16"
