@@ -351,11 +351,13 @@ class KubernetesBackend:
         return convert
 
     def current_revision(self) -> int:
-        ck = self.kinds["clusterinformations"]
+        """The API server's current resourceVersion: that of a one-item namespaces list (the
+        core API is always served, and every Calico component may list namespaces)."""
+        path = "/api/v1/namespaces"
         try:
-            page = self.rest.request("GET", self._collection(ck), query={"limit": 1})
+            page = self.rest.request("GET", path, query={"limit": 1})
         except KubeAPIError as exc:
-            raise translate(exc, self._collection(ck)) from None
+            raise translate(exc, path) from None
         return int((page.get("metadata") or {}).get("resourceVersion") or 0)
 
     def compact(self, revision: int) -> None:

@@ -108,6 +108,9 @@ def client_configuration(
             raise DatastoreConfigError(
                 f"{name.replace('_', ' ')} {path} does not exist ({config.source})"
             )
+    # One long-lived watch per collection a syncer follows (Felix: ~20) plus requests: the
+    # client's default pool (5 per CPU) would keep discarding connections.
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 64)
     if not cfg.host or not cfg.host.startswith(("http://", "https://")):
         raise DatastoreConfigError(
             f"invalid Kubernetes API endpoint {cfg.host!r} ({config.source}): expected "

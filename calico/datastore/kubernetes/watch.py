@@ -5,7 +5,9 @@ allowWatchBookmarks=true``: when the server ends the stream (its request timeout
 connection drops, it re-watches from the last revision it saw (an event's or a bookmark's),
 with back-off while the server is unreachable. ``410 Expired`` (as the HTTP answer or as an
 ERROR event) becomes an ERROR carrying RevisionCompactedError, any other ERROR a DatastoreError;
-either is the watch's last event, and the caller (the watcher syncer) relists.
+either is the watch's last event, and the caller (the watcher syncer) relists. A collection
+the server does not serve (404: CRD or API group not installed) is empty, as its list is: the
+watch looks again every 30 s instead of failing (upstream's "API not installed").
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 Converter = Callable[[str, dict[str, Any]], list[WatchEvent]]
 
 WATCH_TIMEOUT = 300  # seconds the server may keep one stream open (client side: 2x + slack)
+ABSENT_API_RETRY = 30.0  # a collection that is not served (404) is retried this often
 
 
 class _Stop(Exception):
@@ -124,6 +127,10 @@ class KubeWatch:
                     return
                 continue
             except KubeAPIError as exc:
+                if exc.code == 404:  # API / CRD not installed: nothing to see; look again later
+                    if self._stopped.wait(ABSENT_API_RETRY):
+                        return
+                    continue
                 self._error(_watch_error(exc.code, exc.reason, exc.message, revision))
                 return
             with self._lock:

@@ -292,3 +292,15 @@ def test_calicoctl_context_picks_the_kubeconfig_context(tmp_path: Any, calico_bi
 
         assert cidr() == "10.1.0.0/16"
         assert cidr("--context", "two") == "10.2.0.0/16"
+
+
+def test_a_collection_the_server_does_not_serve_is_empty_not_an_error() -> None:
+    with FakeAPIServer(v1_crds=False, v3_crds=False) as api:  # no Calico CRDs at all
+        b = KubernetesBackend(_config(api, calicoAPIGroup="crd.projectcalico.org/v1"))
+        try:
+            assert b.list(P + "ippools/").kvs == []
+            watch = b.watch(P + "ippools/", 0)
+            assert watch.next(0.5) is None  # quiet: no ERROR, so no relist storm
+            watch.stop()
+        finally:
+            b.close()
