@@ -82,6 +82,13 @@ def _resources(v1_crds: bool, v3_crds: bool) -> dict[tuple[str, str, str], _Res]
         _Res("", "v1", "services", "Service", True),
         _Res("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
         _Res("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
+        _Res(
+            "policy.networking.k8s.io",
+            "v1alpha2",
+            "clusternetworkpolicies",
+            "ClusterNetworkPolicy",
+            False,
+        ),
     ]
     groups = []
     if v1_crds:

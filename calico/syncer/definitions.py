@@ -2,8 +2,8 @@
 v3 kinds each watches and through which update processor.
 
 The lists follow upstream's syncersv1 packages. On the Kubernetes datastore Felix's list also
-has KubernetesNetworkPolicy (upstream: only in KDD); Services, EndpointSlices,
-ClusterNetworkPolicy and host-local pod-CIDR IPAM are not modelled yet.
+has KubernetesNetworkPolicy and KubernetesClusterNetworkPolicy (upstream: only in KDD);
+Services, EndpointSlices and host-local pod-CIDR IPAM are not modelled yet.
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ def felix_resource_types(kubernetes: bool = False) -> list[ResourceType]:
         _rt("IPAMBlock", p.ipam_block),
     ]
     if kubernetes:
-        types.insert(0, _rt("KubernetesNetworkPolicy", p.kubernetes_network_policy))
+        types[:0] = [
+            _rt("KubernetesNetworkPolicy", p.kubernetes_network_policy),
+            _rt("KubernetesClusterNetworkPolicy", p.kubernetes_cluster_network_policy),
+        ]
     return types
 
 

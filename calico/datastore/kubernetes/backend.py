@@ -293,7 +293,7 @@ class KubernetesBackend:
                     kvs.extend(coll.convert(obj))
                 except DatastoreError as exc:  # upstream skips unconvertible items
                     log.warning("Skipping %s: %s", (obj.get("metadata") or {}).get("name"), exc)
-        return [kv for kv in kvs if kv.key.startswith(prefix)], revision
+        return [kv for kv in kvs if kv.value and kv.key.startswith(prefix)], revision
 
     def list(self, prefix: str) -> ListResult:
         kvs: list[KVPair] = []
@@ -377,8 +377,9 @@ def _native_converter(convert: Any, prefix: str) -> Any:
         for kv in convert(obj):
             if not kv.key.startswith(prefix):
                 continue
-            if typ == "DELETED":
-                out.append(WatchEvent(EventType.DELETED, kv.key, None, kv.value, kv.revision))
+            if typ == "DELETED" or not kv.value:  # (an empty value is a tombstone)
+                prev = kv.value or None
+                out.append(WatchEvent(EventType.DELETED, kv.key, None, prev, kv.revision))
             else:
                 etype = EventType.ADDED if typ == "ADDED" else EventType.MODIFIED
                 out.append(WatchEvent(etype, kv.key, kv.value, None, kv.revision))

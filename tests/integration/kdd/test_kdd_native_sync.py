@@ -156,3 +156,33 @@ def test_calicoctl_reads_native_kinds_and_refuses_writes(
     assert api.get_object("crd.projectcalico.org/v1", "ippools", "p1")["spec"]["cidr"] == (
         "10.9.0.0/16"
     )
+
+
+def test_cluster_network_policies_reach_felix_and_tombstones_delete(api: FakeAPIServer) -> None:
+    cnp = {
+        "metadata": {"name": "admin-deny"},
+        "spec": {
+            "tier": "Admin",
+            "priority": 5,
+            "subject": {"namespaces": {}},
+            "ingress": [{"action": "Deny", "from": [{"namespaces": {}}]}],
+        },
+    }
+    api.put_object("policy.networking.k8s.io/v1alpha2", "clusternetworkpolicies", cnp)
+    backend = KubernetesBackend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": api.url}))
+    state = _State()
+    syncer = felix_syncer(backend, state)
+    syncer.start()
+    key = PolicyKey("KubernetesClusterNetworkPolicy", "", "admin-deny")
+    try:
+        assert _wait(lambda: state.get(key) is not None)
+        assert state.get(key).tier == "kube-admin" and state.get(key).order == 5.0
+        current = api.get_object(
+            "policy.networking.k8s.io/v1alpha2", "clusternetworkpolicies", "admin-deny"
+        )
+        current["spec"]["tier"] = "Unknown"  # now a tombstone: the policy must go away
+        api.update_object("policy.networking.k8s.io/v1alpha2", "clusternetworkpolicies", current)
+        assert _wait(lambda: state.get(key) is None)
+    finally:
+        syncer.stop()
+        backend.close()

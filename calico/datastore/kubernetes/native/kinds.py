@@ -20,6 +20,9 @@ from calico.datastore.errors import (
 )
 from calico.datastore.kubernetes.errors import KubeAPIError, translate
 from calico.datastore.kubernetes.native import nodes, pods, profiles
+from calico.datastore.kubernetes.native.clusternetworkpolicy import (
+    cluster_network_policy_to_calico,
+)
 from calico.datastore.kubernetes.native.networkpolicy import k8s_network_policy_to_calico
 from calico.datastore.kubernetes.rest import STRATEGIC_MERGE, Rest
 from calico.model.resources import RESOURCE_PREFIX
@@ -266,6 +269,29 @@ class KubernetesNetworkPolicyKind(NativeKind):
         return self._kv(self._get(key, path))[0]
 
 
+class KubernetesClusterNetworkPolicyKind(NativeKind):
+    """A tombstone (unsupported tier or subject) is a KVPair with an empty value: lists skip
+    it and watches turn it into a delete, so a policy that became invalid goes away."""
+
+    kind, plural = "KubernetesClusterNetworkPolicy", "kubernetesclusternetworkpolicies"
+    PATH = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies"
+
+    def _kv(self, cnp: dict[str, Any]) -> list[KVPair]:
+        value = cluster_network_policy_to_calico(cnp)
+        name = (cnp.get("metadata") or {}).get("name", "")
+        return [KVPair(self.key(name), "" if value is None else _dump(value), _rv(cnp))]
+
+    def collections(self, namespace: str) -> list[Collection]:
+        return [Collection(self.PATH, self._kv)]
+
+    def get(self, namespace: str, name: str) -> KVPair:
+        key = self.key(name)
+        kv = self._kv(self._get(key, f"{self.PATH}/{name}"))[0]
+        if not kv.value:
+            raise ResourceDoesNotExistError(key)
+        return kv
+
+
 def native_kinds(rest: Rest, cni_patch_mode: bool = False) -> dict[str, NativeKind]:
     """v3 plural -> handler."""
     kinds: list[NativeKind] = [
@@ -273,5 +299,6 @@ def native_kinds(rest: Rest, cni_patch_mode: bool = False) -> dict[str, NativeKi
         WorkloadEndpointKind(rest, cni_patch_mode),
         ProfileKind(rest),
         KubernetesNetworkPolicyKind(rest),
+        KubernetesClusterNetworkPolicyKind(rest),
     ]
     return {k.plural: k for k in kinds}
