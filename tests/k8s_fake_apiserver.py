@@ -694,6 +694,22 @@ class FakeAPIServer:
     def compact(self, rv: int | None = None) -> None:
         self.store.compact(rv)
 
+    def outage(self, seconds: float) -> None:
+        """Stop serving for ``seconds`` (connections refused), then serve again on the same
+        port with the same store: an API server restart."""
+        port = self._server.server_address[1]
+        self.drop_watches()
+        self._server.shutdown()
+        self._server.server_close()
+        time.sleep(seconds)
+        server = _Server(("127.0.0.1", port), _Handler)
+        server.store = self.store
+        server.bookmark_interval = self._server.bookmark_interval
+        server.requests, server.watches = self._server.requests, self._server.watches
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+
     def expire_next_watches(self, count: int = 1) -> None:
         """The next ``count`` watch requests get ERROR 410 Expired whatever their revision."""
         with self.store.cond:

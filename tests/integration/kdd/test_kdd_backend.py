@@ -304,3 +304,25 @@ def test_a_collection_the_server_does_not_serve_is_empty_not_an_error() -> None:
             watch.stop()
         finally:
             b.close()
+
+
+def test_watch_rides_out_an_api_server_outage(
+    api: FakeAPIServer, backend: KubernetesBackend
+) -> None:
+    watch = backend.watch(P + "ippools/", backend.current_revision())
+    try:
+        api.outage(1.5)  # refused connections meanwhile: the watch backs off and retries
+        api.store.create(
+            api._res("crd.projectcalico.org", "v1", "ippools"),
+            "",
+            {"metadata": {"name": "after"}, "spec": {"cidr": "10.7.0.0/16"}},
+        )
+        deadline = time.monotonic() + 10
+        seen = None
+        while time.monotonic() < deadline and seen is None:
+            e = watch.next(0.5)
+            if e is not None and e.type is EventType.ADDED:
+                seen = e
+        assert seen is not None and seen.key == P + "ippools/after"
+    finally:
+        watch.stop()
