@@ -350,6 +350,13 @@ class KubernetesBackend:
 
         return convert
 
+    def kube_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
+        """A core/v1 object as the API returns it (the CNI plugin reads pod and namespace
+        annotations). Raises ResourceDoesNotExistError."""
+        ns = f"namespaces/{namespace}/" if namespace else ""
+        path = f"/api/v1/{ns}{plural}/{name}"
+        return self._call(path, "GET", path)
+
     def current_revision(self) -> int:
         """The API server's current resourceVersion: that of a one-item namespaces list (the
         core API is always served, and every Calico component may list namespaces)."""

@@ -151,3 +151,69 @@ def test_calicoctl_style_wep_writes_are_refused_outside_the_cni(kube: Any) -> No
     assert worker.call(create) == (
         "operation Create is not supported on WorkloadEndpoint(x/n-k8s-p-eth0)"
     )
+
+
+def test_pool_and_address_annotations(world: CNIWorld, kube: Any) -> None:
+    _, api = kube
+    api.put_object(
+        V1,
+        "ippools",
+        _cr(
+            "IPPool",
+            "pool2",
+            {
+                "cidr": "10.67.0.0/24",
+                "blockSize": 28,
+                "ipipMode": "Never",
+                "vxlanMode": "Never",
+                "nodeSelector": "all()",
+            },
+        ),
+    )
+    api.put_object(
+        "v1",
+        "namespaces",
+        {
+            "metadata": {
+                "name": "y",
+                "annotations": {"cni.projectcalico.org/ipv4pools": '["pool2"]'},
+            }
+        },
+    )
+
+    def pod(name: str, annotations: dict[str, str]) -> dict[str, str]:
+        api.put_object(
+            "v1",
+            "pods",
+            {
+                "metadata": {"name": name, "namespace": "y", "annotations": annotations},
+                "spec": {"nodeName": world.node, "containers": []},
+            },
+        )
+        return {
+            "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE=y;K8S_POD_NAME={name}",
+            "K8S_API_ENDPOINT": api.url,
+        }
+
+    def add(cid: str, args: dict[str, str]) -> Any:
+        return world.run("calico", world.env("ADD", cid, world.workload_ns(), **args), _conf(world))
+
+    # The namespace's pool is the default ...
+    res = add("cafe0000000000a1", pod("p1", {}))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.doc["ips"][0]["address"].startswith("10.67.0.")
+    # ... a non-empty pod value overrides it ...
+    res = add("cafe0000000000a2", pod("p2", {"cni.projectcalico.org/ipv4pools": '["pool"]'}))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.doc["ips"][0]["address"].startswith("10.66.0.")
+    # ... ipAddrs asks for an exact address ...
+    res = add("cafe0000000000a3", pod("p3", {"cni.projectcalico.org/ipAddrs": '["10.66.0.77"]'}))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.doc["ips"][0]["address"] == "10.66.0.77/32"
+    # ... and the no-IPAM variant is a clear error, as is a malformed list.
+    res = add(
+        "cafe0000000000a4", pod("p4", {"cni.projectcalico.org/ipAddrsNoIpam": '["10.66.0.78"]'})
+    )
+    assert res.returncode != 0 and "ip_addrs_no_ipam" in res.stdout
+    res = add("cafe0000000000a5", pod("p5", {"cni.projectcalico.org/ipv4pools": "pool"}))
+    assert res.returncode != 0 and "failed to parse pod annotation" in res.stdout
