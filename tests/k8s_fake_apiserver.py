@@ -21,6 +21,7 @@ subset of the API the backend and the official client use:
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import re
@@ -207,12 +208,27 @@ class FakeStore:
             r: {} for r in resources.values()
         }
         self.history: list[_Event] = []
+        self.history_rvs: list[int] = []
+        self._sorted: dict[_Res, list[tuple[str, str]]] = {}
         self.generation = 0  # bumped by drop_watches: live watch streams end
         self.expire_next_watches = 0
 
     def _emit(self, res: _Res, typ: str, obj: dict[str, Any]) -> None:
         self.history.append(_Event(self.rv, res, typ, copy.deepcopy(obj)))
+        self.history_rvs.append(self.rv)
+        self._sorted.pop(res, None)
         self.cond.notify_all()
+
+    def since(self, rv: int) -> list[_Event]:
+        """Events after ``rv`` (history is in rv order: bisect, not a scan)."""
+        return self.history[bisect.bisect_right(self.history_rvs, rv) :]
+
+    def _keys(self, res: _Res) -> list[tuple[str, str]]:
+        """The collection's keys in list order, cached until its next write."""
+        keys = self._sorted.get(res)
+        if keys is None:
+            keys = self._sorted[res] = sorted(self.objects[res])
+        return keys
 
     def _stamp(self, res: _Res, obj: dict[str, Any]) -> None:
         self.rv += 1
@@ -358,10 +374,12 @@ class FakeStore:
     ) -> tuple[list[dict[str, Any]], str, bool]:
         """(page of matching objects, list RV, more after the page?); copies only the page."""
         with self.cond:
+            objects = self.objects[res]
             matching = [
                 obj
-                for (ons, _), obj in sorted(self.objects[res].items())
-                if (ns is None or ons == ns)
+                for (ons, name) in self._keys(res)
+                if (obj := objects[(ons, name)]) is not None
+                and (ns is None or ons == ns)
                 and (not labels or label_match(labels, obj["metadata"].get("labels") or {}))
                 and (not fields or _field_match(fields, obj))
             ]
@@ -372,7 +390,8 @@ class FakeStore:
     def compact(self, rv: int | None = None) -> None:
         with self.cond:
             self.compacted = self.rv if rv is None else rv
-            self.history = [e for e in self.history if e.rv > self.compacted]
+            self.history = self.since(self.compacted)
+            self.history_rvs = [e.rv for e in self.history]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -583,7 +602,7 @@ class _Handler(BaseHTTPRequestHandler):
                     while True:
                         if store.generation != generation:
                             raise ConnectionResetError
-                        new = [e for e in store.history if e.rv > cursor]
+                        new = store.since(cursor)
                         if new or time.monotonic() >= deadline:
                             break
                         if (
