@@ -88,7 +88,11 @@ def resolve_mtu(conf: nc.NetConf, mtu_file: str | None = None) -> int:
 
 def ipam_add(call: Call, client: Client) -> Result:
     if call.conf.ipam.type == CALICO_IPAM:
-        from calico.cni import ipam_plugin
+        from calico.cni import ipam_plugin, k8s_annotations
+
+        # Kubernetes datastore: the pod's and namespace's IPAM annotations.
+        conf, env = k8s_annotations.apply(call.conf, call.env, call.ident, client)
+        call = Call(conf, env, call.ident, call.stdin, call.environ)
 
         return ipam_plugin.add(client, call.conf, call.env, call.ident)
     from calico.cni.ipam_exec import exec_ipam

@@ -38,6 +38,8 @@ def datastore_config(conf: NetConf) -> object:
                 changes[name] = getattr(conf, name)
         if changes:
             cfg = dataclasses.replace(cfg, **changes, source="netconf")  # type: ignore[arg-type]
+        if cfg.datastore_type == "kubernetes":  # WorkloadEndpoint writes = pod patches
+            cfg = dataclasses.replace(cfg, extra={**cfg.extra, "cniPatchMode": True})
         return cfg.validate()
     except DatastoreConfigError as exc:
         raise CNIError(INVALID_NETCONF, "invalid datastore configuration", str(exc)) from None

@@ -167,6 +167,10 @@ _K8S_ENV = {
     "K8S_CA_FILE": "k8sCAFile",
     "K8S_CURRENT_CONTEXT": "k8sCurrentContext",
     "CALICO_API_GROUP": "calicoAPIGroup",
+    # Upstream reads the token only as CALICO_K8SAPITOKEN (an envconfig tag quirk); the CNI
+    # plugin exports K8S_API_TOKEN, which the issue asks us to honour too.
+    "K8S_API_TOKEN": "k8sAPIToken",
+    "K8SAPITOKEN": "k8sAPIToken",  # later wins: upstream's spelling
 }
 _K8S_BOOL_ENV = {
     "K8S_INSECURE_SKIP_TLS_VERIFY": "k8sInsecureSkipTLSVerify",
