@@ -15,6 +15,7 @@ import click
 from calico.calicoctl.errors import CtlError, handle_errors
 from calico.calicoctl.explain_render import render_connection, render_endpoint, render_policy
 from calico.calicoctl.session import config_option, global_options, open_client
+from calico.model import PolicyKey
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, load
 from calico.policyeval.evaluate import Packet
 from calico.policyeval.report import endpoint_policies, explain_connection, policy_selection
@@ -67,10 +68,10 @@ def _wep(data: Dataset, name: str, namespace: str) -> list[Endpoint]:
 
 def _pod(data: Dataset, pod: str, namespace: str) -> list[Endpoint]:
     out = []
-    for key, raw in data.raw_endpoints("WorkloadEndpoint"):
+    for name, raw in data.raw_endpoints("WorkloadEndpoint", namespace, f'"{pod}"'):
         spec = raw.get("spec") or {}
-        if key.namespace == namespace and pod in (spec.get("pod"), spec.get("workload")):
-            ep = data.endpoint(key.kind, key.name, key.namespace)
+        if pod in (spec.get("pod"), spec.get("workload")):
+            ep = data.endpoint("WorkloadEndpoint", name, namespace)
             if ep is not None:
                 out.append(ep)
     return out
@@ -278,7 +279,7 @@ def explain_policy(
     data = _load(config_file)
     found = [
         k
-        for k in data.policies
+        for k in data.policy_sources()
         if k.name == name
         and (not namespace or k.namespace == namespace)
         and (kind is None or k.kind.lower() == kind.lower())
@@ -290,5 +291,10 @@ def explain_policy(
             sorted(f"{k.kind} {k.namespace}/{k.name}".replace(" /", " ") for k in found)
         )
         raise CtlError(f"policy {name!r} is ambiguous ({names}): use -n and/or --kind")
-    report = policy_selection(data, found[0])
+    key = found[0]
+    report = policy_selection(data, PolicyKey(key.kind, key.namespace, key.name))
+    if report is None:
+        raise CtlError(
+            f"policy {name!r} is not in effect: it could not be converted or is a staged Delete"
+        )
     _emit(report, output, render_policy(report))

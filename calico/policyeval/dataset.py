@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -53,6 +54,16 @@ def _address(text: str) -> IPAddress | None:
         return ipaddress.ip_address(text.split("/", 1)[0].strip())
     except ValueError:
         return None
+
+
+def _address_text(text: str) -> str:
+    """The canonical text of an address (or CIDR's address), cheaply: stored IPv4 is already
+    canonical; IPv6 may be spelt many ways."""
+    head = text.split("/", 1)[0].strip()
+    if ":" in head:
+        addr = _address(head)
+        return str(addr) if addr is not None else head
+    return head
 
 
 @dataclass
@@ -108,12 +119,32 @@ class NetSet:
     labels: dict[str, str]
 
 
+_EndpointId = tuple[str, str, str]  # (kind, namespace, name)
+_ADDRESSES = re.compile(r'"(?:ipNetworks|expectedIPs)"\s*:\s*\[([^\]]*)\]')
+_STRING = re.compile(r'"([^"\\]*)"')
+
+
 @dataclass
 class _RawEndpoint:
-    source: ResourceKey
-    raw: dict[str, Any]
+    """A stored endpoint, parsed and converted only when a question needs it."""
+
+    kind: str
+    namespace: str
+    name: str
+    text: str
+    _raw: dict[str, Any] | None = None
     converted: Endpoint | None = None
     failed: bool = False
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        if self._raw is None:
+            try:
+                raw = json.loads(self.text)
+            except ValueError:
+                raw = None
+            self._raw = raw if isinstance(raw, dict) else {}
+        return self._raw
 
 
 @dataclass
@@ -121,13 +152,14 @@ class Dataset:
     """Tiers, policies, profiles, network sets and (lazily converted) endpoints."""
 
     tiers: dict[str, v1.Tier] = field(default_factory=dict)
-    policies: dict[PolicyKey, PolicyEntry] = field(default_factory=dict)
     profile_rules: dict[str, v1.ProfileRules] = field(default_factory=dict)
     profile_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     profile_v3_rules: dict[str, Mapping[str, list[Any]]] = field(default_factory=dict)
     netsets: list[NetSet] = field(default_factory=list)
-    _endpoints: dict[ResourceKey, _RawEndpoint] = field(default_factory=dict)
-    _by_address: dict[IPAddress, list[ResourceKey]] = field(default_factory=dict)
+    _endpoints: dict[_EndpointId, _RawEndpoint] = field(default_factory=dict)
+    _raw_policies: dict[ResourceKey, dict[str, Any]] = field(default_factory=dict)
+    _converted: dict[ResourceKey, list[PolicyEntry]] = field(default_factory=dict)
+    _by_address: dict[str, list[_EndpointId]] = field(default_factory=dict)
     _pending_netsets: list[tuple[ResourceKey, v1.NetworkSet]] = field(default_factory=list)
 
     # -- building ------------------------------------------------------------------------------
@@ -135,8 +167,8 @@ class Dataset:
     def add_resource(self, key: ResourceKey, raw: dict[str, Any]) -> None:
         """Add one stored v3 resource; a resource the processors reject is skipped, as Felix's
         syncer skips it (logged)."""
-        if key.kind in ENDPOINT_KINDS:
-            self._add_endpoint(key, raw)
+        if key.kind in POLICY_KINDS:
+            self._raw_policies[key] = raw
             return
         try:
             out = p.process(key, raw)
@@ -146,9 +178,7 @@ class Dataset:
         spec = raw.get("spec") or {}
         v3_rules = {"ingress": spec.get("ingress") or [], "egress": spec.get("egress") or []}
         for k, value in out.items():
-            if isinstance(k, PolicyKey):
-                self.policies[k] = PolicyEntry(k, value, policy_meta(k, value), v3_rules)
-            elif isinstance(k, TierKey):
+            if isinstance(k, TierKey):
                 self.tiers[k.name] = value
             elif isinstance(k, ProfileRulesKey):
                 self.profile_rules[k.name] = value
@@ -158,15 +188,15 @@ class Dataset:
             elif isinstance(k, NetworkSetKey):
                 self._pending_netsets.append((key, value))
 
-    def _add_endpoint(self, key: ResourceKey, raw: dict[str, Any]) -> None:
-        self._endpoints[key] = _RawEndpoint(key, raw)
-        spec = raw.get("spec") or {}
-        texts = (
-            spec.get("ipNetworks") if key.kind == "WorkloadEndpoint" else spec.get("expectedIPs")
-        )
-        for text in texts or ():
-            if isinstance(text, str) and (addr := _address(text)) is not None:
-                self._by_address.setdefault(addr, []).append(key)
+    def add_endpoint_text(self, kind: str, namespace: str, name: str, text: str) -> None:
+        """Add a stored endpoint by its JSON text. The address index is built from the text
+        (every address string in ``ipNetworks``/``expectedIPs``): a superset filter, since a
+        hit is converted and its real addresses checked before use."""
+        eid = (kind, namespace, name)
+        self._endpoints[eid] = _RawEndpoint(kind, namespace, name, text)
+        for group in _ADDRESSES.findall(text):
+            for addr in _STRING.findall(group):
+                self._by_address.setdefault(_address_text(addr), []).append(eid)
 
     def finish(self) -> Dataset:
         """Resolve what depends on profiles (network sets' inherited labels)."""
@@ -185,23 +215,74 @@ class Dataset:
     def _effective(self, own: Mapping[str, str], profile_ids: Iterable[str]) -> dict[str, str]:
         return merged_labels(own, [self.profile_labels.get(pid) for pid in profile_ids])
 
+    # -- policies ------------------------------------------------------------------------------
+
+    def _policy(self, key: ResourceKey) -> list[PolicyEntry]:
+        """The v1 policy a stored policy becomes (none for a staged Delete or a bad one)."""
+        done = self._converted.get(key)
+        if done is not None:
+            return done
+        raw = self._raw_policies[key]
+        out: list[PolicyEntry] = []
+        try:
+            converted = p.process(key, raw)
+        except Exception as exc:  # the syncer drops what it cannot convert; so must we
+            log.warning("Ignoring %s %s: %s", key.kind, key.name, exc)
+            converted = {}
+        spec = raw.get("spec") or {}
+        v3_rules = {"ingress": spec.get("ingress") or [], "egress": spec.get("egress") or []}
+        for k, value in converted.items():
+            if isinstance(k, PolicyKey):
+                out.append(PolicyEntry(k, value, policy_meta(k, value), v3_rules))
+        self._converted[key] = out
+        return out
+
+    @property
+    def policies(self) -> dict[PolicyKey, PolicyEntry]:
+        """Every policy, converted."""
+        return {e.key: e for key in self._raw_policies for e in self._policy(key)}
+
+    def policy_sources(self) -> list[ResourceKey]:
+        """The stored policies' keys (staged ones included, staged Deletes too)."""
+        return list(self._raw_policies)
+
+    def candidate_policies(self, ep: Endpoint) -> list[PolicyEntry]:
+        """The converted policies that may select ``ep``: a policy is converted only if its own
+        selector (and namespace, for a namespaced kind) matches, which the converted selector
+        requires too (the processors only AND more terms on); the caller still evaluates the
+        converted selector. Kubernetes-shaped kinds are always converted."""
+        out: list[PolicyEntry] = []
+        for key, raw in self._raw_policies.items():
+            if key.kind != "StagedKubernetesNetworkPolicy":
+                if key.namespace and key.namespace != ep.namespace:
+                    continue
+                text = (raw.get("spec") or {}).get("selector") or "all()"
+                try:
+                    if isinstance(text, str) and not selector(text).evaluate(ep.labels):
+                        continue
+                except ValueError:
+                    pass  # unparseable: let the processor reject it
+            out.extend(self._policy(key))
+        return out
+
     # -- endpoints -----------------------------------------------------------------------------
 
     def _convert(self, entry: _RawEndpoint) -> Endpoint | None:
         if entry.converted is not None or entry.failed:
             return entry.converted
         try:
-            out = p.process(entry.source, entry.raw)
+            source = ResourceKey(entry.kind, entry.name, entry.namespace)
+            out = p.process(source, entry.raw)
         except Exception as exc:
-            log.warning("Ignoring %s %s: %s", entry.source.kind, entry.source.name, exc)
+            log.warning("Ignoring %s %s: %s", entry.kind, entry.name, exc)
             entry.failed = True
             return None
         for k, value in out.items():
             if isinstance(k, WorkloadEndpointKey | HostEndpointKey):
                 entry.converted = Endpoint(
-                    entry.source.kind,
-                    entry.source.name,
-                    entry.source.namespace,
+                    entry.kind,
+                    entry.name,
+                    entry.namespace,
                     k,
                     value,
                     self._effective(value.labels, value.profile_ids),
@@ -210,13 +291,17 @@ class Dataset:
         return entry.converted
 
     def endpoint(self, kind: str, name: str, namespace: str = "") -> Endpoint | None:
-        entry = self._endpoints.get(ResourceKey(kind, name, namespace))
+        entry = self._endpoints.get((kind, namespace, name))
         return None if entry is None else self._convert(entry)
 
-    def raw_endpoints(self, kind: str) -> Iterator[tuple[ResourceKey, dict[str, Any]]]:
-        for key, entry in self._endpoints.items():
-            if key.kind == kind:
-                yield key, entry.raw
+    def raw_endpoints(
+        self, kind: str, namespace: str, containing: str
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(name, stored JSON) of ``kind`` endpoints in ``namespace`` whose text contains the
+        string ``containing`` (a cheap pre-filter before parsing)."""
+        for (k, ns, name), entry in self._endpoints.items():
+            if k == kind and ns == namespace and containing in entry.text:
+                yield name, entry.raw
 
     def endpoints(self) -> list[Endpoint]:
         """Every endpoint, converted (for the "which endpoints does this select" questions)."""
@@ -226,7 +311,7 @@ class Dataset:
     def endpoints_at(self, addr: IPAddress) -> list[Endpoint]:
         """The endpoints holding ``addr`` (normally one)."""
         out = []
-        for key in self._by_address.get(addr, ()):
+        for key in self._by_address.get(str(addr), ()):
             ep = self._convert(self._endpoints[key])
             if ep is not None and addr in ep.addresses:
                 out.append(ep)
@@ -240,13 +325,18 @@ class Dataset:
         return out
 
 
-def _source_key(kind: str, prefix: str, path: str) -> ResourceKey | None:
+def _split_path(prefix: str, path: str, namespaced: bool) -> tuple[str, str]:
+    """(namespace, name) of a stored resource path; name "" for anything malformed."""
     rest = path[len(prefix) :] if path.startswith(prefix) else ""
-    if KINDS[kind].namespaced:
-        namespace, _, name = rest.partition("/")
-    else:
-        namespace, name = "", rest
-    if not name or "/" in name or (KINDS[kind].namespaced and not namespace):
+    namespace, _, name = rest.partition("/") if namespaced else ("", "", rest)
+    if not name or "/" in name or (namespaced and not namespace):
+        return "", ""
+    return namespace, name
+
+
+def _source_key(kind: str, prefix: str, path: str) -> ResourceKey | None:
+    namespace, name = _split_path(prefix, path, KINDS[kind].namespaced)
+    if not name:
         return None
     try:
         return ResourceKey(kind, name, namespace)
@@ -262,7 +352,13 @@ def load(
     data = Dataset()
     for kind in kinds:
         prefix = resource_prefix(kind)
+        namespaced = KINDS[kind].namespaced
         for kv in backend.list(prefix).kvs:
+            if kind in ENDPOINT_KINDS:
+                namespace, name = _split_path(prefix, kv.key, namespaced)
+                if name:
+                    data.add_endpoint_text(kind, namespace, name, kv.value)
+                continue
             key = _source_key(kind, prefix, kv.key)
             if key is None:
                 continue

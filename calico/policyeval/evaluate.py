@@ -236,14 +236,15 @@ class Evaluator:
         filter-layer) policy. ``staged``: the would-be view, staged policies enforced in place of
         the policies they stage."""
         replaced = set()
-        if staged:
+        if staged:  # a staged policy (Set or Delete) stands in for the policy it stages
             replaced = {
                 (_STAGED_OF[k.kind], k.namespace, k.name)
-                for k in self.data.policies
+                for k in self.data.policy_sources()
                 if k.kind in _STAGED_OF
             }
         chosen: dict[str, list[PolicyEntry]] = {}
-        for key, entry in self.data.policies.items():
+        for entry in self.data.candidate_policies(ep):
+            key = entry.key
             meta = entry.meta
             if meta.untracked or meta.pre_dnat or not (meta.ingress if inbound else meta.egress):
                 continue

@@ -98,9 +98,12 @@ def _selected(data: Dataset, text: str, endpoints: list[Endpoint]) -> dict[str, 
     }
 
 
-def policy_selection(data: Dataset, key: PolicyKey) -> dict[str, Any]:
-    """The endpoints ``key``'s selector selects and, per rule, what its peers match."""
-    entry = data.policies[key]
+def policy_selection(data: Dataset, key: PolicyKey) -> dict[str, Any] | None:
+    """The endpoints ``key``'s selector selects and, per rule, what its peers match (None if
+    the stored policy yields no v1 policy: a staged Delete, or one the processors reject)."""
+    entry = data.policies.get(key)
+    if entry is None:
+        return None
     endpoints = data.endpoints()
     sel = selector(entry.value.selector or ALL_SELECTOR)
     out = _policy_ref(entry)

@@ -5,6 +5,7 @@ processors (as ``calicoctl explain`` loads them)."""
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 import pytest
@@ -74,7 +75,11 @@ def dataset(*docs: dict[str, Any], base: bool = True) -> Dataset:
     for doc in all_docs:
         meta = doc["metadata"]
         doc = {"apiVersion": "projectcalico.org/v3", **doc}
-        data.add_resource(ResourceKey(doc["kind"], meta["name"], meta.get("namespace", "")), doc)
+        ns = meta.get("namespace", "")
+        if doc["kind"] == "WorkloadEndpoint":
+            data.add_endpoint_text(doc["kind"], ns, meta["name"], json.dumps(doc))
+        else:
+            data.add_resource(ResourceKey(doc["kind"], meta["name"], ns), doc)
     return data.finish()
 
 
@@ -545,3 +550,30 @@ def test_policy_selection_lists_endpoints_and_rule_peers() -> None:
 def test_inactive_or_ipless_endpoints() -> None:
     data = dataset(wep("d", "10.0.0.9", {}, ipNetworks=[]), base=False)
     assert data.endpoint("WorkloadEndpoint", "node1-k8s-d-eth0", "ns1") is None
+
+
+def test_staged_delete_removes_the_policy_in_the_would_be_view() -> None:
+    enforced = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"selector": "app == 'b'", "ingress": [{"action": "Deny"}]},
+    }
+    staged = {
+        "kind": "StagedGlobalNetworkPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"stagedAction": "Delete"},
+    }
+    data = dataset(enforced, staged)
+    assert ingress_verdict(data, pkt()) == "Deny"
+    assert ingress_verdict(data, pkt(), staged=True) == "Allow"  # the profile decides
+
+
+def test_policy_prefilter_skips_other_namespaces() -> None:
+    other = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "p", "namespace": "ns2"},
+        "spec": {"selector": "all()", "ingress": [{"action": "Deny"}]},
+    }
+    data = dataset(other)
+    assert ingress_verdict(data, pkt()) == "Allow"
+    assert [e.key.namespace for e in data.policies.values()] == ["ns2"]
