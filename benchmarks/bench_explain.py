@@ -113,15 +113,31 @@ def populate(path: str, endpoints: int, policies: int) -> None:
     client = Client(backend)
     try:
         for t, tier in enumerate(TIERS[:-1]):
-            client.apply(parse_resource({"apiVersion": "projectcalico.org/v3", "kind": "Tier",
-                                         "metadata": {"name": tier}, "spec": {"order": t * 10}}))  # fmt: skip
+            client.apply(
+                parse_resource(
+                    {
+                        "apiVersion": "projectcalico.org/v3",
+                        "kind": "Tier",
+                        "metadata": {"name": tier},
+                        "spec": {"order": t * 10},
+                    }
+                )
+            )
         for n in range(NAMESPACES):
-            client.apply(parse_resource({
-                "apiVersion": "projectcalico.org/v3", "kind": "Profile",
-                "metadata": {"name": f"kns.ns{n}"},
-                "spec": {"ingress": [{"action": "Allow"}], "egress": [{"action": "Allow"}],
-                         "labelsToApply": {"pcns.projectcalico.org/name": f"ns{n}"}},
-            }))  # fmt: skip
+            client.apply(
+                parse_resource(
+                    {
+                        "apiVersion": "projectcalico.org/v3",
+                        "kind": "Profile",
+                        "metadata": {"name": f"kns.ns{n}"},
+                        "spec": {
+                            "ingress": [{"action": "Allow"}],
+                            "egress": [{"action": "Allow"}],
+                            "labelsToApply": {"pcns.projectcalico.org/name": f"ns{n}"},
+                        },
+                    }
+                )
+            )
         # Encode through the client's own path/JSON (one resource each), bulk-write the rest.
         items = []
         for doc in [policy(i) for i in range(policies)] + [wep(i) for i in range(endpoints)]:
@@ -156,24 +172,58 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "calico.db")
         populate(db, opts.endpoints, opts.policies)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD", "CALICO", "DATASTORE"))}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("ETCD", "CALICO", "DATASTORE"))
+        }
         env.update({"DATASTORE_TYPE": "local", "CALICO_DATASTORE_PATH": db})
         src, dst = "ns1/pod1", "ns2/pod2"
-        get_time, _ = best([CALICOCTL, "get", "workloadendpoint", "node1-k8s-pod1-eth0", "-n", "ns1"], env, opts.repeat)  # fmt: skip
-        explain_args = [CALICOCTL, "explain", "--from", src, "--to", dst, "--port", "80", "-o", "json"]  # fmt: skip
+        get_time, _ = best(
+            [CALICOCTL, "get", "workloadendpoint", "node1-k8s-pod1-eth0", "-n", "ns1"],
+            env,
+            opts.repeat,
+        )
+        explain_args = [
+            CALICOCTL,
+            "explain",
+            "--from",
+            src,
+            "--to",
+            dst,
+            "--port",
+            "80",
+            "-o",
+            "json",
+        ]
         explain_time, out = best(explain_args, env, opts.repeat)
         verdict = json.loads(out)["result"]["verdict"]
         scale = {"endpoints": opts.endpoints, "policies": opts.policies}
-        emit("explain", "calicoctl_explain_seconds", explain_time, get_time,
-             baseline_name="calicoctl get workloadendpoint (one resource)", target=0.3,
-             verdict=verdict, **scale)  # fmt: skip
-        splits = [json.loads(run(sys.executable, "-c", SPLIT, src, dst, env=env)[1]) for _ in range(opts.repeat)]  # fmt: skip
+        emit(
+            "explain",
+            "calicoctl_explain_seconds",
+            explain_time,
+            get_time,
+            baseline_name="calicoctl get workloadendpoint (one resource)",
+            target=0.3,
+            verdict=verdict,
+            **scale,
+        )
+        splits = [
+            json.loads(run(sys.executable, "-c", SPLIT, src, dst, env=env)[1])
+            for _ in range(opts.repeat)
+        ]
         split = min(splits, key=lambda s: s["imports"] + s["load"] + s["evaluate"])
         interp, _ = best([sys.executable, "-c", "pass"], env, opts.repeat)
-        emit("explain", "explain_in_process_seconds", split["load"] + split["evaluate"], get_time,
-             interpreter_start=round(interp, 4), imports=round(split["imports"], 4),
-             datastore_read=round(split["load"], 4), evaluate=round(split["evaluate"], 4),
-             **scale)  # fmt: skip
+        emit(
+            "explain",
+            "explain_in_process_seconds",
+            split["load"] + split["evaluate"],
+            get_time,
+            interpreter_start=round(interp, 4),
+            imports=round(split["imports"], 4),
+            datastore_read=round(split["load"], 4),
+            evaluate=round(split["evaluate"], 4),
+            **scale,
+        )
 
 
 if __name__ == "__main__":
