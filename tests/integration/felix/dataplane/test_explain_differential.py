@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from felix_dp_fixtures import Cluster, cluster, need_root
 from harness import servers, tcp, udp, workload
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from netns_support import probe
 
@@ -185,6 +185,7 @@ def test_explain_agrees_with_real_traffic(
         c.ds.apply(doc)
     try:
         expected = [explained(c, s, d, *p) for s, d, p in probes]
+        event(f"denied probes: {expected.count('timeout')} of {len(expected)}")
         deadline = time.monotonic() + 15
         got = observe_all(c, probes)
         while got != expected and time.monotonic() < deadline:
