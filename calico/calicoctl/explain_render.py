@@ -26,6 +26,8 @@ def _step(step: dict[str, Any]) -> str:
     if kind == "no-match":
         return f"{where}: no rule matched"
     label = f"{where}: " if where else ""
+    if action is None:
+        return f"{label}({step.get('note', kind)})"
     return f"{label}{step.get('note', kind)} -> {action}"
 
 

@@ -47,6 +47,10 @@ from calico.policyeval.rulesem import (
 )
 
 ALL_SELECTOR = "all()"
+HOST_ENDPOINT_NOTE = (
+    "host endpoint: normal policy only; failsafe ports, pre-DNAT, untracked and "
+    "forwarded-traffic policy are not evaluated"
+)
 _STAGED_OF = {
     "StagedNetworkPolicy": "NetworkPolicy",
     "StagedGlobalNetworkPolicy": "GlobalNetworkPolicy",
@@ -85,7 +89,7 @@ class Step:
     """One link of a decision chain."""
 
     kind: str  # rule | no-match | end-of-tier | profile-rule | profile-no-match | default | ...
-    action: str  # Allow | Deny | Pass | Log | None (no decision)
+    action: str | None  # Allow | Deny | Pass | Log; None: no decision
     tier: str | None = None
     policy: str | None = None
     rule_index: int | None = None
@@ -283,6 +287,8 @@ class Evaluator:
             )  # fmt: skip
         result = SideResult(direction, ep.display, "Deny")
         steps = result.steps
+        if ep.kind == "HostEndpoint":
+            steps.append(Step("note", None, note=HOST_ENDPOINT_NOTE))
         if not ep.active:
             steps.append(Step("endpoint-down", "Deny", note="endpoint is not active"))
             return result
@@ -336,5 +342,5 @@ class Evaluator:
             steps.append(Step("rule", action, tier=tier, policy=name, rule_index=index, rule=shown))
             if action != "Log":
                 return action
-        steps.append(Step("no-match", "None", tier=tier, policy=name, note="no rule matched"))
+        steps.append(Step("no-match", None, tier=tier, policy=name, note="no rule matched"))
         return None
