@@ -2,7 +2,8 @@
 
 Hypothesis draws small policy sets (tiers with Deny/Pass end-of-tier actions, Allow/Deny/Pass
 rules, selectors, ports and named ports, nets, ICMP, staged policies) and a few probes between
-three workloads in network namespaces. Felix programs the policy; for each probe the verdict
+three workloads in network namespaces (in two Kubernetes-style namespaces, so namespaced policy
+and namespace selectors take part). Felix programs the policy; for each probe the verdict
 ``calicoctl explain -o json`` computes must be what a real TCP/UDP/ICMP probe observes. A
 mismatch that persists past Felix's convergence time fails the example.
 """
@@ -53,6 +54,9 @@ except socket.timeout:
 NAMES = ("a", "b", "c")
 PROBES = (("tcp", 8080), ("tcp", 9090), ("udp", 5353), ("icmp", None))
 SELECTORS = ("app == 'a'", "app == 'b'", "app == 'c'", "all()", "app != 'a'", "has(app)")
+NS_SELECTORS = ("projectcalico.org/name == 'ns1'", "projectcalico.org/name == 'ns2'", "all()")
+KINDS = ["GlobalNetworkPolicy"] * 3 + ["NetworkPolicy"] * 2
+KINDS += ["StagedGlobalNetworkPolicy", "StagedNetworkPolicy"]
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +64,19 @@ def diff_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     need_root()
     workdir = tmp_path_factory.mktemp("felix-explain")
     with cluster(workdir) as c:
+        for ns in ("ns1", "ns2"):  # namespace labels as the k8s controller writes them (pcns.)
+            labels = {"projectcalico.org/name": ns, "pcns.projectcalico.org/name": ns}
+            c.ds.apply(
+                {
+                    "kind": "Profile",
+                    "metadata": {"name": f"kns.{ns}"},
+                    "spec": {
+                        "ingress": [{"action": "Allow"}],
+                        "egress": [{"action": "Allow"}],
+                        "labelsToApply": labels,
+                    },
+                }
+            )
         ports = [{"name": "http", "protocol": "TCP", "port": 8080}]
         with (
             workload(c.host, c.ds, "a", "10.65.0.1", labels={"app": "a"}) as wa,
@@ -83,8 +100,12 @@ def rules(draw: st.DrawFn) -> dict[str, Any]:
     if proto:
         rule["protocol"] = proto
     peer = draw(st.sampled_from(["source", "destination"]))
-    choice = draw(st.sampled_from(["none", "selector", "notSelector", "nets", "notNets"]))
-    if choice in ("selector", "notSelector"):
+    choice = draw(
+        st.sampled_from(["none", "selector", "notSelector", "nets", "notNets", "namespaceSelector"])
+    )
+    if choice == "namespaceSelector":
+        rule[peer] = {choice: draw(st.sampled_from(NS_SELECTORS))}
+    elif choice in ("selector", "notSelector"):
         rule[peer] = {choice: draw(st.sampled_from(SELECTORS))}
     elif choice in ("nets", "notNets"):
         rule[peer] = {choice: [draw(st.sampled_from(["10.65.0.0/24", "10.65.1.3/32"]))]}
@@ -112,7 +133,7 @@ def policy_sets(draw: st.DrawFn) -> list[dict[str, Any]]:
         )
     for index in range(draw(st.integers(1, 3))):
         tier = draw(st.sampled_from(["default", "t1"])) if with_tier else "default"
-        kind = draw(st.sampled_from(["GlobalNetworkPolicy"] * 4 + ["StagedGlobalNetworkPolicy"]))
+        kind = draw(st.sampled_from(KINDS))
         types = draw(st.sampled_from([["Ingress"], ["Egress"], ["Ingress", "Egress"]]))
         spec: dict[str, Any] = {
             "tier": tier,
@@ -124,7 +145,10 @@ def policy_sets(draw: st.DrawFn) -> list[dict[str, Any]]:
             if direction.capitalize() in types:
                 spec[direction] = draw(st.lists(rules(), max_size=2))
         name = f"p{index}" if tier == "default" else f"t1.p{index}"
-        docs.append({"kind": kind, "metadata": {"name": name}, "spec": spec})
+        meta = {"name": name}
+        if kind.endswith("NetworkPolicy") and "Global" not in kind:
+            meta["namespace"] = "ns1"  # selects a and b (c lives in ns2)
+        docs.append({"kind": kind, "metadata": meta, "spec": spec})
     return docs
 
 
@@ -197,4 +221,4 @@ def test_explain_agrees_with_real_traffic(
         assert got == expected, {"docs": docs, "probes": probes, "explain": expected}
     finally:
         for doc in reversed(docs):
-            c.ds.delete(doc["kind"], doc["metadata"]["name"])
+            c.ds.delete(doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace"))
