@@ -199,6 +199,9 @@ class ExplainGroup(click.Group):
 @click.option("--ip-version", type=click.IntRange(4, 6), default=None, help="4 or 6.")
 @click.option("-n", "--namespace", default="default", help="Namespace for bare names.")
 @click.option("-o", "--output", default="text", help="text, yaml or json.")
+@click.option(
+    "--live", is_flag=True, help="Also trace a real probe through this node's dataplane (root)."
+)
 @config_option
 @global_options
 @click.pass_context
@@ -215,6 +218,7 @@ def explain_group(
     ip_version: int | None,
     namespace: str,
     output: str,
+    live: bool,
     config_file: str | None,
 ) -> None:
     """Explain why traffic from one endpoint to another is allowed or denied.
@@ -237,6 +241,10 @@ def explain_group(
         data, src, dst, namespace, protocol, port, src_port, icmp_type, icmp_code, ip_version
     )
     report = explain_connection(data, s, d, pkt, name)
+    if live:
+        from calico.calicoctl.explain_live import live as live_trace
+
+        report["live"] = live_trace(s, d, pkt, report)
     _emit(report, output, render_connection(report))
 
 

@@ -66,6 +66,13 @@ def render_connection(report: dict[str, Any]) -> str:
         lines.append(f"  Would-be verdict: {_result(staged['result'])}")
     else:
         lines.append("Staged policies (not enforced): no change")
+    if "live" in report:
+        live = report["live"]
+        agree = "agrees" if live["agrees"] else f"DISAGREES with the computed {live['compared']}"
+        lines.append(f"Live (kernel trace on this node): {live['verdict']} ({agree})")
+        if live["rule"]:
+            lines.append(f"  deciding rule: {live['rule']}")
+        lines.append("  chains: " + " -> ".join(live["chains"]))
     return "\n".join(lines) + "\n"
 
 
