@@ -12,6 +12,7 @@ from calico.cni.identity import K8S, Identity
 from calico.cni.netconf import NetConf
 
 if TYPE_CHECKING:
+    from calico.cni.store import Store
     from calico.datastore.client import Client
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,28 @@ def get(client: Client, ident: Identity) -> Any | None:
         return None
 
 
+def create_or_update(
+    store: Store,
+    ident: Identity,
+    conf: NetConf,
+    networks: Sequence[str],
+    host_ifname: str,
+    container_mac: str,
+) -> None:
+    """Write the endpoint: a plain create on stored JSON when it is new (the common case),
+    else the typed :func:`build` and :func:`write`."""
+    from calico.cni import lean
+
+    try:
+        lean.create_wep(
+            store.backend, lean.wep_doc(ident, conf, networks, host_ifname, container_mac)
+        )
+        return
+    except lean.NotLean as exc:
+        log.debug("Typed endpoint write: %s", exc)
+    write(store.client, build(ident, conf, networks, host_ifname, container_mac))
+
+
 def write(client: Client, wep: Any) -> Any:
     """Create, or replace an existing endpoint of the same name (a restarted sandbox)."""
     from calico.datastore.errors import (
@@ -125,18 +148,15 @@ def delete(client: Client, ident: Identity) -> str:
     raise CNIError(DATASTORE_FAILURE, f"could not delete WorkloadEndpoint {ident.wep_name}")
 
 
-def ensure_profile(client: Client, ident: Identity, conf: NetConf) -> None:
+def ensure_profile(store: Store, ident: Identity, conf: NetConf) -> None:
     """Create the network's Profile if missing (never update an existing one)."""
-    from calico.api.endpoints import Profile
-    from calico.datastore.errors import ResourceAlreadyExistsError, ResourceDoesNotExistError
+    from calico.cni.lean import profile_exists
 
-    if conf.policy_type:
-        return
-    try:
-        client.get("Profile", conf.name)
-        return
-    except ResourceDoesNotExistError:
-        pass
+    if conf.policy_type or profile_exists(store.backend, conf.name):
+        return  # one key read, no model: the profile exists on every ADD but a network's first
+    from calico.api.endpoints import Profile
+    from calico.datastore.errors import ResourceAlreadyExistsError
+
     ingress: dict[str, Any] = {"action": "Allow"}
     if ident.orchestrator != K8S:
         ingress["source"] = {"selector": f"has({conf.name})"}
@@ -151,4 +171,4 @@ def ensure_profile(client: Client, ident: Identity, conf: NetConf) -> None:
         }
     )
     with contextlib.suppress(ResourceAlreadyExistsError):
-        client.create(profile)
+        store.client.create(profile)
