@@ -168,19 +168,34 @@ def _assign_requested(
     return got
 
 
-def delete(client: Client, conf: NetConf, ident: Identity) -> list[str]:
+def delete(store: Store, conf: NetConf, ident: Identity) -> list[str]:
     """Release by ``<network>.<containerID>`` and, for pods, the workload handle too."""
-    from calico.ipam import IPAMClient, IPAMError
+    from calico.ipam import IPAMError
 
-    ipam = IPAMClient(client)
+    handles = [ident.handle_id]
+    if ident.orchestrator == K8S:
+        handles.append(ident.workload_handle_id)
     released: list[str] = []
     with host_lock(conf.ipam_lock_file):
         try:
-            released += ipam.release_by_handle(ident.handle_id)
-            if ident.orchestrator == K8S:
-                released += ipam.release_by_handle(ident.workload_handle_id)
+            for handle in handles:
+                released += _release(store, handle)
         except IPAMError as exc:
             raise CNIError(IPAM_FAILURE, "failed to release addresses", str(exc)) from None
     if released:
         log.info("Released %s (handle %s)", released, ident.handle_id)
     return released
+
+
+def _release(store: Store, handle: str) -> list[str]:
+    """On stored JSON when it applies (:func:`calico.cni.lean.release_by_handle`), else typed."""
+    from calico.cni import lean
+
+    try:
+        got = lean.release_by_handle(store.backend, handle)
+        return got if got is not None else []
+    except lean.NotLean as exc:
+        log.debug("Typed release of %s: %s", handle, exc)
+    from calico.ipam import IPAMClient
+
+    return IPAMClient(store.client).release_by_handle(handle)

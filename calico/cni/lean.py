@@ -334,3 +334,73 @@ def auto_assign(
             raise PartialLean(f"block {block.cidr} changed concurrently") from None
         out.append(ipaddress.ip_interface(f"{block.ip(ordinal)}/{block.cidr.prefixlen}"))
     return out
+
+
+def release_by_handle(backend: Backend, handle_id: str) -> list[str] | None:
+    """:meth:`calico.ipam.IPAMClient.release_by_handle` on stored JSON; None if unknown.
+
+    Every read and check comes first (NotLean before any write); then each block is
+    compare-and-swapped and the emptied handle deleted. A conflict raises PartialLean: the
+    typed release finishes the job (it is idempotent).
+    """
+    from calico.datastore.errors import ResourceDoesNotExistError, UpdateConflictError
+    from calico.ipam.blocks import cidr_to_name, format_time
+
+    handle_kv = _get(backend, path("ipamhandles", handle_id.lower()))
+    if handle_kv is None:
+        return None
+    counts = _spec(handle_kv).get("block") or {}
+    cooldown = _cooldown(backend)
+    now = datetime.now(UTC)
+    plan: list[tuple[KVPair, dict[str, Any], Block, list[int]]] = []
+    for key in counts:
+        kv = _get(backend, path("ipamblocks", cidr_to_name(key)))
+        if kv is None:
+            raise NotLean(f"block {key} is gone")
+        doc = json.loads(kv.value)
+        block = block_from_spec(doc["spec"])
+        ordinals = block.ordinals_for_handle(handle_id)
+        if not ordinals:
+            raise NotLean(f"block {key} holds nothing of the handle")
+        released, _, _ = block.release(ordinals, format_time(now))
+        block.collect(now, cooldown)
+        if block.affinity is None and block.is_empty():
+            raise NotLean(f"block {key} would be deleted")
+        plan.append((kv, doc, block, released))
+    out: list[str] = []
+    for kv, doc, block, released in plan:
+        block.sequence_number += 1
+        doc["spec"] = block_spec(block)
+        try:
+            backend.update(kv.key, encode(doc), kv.revision)
+        except (UpdateConflictError, ResourceDoesNotExistError):
+            raise PartialLean(f"block {block.cidr} changed concurrently") from None
+        out += [str(block.ip(o)) for o in released]
+    try:
+        backend.delete(handle_kv.key, handle_kv.revision)
+    except (UpdateConflictError, ResourceDoesNotExistError):
+        raise PartialLean("the handle changed concurrently") from None
+    return out
+
+
+def delete_wep(backend: Backend, ident: Identity) -> tuple[str, str]:
+    """:func:`calico.cni.wep.delete` on stored JSON: ("deleted" | "absent" | "kept", the
+    stored containerID)."""
+    from calico.datastore.errors import ResourceDoesNotExistError, UpdateConflictError
+
+    key = path("workloadendpoints", ident.wep_name, ident.namespace)
+    for _ in range(5):
+        kv = _get(backend, key)
+        if kv is None:
+            return "absent", ""
+        owner = str(_spec(kv).get("containerID") or "")
+        if owner and owner != ident.container_id:
+            return "kept", owner
+        try:
+            backend.delete(key, kv.revision)
+            return "deleted", owner
+        except ResourceDoesNotExistError:
+            return "absent", ""
+        except UpdateConflictError:
+            continue
+    raise NotLean("the WorkloadEndpoint keeps changing")

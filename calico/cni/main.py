@@ -110,7 +110,7 @@ def _ipam_verb(call: Any) -> tuple[int, dict[str, Any] | None]:
         if command == "ADD":
             result = ipam_plugin.add(store, call.conf, call.env, call.ident)
             return 0, result.to_dict(call.conf.cni_version)
-        ipam_plugin.delete(store.client, call.conf, call.ident)
+        ipam_plugin.delete(store, call.conf, call.ident)
     return 0, None
 
 

@@ -102,7 +102,7 @@ def ipam_del(call: Call, store: Store) -> None:
     if call.conf.ipam.type == CALICO_IPAM:
         from calico.cni import ipam_plugin
 
-        ipam_plugin.delete(store.client, call.conf, call.ident)
+        ipam_plugin.delete(store, call.conf, call.ident)
         return
     from calico.cni.ipam_exec import exec_ipam
 
@@ -204,7 +204,7 @@ def cmd_del(call: Call) -> None:
 
     ident = call.ident
     with ready_store(call.conf) as store:
-        outcome = wep.delete(store.client, ident)
+        outcome = wep.remove(store, ident)
         netsetup.teardown(call.env.netns, call.env.ifname)
         if ident.orchestrator == CNI:
             # The host name derives from this container's ID, so it can't be another sandbox's.

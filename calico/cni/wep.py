@@ -114,6 +114,20 @@ def write(client: Client, wep: Any) -> Any:
     raise CNIError(DATASTORE_FAILURE, f"could not write WorkloadEndpoint {wep.metadata.name}")
 
 
+def remove(store: Store, ident: Identity) -> str:
+    """:func:`delete`, on stored JSON unless that declines (:func:`calico.cni.lean.delete_wep`)."""
+    from calico.cni import lean
+
+    try:
+        outcome, owner = lean.delete_wep(store.backend, ident)
+    except lean.NotLean as exc:
+        log.debug("Typed endpoint delete: %s", exc)
+        return delete(store.client, ident)
+    if outcome == "kept":
+        log.info("Keeping WorkloadEndpoint %s: it belongs to container %s", ident.wep_name, owner)
+    return outcome
+
+
 def delete(client: Client, ident: Identity) -> str:
     """Delete our endpoint: "deleted", "absent", or "kept" when another sandbox owns it now.
 

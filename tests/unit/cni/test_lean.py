@@ -25,7 +25,7 @@ from calico.datastore.factory import open_backend
 from calico.ipam import IPAMClient
 
 NODE = "node-1"
-VOLATILE = {"uid", "creationTimestamp", "affinityClaimTime", "clusterGUID"}
+VOLATILE = {"uid", "creationTimestamp", "affinityClaimTime", "clusterGUID", "releasedAt"}
 
 
 def _client(tmp: Path, name: str, pools: tuple[str, ...] = ("10.9.0.0/24",)) -> Client:
@@ -258,3 +258,53 @@ def test_mesos_labels_go_typed() -> None:
     conf.mesos_labels = {"app": "x"}
     with pytest.raises(lean.NotLean, match="Mesos"):
         lean.wep_doc(ident, conf, ["10.9.0.3/32"], "cali1", "aa:bb:cc:dd:ee:0f")
+
+
+# -- DEL -----------------------------------------------------------------------------------
+
+
+def test_release_by_handle_matches_typed(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path, ("10.9.0.0/24", "fd09::/120"))
+    for client in (a, b):
+        for n in range(1, 4):
+            IPAMClient(client).auto_assign(1, 1, f"net1.c{n}", _attrs(n), NODE)
+    got = lean.release_by_handle(a.backend, "net1.c2")
+    want = IPAMClient(b).release_by_handle("net1.c2")
+    assert got is not None and sorted(got) == sorted(want)
+    assert _dump(a) == _dump(b)
+    assert lean.release_by_handle(a.backend, "net1.c2") is None  # released: the handle is gone
+    # The next assignment reuses the same (cooled-down) ordinals on both sides.
+    got_ips = lean.auto_assign(a.backend, _conf(assign_ipv6="true"), "net1.c9", _attrs(9), NODE,
+                               [4, 6])  # fmt: skip
+    v4, v6 = IPAMClient(b).auto_assign(1, 1, "net1.c9", _attrs(9), NODE)
+    assert got_ips == [*v4, *v6]
+    assert _dump(a) == _dump(b)
+
+
+def test_release_that_would_delete_a_block_goes_typed(tmp_path: Path) -> None:
+    a, _ = _pair(tmp_path)
+    blocks = a.backend.list(lean.V3_PREFIX + "ipamblocks/").kvs
+    doc = json.loads(blocks[0].value)
+    doc["spec"].pop("affinity")  # a borrowed block nobody owns: emptying it deletes it
+    a.backend.update(blocks[0].key, lean.encode(doc), blocks[0].revision)
+    before = _revision(a)
+    with pytest.raises(lean.NotLean, match="deleted"):
+        lean.release_by_handle(a.backend, "net1.first")
+    assert _revision(a) == before
+    store = Store(a.backend)
+    ident = Identity("cni", "default", "first", "first", "eth0", NODE, "net1")
+    conf = _conf()
+    assert len(ipam_plugin.delete(store, conf, ident)) == 1
+    assert a.backend.list(lean.V3_PREFIX + "ipamblocks/").kvs == []
+
+
+def test_endpoint_delete_matches_typed(tmp_path: Path) -> None:
+    ident, conf = _ident("K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web-0")
+    other, _ = _ident("K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web-0", cid="newer1")
+    a = _client(tmp_path, "lean", ())
+    store = Store(a.backend)
+    assert wep.remove(store, ident) == "absent"
+    wep.create_or_update(store, other, conf, ["10.9.0.3/32"], "cali1", "aa:bb:cc:dd:ee:0f")
+    assert wep.remove(store, ident) == "kept"  # a newer sandbox owns it
+    assert wep.remove(store, other) == "deleted"
+    assert wep.remove(store, other) == "absent"

@@ -1,0 +1,78 @@
+"""The plugin's common ADD and DEL load no pydantic, pyroute2, click, typed client or allocator.
+
+Runs the real entry (``calico.cli.main.main``, as the launchers do) in a fresh interpreter in
+the test's host namespace, and records ``sys.modules`` at the moment the plugin exits. The
+first ADD on a node claims a block through the typed allocator, so the probed calls come
+after a warm-up ADD.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from cni_fixtures import CNIWorld
+
+HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "pyroute2",
+    "click",
+    "calico.api.base",
+    "calico.datastore.client",
+    "calico.ipam.allocator",
+    "calico.cli.root",
+)
+
+PROBE = """
+import json, os, sys
+real_exit = os._exit
+def probe_exit(code):
+    with open(sys.argv[1], "w") as f:
+        json.dump(sorted(sys.modules), f)
+    real_exit(code)
+os._exit = probe_exit
+from calico.cli.main import main
+main("calico")
+"""
+
+
+def _modules(world: CNIWorld, command: str, cid: str, ns: str) -> list[str]:
+    out = world.tmp / f"modules-{command}-{cid}.json"
+    env = world.env(command, cid, ns, CALICO_CNI_DAEMON_SOCKET="off")
+    res = subprocess.run(
+        ["ip", "netns", "exec", world.host_ns, sys.executable, "-c", PROBE, str(out)],
+        input=json.dumps(world.netconf(log_level="info")).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    return json.loads(out.read_text())
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_common_add_and_del_stay_lean(world: CNIWorld) -> None:
+    first = world.workload_ns()
+    assert world.add("warm1", first).returncode == 0  # claims this node's block (typed)
+    ns = world.workload_ns()
+    added = _modules(world, "ADD", "lean1", ns)
+    assert "calico.cni.lean" in added and "calico.cni.rtnl" in added  # it did the work
+    assert _heavy(added) == []
+    assert world.handle_ips("testnet.lean1")  # and the address really is held
+    deleted = _modules(world, "DEL", "lean1", ns)
+    assert _heavy(deleted) == []
+    assert world.handle_ips("testnet.lean1") == []
+    assert [w.metadata.name for w in world.weps()] == ["node1-cni-warm1-eth0"]
+
+
+def test_first_add_on_a_node_falls_back_to_typed(world: CNIWorld) -> None:
+    ns = world.workload_ns()
+    added = _modules(world, "ADD", "first1", ns)
+    assert "calico.ipam.allocator" in added  # no block yet: the typed allocator claimed one
+    assert "pyroute2" not in added
+    assert world.handle_ips("testnet.first1")
