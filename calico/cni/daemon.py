@@ -57,18 +57,23 @@ WARM_KINDS = (
 
 def warm_up() -> None:
     """Import everything a call needs and build its validators (once, before forking)."""
+    import calico.api.validators
     import calico.cni.ipam_exec
     import calico.cni.ipam_plugin
+    import calico.cni.lean
     import calico.cni.main
     import calico.cni.netsetup
     import calico.cni.plugin
+    import calico.cni.rtnl
     import calico.cni.status_wait
     import calico.cni.store
     import calico.cni.wep
     import calico.datastore.client
     import calico.datastore.factory
     import calico.datastore.local
-    import calico.ipam
+    import calico.ipam.allocator  # calico.ipam itself resolves its names lazily
+    import calico.ipam.blocks
+    import calico.logutils
     import calico.model.names  # noqa: F401
     from calico.api import CalicoModel, kind_class
 

@@ -70,6 +70,24 @@ def test_common_add_and_del_stay_lean(world: CNIWorld) -> None:
     assert [w.metadata.name for w in world.weps()] == ["node1-cni-warm1-eth0"]
 
 
+def _warm_modules() -> set[str]:
+    code = "import json, sys; from calico.cni.daemon import warm_up; warm_up(); "
+    code += "print(json.dumps(sorted(sys.modules)))"
+    res = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, timeout=120,
+                         check=True, cwd="/")  # fmt: skip
+    return set(json.loads(res.stdout))
+
+
+def test_daemon_warm_up_covers_the_lean_path(world: CNIWorld) -> None:
+    """A forked worker should import nothing: everything the lean ADD and DEL load is warm."""
+    assert world.add("warm1", world.workload_ns()).returncode == 0
+    ns = world.workload_ns()
+    used = set(_modules(world, "ADD", "lean2", ns)) | set(_modules(world, "DEL", "lean2", ns))
+    missing = sorted(m for m in used - _warm_modules() if m.startswith("calico"))
+    # The entry's own modules run in the plugin process, before it hands the call over.
+    assert missing == ["calico.cli", "calico.cli.main", "calico.cni.launch", "calico.process_mode"]
+
+
 def test_first_add_on_a_node_falls_back_to_typed(world: CNIWorld) -> None:
     ns = world.workload_ns()
     added = _modules(world, "ADD", "first1", ns)
