@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: typing is not imported on the helper's path
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def run(is_ipam: bool, argv: tuple[str, ...] | list[str]) -> NoReturn:

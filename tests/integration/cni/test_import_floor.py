@@ -14,6 +14,8 @@ import sys
 
 from cni_fixtures import CNIWorld
 
+from calico.cni.install import package_paths
+
 HEAVY = (
     "pydantic",
     "pydantic_core",
@@ -38,11 +40,26 @@ main("calico")
 """
 
 
-def _modules(world: CNIWorld, command: str, cid: str, ns: str) -> list[str]:
+def _modules(
+    world: CNIWorld, command: str, cid: str, ns: str, daemon_socket: str = "off"
+) -> list[str]:
+    """sys.modules of one call, started as the launchers start it (-S -P, probed paths)."""
     out = world.tmp / f"modules-{command}-{cid}.json"
-    env = world.env(command, cid, ns, CALICO_CNI_DAEMON_SOCKET="off")
+    env = world.env(command, cid, ns, CALICO_CNI_DAEMON_SOCKET=daemon_socket)
+    prelude = f"import sys; sys.path += {json.dumps(package_paths(sys.executable))}\n"
     res = subprocess.run(
-        ["ip", "netns", "exec", world.host_ns, sys.executable, "-c", PROBE, str(out)],
+        [
+            "ip",
+            "netns",
+            "exec",
+            world.host_ns,
+            sys.executable,
+            "-S",
+            "-P",
+            "-c",
+            prelude + PROBE,
+            str(out),
+        ],
         input=json.dumps(world.netconf(log_level="info")).encode(),
         capture_output=True,
         env=env,
@@ -94,3 +111,22 @@ def test_first_add_on_a_node_falls_back_to_typed(world: CNIWorld) -> None:
     assert "calico.ipam.allocator" in added  # no block yet: the typed allocator claimed one
     assert "pyroute2" not in added
     assert world.handle_ips("testnet.first1")
+
+
+def test_a_call_the_helper_serves_loads_only_the_client(world: CNIWorld) -> None:
+    """Handing a call to the resident helper needs json and a socket: no typing, logging,
+    dataclasses or plugin modules in the plugin process."""
+    from test_daemon import _start_daemon, _stop
+
+    sock = world.tmp / "cni-daemon.sock"
+    proc = _start_daemon(sock, world.host_ns)
+    try:
+        ns = world.workload_ns()
+        used = _modules(world, "ADD", "served1", ns, daemon_socket=str(sock))
+    finally:
+        _stop(proc)
+    assert world.handle_ips("testnet.served1")  # the worker did the ADD
+    assert "calico.cni.daemon_client" in used
+    for heavy in ("typing", "dataclasses", "logging", "calico.cni.main", "calico.cni.netconf"):
+        assert heavy not in used
+    assert _heavy(used) == []
