@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from calico.cni.identity import K8S, Identity
+from calico.cni.identity import K8S, NAMESPACE_LABEL, ORCHESTRATOR_LABEL, Identity, profiles_for
 from calico.cni.netconf import NetConf
 
 if TYPE_CHECKING:
@@ -106,11 +106,10 @@ def profile_exists(backend: Backend, name: str) -> bool:
 def wep_doc(
     ident: Identity, conf: NetConf, networks: Sequence[str], host_ifname: str, mac: str
 ) -> dict[str, Any]:
-    """The endpoint :func:`calico.cni.wep.build` describes, checked by the same validators.
+    """The endpoint ``calico.cni.wep.build`` describes, checked by the same validators.
 
     Raises NotLean where the typed model might disagree (it then reports the error)."""
     from calico.api import validators as v
-    from calico.cni.wep import NAMESPACE_LABEL, ORCHESTRATOR_LABEL, profiles_for
 
     if conf.mesos_labels:
         raise NotLean("Mesos labels")
@@ -384,7 +383,7 @@ def release_by_handle(backend: Backend, handle_id: str) -> list[str] | None:
 
 
 def delete_wep(backend: Backend, ident: Identity) -> tuple[str, str]:
-    """:func:`calico.cni.wep.delete` on stored JSON: ("deleted" | "absent" | "kept", the
+    """``calico.cni.wep.delete`` on stored JSON: ("deleted" | "absent" | "kept", the
     stored containerID)."""
     from calico.datastore.errors import ResourceDoesNotExistError, UpdateConflictError
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from calico.cni.errors import DATASTORE_FAILURE, CNIError
-from calico.cni.identity import K8S, Identity
+from calico.cni.identity import K8S, NAMESPACE_LABEL, ORCHESTRATOR_LABEL, Identity, profiles_for
 from calico.cni.netconf import NetConf
 
 if TYPE_CHECKING:
@@ -17,16 +17,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NAMESPACE_LABEL = "projectcalico.org/namespace"
-ORCHESTRATOR_LABEL = "projectcalico.org/orchestrator"
 _RETRIES = 5
-
-
-def profiles_for(ident: Identity, conf: NetConf) -> list[str]:
-    """k8s policy: the namespace profile; otherwise one profile named after the network."""
-    if ident.orchestrator == K8S and conf.policy_type == "k8s":
-        return [f"kns.{ident.namespace}"]
-    return [conf.name]
 
 
 def build(
