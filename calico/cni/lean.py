@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import uuid
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,15 @@ def encode(doc: dict[str, Any]) -> str:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
+def uuid4() -> str:
+    """``str(uuid.uuid4())`` without importing :mod:`uuid` (which loads ``platform``)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -68,7 +77,7 @@ def new_doc(
     labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A resource as the typed client's create stores it (server-set uid and timestamp)."""
-    meta: dict[str, Any] = {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": _now()}
+    meta: dict[str, Any] = {"name": name, "uid": uuid4(), "creationTimestamp": _now()}
     if namespace:
         meta["namespace"] = namespace
     if labels:

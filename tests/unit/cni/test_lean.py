@@ -308,3 +308,13 @@ def test_endpoint_delete_matches_typed(tmp_path: Path) -> None:
     assert wep.remove(store, ident) == "kept"  # a newer sandbox owns it
     assert wep.remove(store, other) == "deleted"
     assert wep.remove(store, other) == "absent"
+
+
+def test_uuid4_is_a_canonical_random_version_4_uuid() -> None:
+    import uuid
+
+    seen = {lean.uuid4() for _ in range(200)}
+    assert len(seen) == 200
+    for text in seen:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
