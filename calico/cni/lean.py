@@ -57,7 +57,7 @@ def encode(doc: dict[str, Any]) -> str:
 
 
 def uuid4() -> str:
-    """``str(uuid.uuid4())`` without importing :mod:`uuid` (which loads ``platform``)."""
+    """``str(uuid.uuid4())`` without importing ``uuid`` (which loads ``platform``)."""
     raw = bytearray(os.urandom(16))
     raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
