@@ -2,8 +2,9 @@
 
 Public entry points: :class:`~calico.ipam.allocator.IPAMClient`
 (assign/release/affinity/config/utilization), :func:`~calico.ipam.gc.garbage_collect` (leaked
-addresses, empty blocks of deleted nodes), utilisation and the ``ipam check`` report (:mod:`calico.ipam.check`). Library code only: the ``calicoctl ipam``
-commands live in :mod:`calico.calicoctl.ipam`.
+addresses, empty blocks of deleted nodes), utilisation and the ``ipam check`` report
+(:mod:`calico.ipam.check`). Library code only: the ``calicoctl ipam`` commands live in
+:mod:`calico.calicoctl.ipam`.
 
 Names resolve on first use (PEP 562), so importing a light submodule (the CNI plugin's lean
 ADD uses only :mod:`calico.ipam.blocks`) does not load the typed allocator and pydantic.
