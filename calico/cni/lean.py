@@ -16,10 +16,11 @@ exists, Mesos labels or any field the typed validation might refuse.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -228,6 +229,24 @@ def _affine_blocks(backend: Backend, host: str) -> list[IPNetwork]:
     return sorted(out, key=lambda n: (n.version, n))
 
 
+@contextlib.contextmanager
+def _stored_shapes() -> Iterator[None]:
+    """A stored value of an unexpected shape: the typed path reads (and reports) it."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise NotLean(f"unexpected stored value: {exc!r}") from None
+
+
+def _block_doc(stored: dict[str, Any], block: Block) -> dict[str, Any]:
+    """The block as the typed store's update writes it: spec rebuilt from ``block``, metadata
+    reduced to what ``block_to_resource`` carries (name) plus the server-kept uid/timestamp."""
+    meta = {k: stored["metadata"][k] for k in ("name", "uid", "creationTimestamp")
+            if k in stored["metadata"]}  # fmt: skip
+    return {"apiVersion": API_VERSION, "kind": "IPAMBlock", "metadata": meta,
+            "spec": block_spec(block)}  # fmt: skip
+
+
 def block_from_spec(spec: dict[str, Any]) -> Block:
     """:func:`calico.ipam.store.block_from_resource`, from the stored JSON."""
     from calico.ipam.blocks import Attr, Block
@@ -272,6 +291,41 @@ def block_spec(block: Block) -> dict[str, Any]:
     return {k: val for k, val in spec.items() if val is not None}
 
 
+def _take_one(
+    backend: Backend,
+    version: int,
+    requested: Sequence[str],
+    affine: list[IPNetwork],
+    host: str,
+    handle_id: str,
+    attrs: dict[str, str],
+    now: datetime,
+    cooldown: float,
+    reserved: list[IPNetwork],
+) -> tuple[KVPair, dict[str, Any], Block, int]:
+    """Plan one ``version`` address from the first owned block with room (nothing written)."""
+    from calico.ipam.blocks import cidr_to_name, overlap_ordinals
+
+    pools = _pools(backend, version, requested)
+    if not pools:
+        raise NotLean(f"no usable IPv{version} pool")
+    for cidr in affine:
+        if cidr.version != version or not any(cidr.subnet_of(p) for p in pools):  # type: ignore[arg-type]
+            continue
+        kv = _get(backend, path("ipamblocks", cidr_to_name(cidr)))
+        if kv is None:
+            raise NotLean(f"block {cidr} is missing")  # the typed allocator repairs it
+        doc = json.loads(kv.value)
+        block = block_from_spec(doc["spec"])
+        if block.affinity != f"host:{host}":
+            raise NotLean(f"block {cidr} is not this host's")  # a stale affinity
+        block.collect(now, cooldown)
+        taken = block.allocate(1, handle_id, attrs, overlap_ordinals(block.cidr, reserved))
+        if taken:
+            return kv, doc, block, taken[0]
+    raise NotLean(f"no room in this host's IPv{version} blocks")
+
+
 def auto_assign(
     backend: Backend,
     conf: NetConf,
@@ -291,37 +345,19 @@ def auto_assign(
         ResourceDoesNotExistError,
         UpdateConflictError,
     )
-    from calico.ipam.blocks import cidr_to_name, overlap_ordinals
 
     if _get(backend, path("ipamhandles", handle_id.lower())) is not None:
         raise NotLean("the handle exists")  # a retried ADD: the typed path reuses its addresses
-    cooldown = _cooldown(backend)
-    reserved = _reserved(backend)
-    affine = _affine_blocks(backend, host)
-    now = datetime.now(UTC)
     plan: list[tuple[KVPair, dict[str, Any], Block, int]] = []
-    for version in families:
-        requested = conf.ipam.ipv4_pools if version == 4 else conf.ipam.ipv6_pools
-        pools = _pools(backend, version, requested)
-        if not pools:
-            raise NotLean(f"no usable IPv{version} pool")
-        for cidr in affine:
-            if cidr.version != version or not any(cidr.subnet_of(p) for p in pools):
-                continue
-            kv = _get(backend, path("ipamblocks", cidr_to_name(cidr)))
-            if kv is None:
-                raise NotLean(f"block {cidr} is missing")  # the typed allocator repairs it
-            doc = json.loads(kv.value)
-            block = block_from_spec(doc["spec"])
-            if block.affinity != f"host:{host}":
-                raise NotLean(f"block {cidr} is not this host's")  # a stale affinity
-            block.collect(now, cooldown)
-            taken = block.allocate(1, handle_id, attrs, overlap_ordinals(block.cidr, reserved))
-            if taken:
-                plan.append((kv, doc, block, taken[0]))
-                break
-        else:
-            raise NotLean(f"no room in this host's IPv{version} blocks")
+    with _stored_shapes():
+        cooldown = _cooldown(backend)
+        reserved = _reserved(backend)
+        affine = _affine_blocks(backend, host)
+        now = datetime.now(UTC)
+        for version in families:
+            requested = conf.ipam.ipv4_pools if version == 4 else conf.ipam.ipv6_pools
+            plan.append(_take_one(backend, version, requested, affine, host, handle_id, attrs,
+                                  now, cooldown, reserved))  # fmt: skip
     counts: dict[str, int] = {}
     for _kv, _doc, block, _o in plan:
         counts[str(block.cidr)] = counts.get(str(block.cidr), 0) + 1
@@ -334,10 +370,8 @@ def auto_assign(
     out: list[IPInterface] = []
     for kv, doc, block, ordinal in plan:
         block.sequence_number += 1  # every block write bumps it, as the typed store's
-        doc["spec"] = block_spec(block)
-        doc["metadata"].pop("resourceVersion", None)
         try:
-            backend.update(kv.key, encode(doc), kv.revision)
+            backend.update(kv.key, encode(_block_doc(doc, block)), kv.revision)
         except (UpdateConflictError, ResourceDoesNotExistError):
             raise PartialLean(f"block {block.cidr} changed concurrently") from None
         out.append(ipaddress.ip_interface(f"{block.ip(ordinal)}/{block.cidr.prefixlen}"))
@@ -357,30 +391,30 @@ def release_by_handle(backend: Backend, handle_id: str) -> list[str] | None:
     handle_kv = _get(backend, path("ipamhandles", handle_id.lower()))
     if handle_kv is None:
         return None
-    counts = _spec(handle_kv).get("block") or {}
-    cooldown = _cooldown(backend)
-    now = datetime.now(UTC)
     plan: list[tuple[KVPair, dict[str, Any], Block, list[int]]] = []
-    for key in counts:
-        kv = _get(backend, path("ipamblocks", cidr_to_name(key)))
-        if kv is None:
-            raise NotLean(f"block {key} is gone")
-        doc = json.loads(kv.value)
-        block = block_from_spec(doc["spec"])
-        ordinals = block.ordinals_for_handle(handle_id)
-        if not ordinals:
-            raise NotLean(f"block {key} holds nothing of the handle")
-        released, _, _ = block.release(ordinals, format_time(now))
-        block.collect(now, cooldown)
-        if block.affinity is None and block.is_empty():
-            raise NotLean(f"block {key} would be deleted")
-        plan.append((kv, doc, block, released))
+    with _stored_shapes():
+        counts = _spec(handle_kv).get("block") or {}
+        cooldown = _cooldown(backend)
+        now = datetime.now(UTC)
+        for key in counts:
+            kv = _get(backend, path("ipamblocks", cidr_to_name(key)))
+            if kv is None:
+                raise NotLean(f"block {key} is gone")
+            doc = json.loads(kv.value)
+            block = block_from_spec(doc["spec"])
+            ordinals = block.ordinals_for_handle(handle_id)
+            if not ordinals:
+                raise NotLean(f"block {key} holds nothing of the handle")
+            released, _, _ = block.release(ordinals, format_time(now))
+            block.collect(now, cooldown)
+            if block.affinity is None and block.is_empty():
+                raise NotLean(f"block {key} would be deleted")
+            plan.append((kv, doc, block, released))
     out: list[str] = []
     for kv, doc, block, released in plan:
         block.sequence_number += 1
-        doc["spec"] = block_spec(block)
         try:
-            backend.update(kv.key, encode(doc), kv.revision)
+            backend.update(kv.key, encode(_block_doc(doc, block)), kv.revision)
         except (UpdateConflictError, ResourceDoesNotExistError):
             raise PartialLean(f"block {block.cidr} changed concurrently") from None
         out += [str(block.ip(o)) for o in released]

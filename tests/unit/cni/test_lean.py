@@ -318,3 +318,38 @@ def test_uuid4_is_a_canonical_random_version_4_uuid() -> None:
     for text in seen:
         parsed = uuid.UUID(text)
         assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_block_metadata_is_rewritten_as_the_typed_store_does(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path)
+    for client in (a, b):  # a label on the block (written raw: the typed store never sets one)
+        kv = client.backend.list(lean.V3_PREFIX + "ipamblocks/").kvs[0]
+        doc = json.loads(kv.value)
+        doc["metadata"]["labels"] = {"x": "y"}
+        client.backend.update(kv.key, lean.encode(doc), kv.revision)
+    lean.auto_assign(a.backend, _conf(), "net1.m", _attrs(1), NODE, [4])
+    IPAMClient(b).auto_assign(1, 0, "net1.m", _attrs(1), NODE)
+    assert _dump(a) == _dump(b)
+    lean.release_by_handle(a.backend, "net1.m")
+    IPAMClient(b).release_by_handle("net1.m")
+    assert _dump(a) == _dump(b)
+
+
+def test_malformed_stored_values_go_typed_before_writing(tmp_path: Path) -> None:
+    a, _ = _pair(tmp_path)
+    kv = a.backend.list(lean.V3_PREFIX + "blockaffinities/").kvs[0]
+    doc = json.loads(kv.value)
+    del doc["spec"]["cidr"]
+    a.backend.update(kv.key, lean.encode(doc), kv.revision)
+    before = _revision(a)
+    with pytest.raises(lean.NotLean, match="unexpected stored value"):
+        lean.auto_assign(a.backend, _conf(), "net1.h", _attrs(1), NODE, [4])
+    assert _revision(a) == before
+    blocks = a.backend.list(lean.V3_PREFIX + "ipamblocks/").kvs
+    bdoc = json.loads(blocks[0].value)
+    bdoc["spec"]["attributes"] = "garbage"
+    a.backend.update(blocks[0].key, lean.encode(bdoc), blocks[0].revision)
+    before = _revision(a)
+    with pytest.raises(lean.NotLean, match="unexpected stored value"):
+        lean.release_by_handle(a.backend, "net1.first")
+    assert _revision(a) == before
