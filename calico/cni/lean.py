@@ -7,6 +7,10 @@ a free address, and the WorkloadEndpoint is new. This module does exactly those 
 Backend's JSON, writing byte-for-byte what the typed path writes (same keys, same canonical
 JSON, the same block arithmetic from :mod:`calico.ipam.blocks`).
 
+The stored form follows the v3 wire rules (:func:`calico.api.io.resource_to_wire`) by hand:
+``tests/unit/cni/test_lean.py`` compares every key with the typed path's, so a change to the
+IPAMBlock, IPAMHandle or WorkloadEndpoint wire form shows up there and must be mirrored here.
+
 Anything else raises :class:`NotLean` *before any write* and the caller runs the typed path
 (which also produces every error message): a handle that already exists (a retried ADD), pools
 with a node selector other than ``all()``, no affine block with room (the typed allocator
@@ -258,7 +262,12 @@ def block_from_spec(spec: dict[str, Any]) -> Block:
         allocations=list(spec.get("allocations") or [None] * net.num_addresses),
         unallocated=list(spec.get("unallocated") or []),
         attributes=[
-            Attr(a.get("handle_id"), a.get("secondary"), a.get("alternate"), a.get("releasedAt"))
+            Attr(
+                a.get("handle_id"),
+                a.get("secondary"),
+                a.get("alternateOwnerAttrs"),
+                a.get("releasedAt"),
+            )
             for a in spec.get("attributes") or []
         ],
         sequence_number=spec.get("sequenceNumber", 0),
@@ -270,11 +279,14 @@ def block_from_spec(spec: dict[str, Any]) -> Block:
 
 
 def block_spec(block: Block) -> dict[str, Any]:
-    """The stored spec of :func:`calico.ipam.store.block_to_resource` (None fields omitted)."""
+    """The stored spec of :func:`calico.ipam.store.block_to_resource`, with the wire rules of
+    :func:`calico.api.io.resource_to_wire`: None fields left out, and the zero-defaulted ones
+    too (``omitempty``) except ``allocations``, ``unallocated``, ``attributes`` and
+    ``deleted``, which upstream always prints."""
     attrs = []
     for a in block.attributes:
         fields = (("handle_id", a.handle_id), ("secondary", a.secondary),
-                  ("alternate", a.alternate), ("releasedAt", a.released_at))  # fmt: skip
+                  ("alternateOwnerAttrs", a.alternate), ("releasedAt", a.released_at))  # fmt: skip
         attrs.append({k: val for k, val in fields if val is not None})
     spec: dict[str, Any] = {
         "cidr": str(block.cidr),
@@ -283,10 +295,10 @@ def block_spec(block: Block) -> dict[str, Any]:
         "allocations": list(block.allocations),
         "unallocated": list(block.unallocated),
         "attributes": attrs,
-        "sequenceNumber": block.sequence_number,
+        "sequenceNumber": block.sequence_number or None,
         "sequenceNumberForAllocation": dict(block.seq_for_alloc),
         "deleted": block.deleted,
-        "strictAffinity": block.strict_affinity,
+        "strictAffinity": block.strict_affinity or None,
     }
     return {k: val for k, val in spec.items() if val is not None}
 

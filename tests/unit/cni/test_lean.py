@@ -326,6 +326,7 @@ def test_block_metadata_is_rewritten_as_the_typed_store_does(tmp_path: Path) -> 
         kv = client.backend.list(lean.V3_PREFIX + "ipamblocks/").kvs[0]
         doc = json.loads(kv.value)
         doc["metadata"]["labels"] = {"x": "y"}
+        doc["spec"]["attributes"][0]["alternateOwnerAttrs"] = {"pod": "migrating"}
         client.backend.update(kv.key, lean.encode(doc), kv.revision)
     lean.auto_assign(a.backend, _conf(), "net1.m", _attrs(1), NODE, [4])
     IPAMClient(b).auto_assign(1, 0, "net1.m", _attrs(1), NODE)
