@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from cluster_harness import Cluster, dual_server, poll, tcp_ok
-from netns_support import unique_name
 from node_harness import Workload, require_root
 
 from calico.node.cluster import fabric, typha
@@ -42,11 +41,11 @@ spec:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     require_root()
     root = tmp_path_factory.mktemp("clty")
-    name = unique_name("cty", 6)
-    addr = typha.address(cluster_spec.build(name, root))
+    addr = typha.address(cluster_spec.build("any", root))  # the router address: fixed
     c = Cluster(root, extra_env={"FELIX_TYPHAADDR": addr})
-    # the harness builds its own spec; the same cluster with the Typha option on
-    c.spec = dataclasses.replace(cluster_spec.build(name, root), typha=True)
+    # the harness builds its own spec; the same cluster with the Typha option on (so
+    # lifecycle.prepare starts Typha before the nodes, as ``up --typha`` does)
+    c.spec = dataclasses.replace(c.spec, typha=True)
     try:
         c.up()
         yield c
