@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, Summary
 from prometheus_client.exposition import MetricsHandler
@@ -166,3 +167,16 @@ class MetricsServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+
+def observe_many(summary_child: Any, amount: float, n: int) -> None:
+    """``n`` observations of ``amount`` in two increments (the fan-out path observes once per
+    group of clients, not once per client). Uses ``Summary``'s count/sum values directly: the
+    public API has no batched observe."""
+    if n <= 0:
+        return
+    if n == 1:
+        summary_child.observe(amount)
+        return
+    summary_child._count.inc(n)
+    summary_child._sum.inc(amount * n)

@@ -24,7 +24,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import calico
 from calico.syncer.api import SyncStatus
@@ -42,6 +42,7 @@ from calico.syncer.typhaclient.messages import (
     SyncStatusMsg,
     encode,
 )
+from calico.typha.fanout import Fanout
 from calico.typha.metrics import TyphaMetrics
 from calico.typha.snapcache import Breadcrumb, SnapshotCache
 from calico.typha.snapshots import SnapshotCacheSet
@@ -110,6 +111,36 @@ def _delta_frame(crumb: Breadcrumb, compressed: bool) -> bytes:
     return cached
 
 
+class Frames(NamedTuple):
+    last: Breadcrumb  # the last crumb these frames cover
+    status: SyncStatus  # the last status sent once they are
+    data: bytes
+    kv_counts: list[int]  # KVs per delta message
+    crumbs: int
+
+
+def build_frames(crumb: Breadcrumb, status: SyncStatus, compressed: bool, max_kvs: int) -> Frames:
+    """The frames from ``crumb`` on for a client that last saw ``status``: each crumb's shared
+    delta frame, a status frame only on change, crumbs joined up to ``max_kvs`` KVs."""
+    frames: list[bytes] = []
+    counts: list[int] = []
+    kvs, n = 0, 1
+    while True:
+        if crumb.deltas:
+            frames.append(_delta_frame(crumb, compressed))
+            kvs += len(crumb.deltas)
+            counts.append(len(crumb.deltas))
+        if crumb.status is not status:
+            status = crumb.status
+            frames.append(_STATUS_FRAMES[(status, compressed)])
+        if crumb.next is None or kvs >= max_kvs:
+            break
+        crumb = crumb.next
+        n += 1
+    data = frames[0] if len(frames) == 1 else b"".join(frames)
+    return Frames(crumb, status, data, counts, n)
+
+
 class SyncServer:
     def __init__(
         self,
@@ -125,6 +156,10 @@ class SyncServer:
             name: SnapshotCacheSet(
                 cache, metrics, config.max_message_size, config.binary_snapshot_timeout
             )
+            for name, cache in caches.items()
+        }
+        self.fanouts = {
+            name: Fanout(name, cache, metrics, build_frames, config.max_message_size)
             for name, cache in caches.items()
         }
         self._on_governor_tick = on_governor_tick
@@ -416,7 +451,16 @@ class _Connection:
             await self._write(_STATUS_FRAMES[(last_status, self.compressed)])
         grace_end = snapshot_done + self.config.new_client_grace
         grace_counted = False
+        fanout = self.server.fanouts[name]
+        transport = self.writer.transport
         while True:
+            if crumb.next is None:  # caught up: wait on the shared fast path
+                await self._drain()
+                crumb, last_status = await fanout.park(
+                    self.conn_id, transport, crumb, last_status, self.compressed
+                )
+                await self._drain()
+                continue
             waited = time.monotonic()
             crumb, blocked = await cache.wait_next(crumb)
             (block if blocked else non_block).inc()
@@ -428,23 +472,15 @@ class _Connection:
                 if not grace_counted:
                     grace_counted = True
                     m.grace_used.labels(name).inc()
-            frames: list[bytes] = []
-            kvs = 0
-            while True:
-                if crumb.deltas:
-                    frames.append(_delta_frame(crumb, self.compressed))
-                    kvs += len(crumb.deltas)
-                    kvs_per_msg.observe(len(crumb.deltas))
-                if crumb.status is not last_status:
-                    last_status = crumb.status
-                    frames.append(_STATUS_FRAMES[(last_status, self.compressed)])
-                if crumb.next is None or kvs >= self.config.max_message_size:
-                    break
-                crumb = crumb.next
-                non_block.inc()
-            if frames:
+            out = build_frames(crumb, last_status, self.compressed, self.config.max_message_size)
+            crumb, last_status = out.last, out.status
+            if out.crumbs > 1:
+                non_block.inc(out.crumbs - 1)
+            for count in out.kv_counts:
+                kvs_per_msg.observe(count)
+            if out.data:
                 latency.observe(max(0.0, time.time() - crumb.timestamp))
-                await self._write(b"".join(frames))
+                await self._write(out.data)
 
     async def _ping(self) -> None:
         while True:

@@ -13,8 +13,8 @@ queued (up to ``max_batch_size`` updates, a status counting one), serialises eac
 - Copy-on-write: a crumb's snapshot is the master map itself, frozen; the next write copies the
   map first. So snapshots cost nothing until a client asks for one and then one copy per
   breadcrumb at most, and every client of that crumb shares it.
-- Crumbs are linked with ``next`` (set once, by the cache thread); waiters on the server's
-  event loop are woken through ``loop.call_soon_threadsafe``.
+- Crumbs are linked with ``next`` (set once, by the cache thread); waiters and listeners on
+  the server's event loop are woken through ``loop.call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class SnapshotCache:
         self._on_update_counts = on_update_counts
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self._listeners: list[Callable[[], None]] = []  # loop-side, run at every wake
         self._thread = threading.Thread(target=self._run, name=f"snapcache-{name}", daemon=True)
 
     # -- syncer callbacks (syncer thread) ------------------------------------------------------
@@ -132,10 +133,16 @@ class SnapshotCache:
             await event.wait()
         return crumb.next, True
 
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` on the loop whenever new crumbs were linked (the fan-out fast path)."""
+        self._listeners.append(fn)
+
     def _wake(self) -> None:
         event, self._event = self._event, None
         if event is not None:
             event.set()
+        for fn in self._listeners:
+            fn()
 
     # -- cache thread --------------------------------------------------------------------------
 

@@ -4,5 +4,6 @@ component that syncs through Typha (Felix; later confd and node services). It li
 """
 
 from calico.syncer.typhaclient.client import ClientSettings, SyncClient
+from calico.syncer.typhaclient.source import TyphaSyncer
 
-__all__ = ["ClientSettings", "SyncClient"]
+__all__ = ["ClientSettings", "SyncClient", "TyphaSyncer"]

@@ -179,3 +179,23 @@ def test_typha_command_refuses_bad_config_without_a_traceback(
     assert "Error: invalid Typha configuration: " in result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_several_prefixes_first_with_a_value_wins_per_field() -> None:
+    from calico.syncer.typhaclient.env import settings_from_env
+
+    prefixes = ("CONFD_", "FELIX_", "CALICO_")
+    env = {
+        "CONFD_TYPHAADDR": "none",  # "none" counts as unset, as upstream
+        "FELIX_TYPHAADDR": "10.0.0.2:5473",
+        "CALICO_TYPHAADDR": "10.0.0.3:5473",
+        "CALICO_TYPHAREADTIMEOUT": "7",
+        "CONFD_TYPHAWRITETIMEOUT": "3",
+        "FELIX_TYPHAWRITETIMEOUT": "4",
+    }
+    s = settings_from_env(prefixes, "bgp", "n", env=env)
+    assert s is not None
+    assert (s.addr, s.read_timeout, s.write_timeout, s.info) == ("10.0.0.2:5473", 7.0, 3.0, "confd")
+    assert settings_from_env(prefixes, "bgp", env={"CALICO_TYPHAADDR": "none"}) is None
+    with pytest.raises(ValueError, match="CALICO_TYPHAREADTIMEOUT must be positive"):
+        settings_from_env(prefixes, "bgp", env={**env, "CALICO_TYPHAREADTIMEOUT": "0"})
