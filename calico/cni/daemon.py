@@ -60,6 +60,7 @@ def warm_up() -> None:
     import calico.api.validators
     import calico.cni.ipam_exec
     import calico.cni.ipam_plugin
+    import calico.cni.k8s_annotations
     import calico.cni.lean
     import calico.cni.main
     import calico.cni.netsetup

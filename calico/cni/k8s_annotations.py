@@ -22,7 +22,7 @@ from calico.cni.identity import K8S
 if TYPE_CHECKING:
     from calico.cni.identity import Identity
     from calico.cni.netconf import CNIEnv, NetConf
-    from calico.datastore.client import Client
+    from calico.datastore.backend import Backend
 
 A = "cni.projectcalico.org/"
 POOL_KEYS = {"ipv4_pools": A + "ipv4pools", "ipv6_pools": A + "ipv6pools"}
@@ -41,9 +41,9 @@ def _json_list(ann: dict[str, str], key: str, where: str) -> list[str] | None:
     return value
 
 
-def apply(conf: NetConf, env: CNIEnv, ident: Identity, client: Client) -> tuple[NetConf, CNIEnv]:
+def apply(conf: NetConf, env: CNIEnv, ident: Identity, backend: Backend) -> tuple[NetConf, CNIEnv]:
     """``(conf, env)`` with the annotations' IPAM choices applied (unchanged outside KDD/k8s)."""
-    getter: Any = getattr(client.backend, "kube_object", None)
+    getter: Any = getattr(backend, "kube_object", None)
     if getter is None or ident.orchestrator != K8S:
         return conf, env
     from calico.datastore.errors import ResourceDoesNotExistError

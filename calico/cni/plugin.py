@@ -91,9 +91,8 @@ def ipam_add(call: Call, store: Store) -> Result:
         from calico.cni import ipam_plugin, k8s_annotations
 
         # Kubernetes datastore: the pod's and namespace's IPAM annotations.
-        conf, env = k8s_annotations.apply(call.conf, call.env, call.ident, client)
+        conf, env = k8s_annotations.apply(call.conf, call.env, call.ident, store.backend)
         call = Call(conf, env, call.ident, call.stdin, call.environ)
-
         return ipam_plugin.add(store, call.conf, call.env, call.ident)
     from calico.cni.ipam_exec import exec_ipam
 
