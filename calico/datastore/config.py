@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from calico.datastore.errors import DatastoreConfigError
 
 DATASTORE_TYPES = ("local", "etcdv3", "kubernetes")
@@ -258,6 +256,8 @@ def from_env(env: Mapping[str, str] | None = None) -> DatastoreConfig:
 
 def from_file(path: str | os.PathLike[str]) -> DatastoreConfig:
     """Parse a calicoctl ``CalicoAPIConfig`` file; every problem names the file."""
+    import yaml  # here, not at module level: the CNI plugin's ADD reads no file and skips it
+
     where = os.fspath(path)
     try:
         with open(where, encoding="utf-8") as f:
