@@ -1,0 +1,98 @@
+"""Flow filters (the proto ``Filter``), compiled once per query into a predicate on keys.
+
+AND across fields, OR within a field, an empty field does not filter. ``Exact`` is equality,
+``Fuzzy`` a substring test. Names also accept the UI's display forms of the two network
+pseudo-endpoints ("PUBLIC NETWORK" = "pub", "PRIVATE NETWORK" = "pvt") and namespaces the UI's
+"-" for the global namespace ("Global"). Policy matches test the enforced and the pending trace;
+``pending_actions`` matches when any pending hit took one of the actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from calico.goldmane.types import FlowKey, PolicyHit
+from calico.proto.goldmane import api_pb2 as pb
+
+DISPLAY_NAMES = {"PUBLIC NETWORK": "pub", "PRIVATE NETWORK": "pvt"}
+DISPLAY_NAMESPACES = {"-": "Global"}
+
+StrPred = Callable[[str], bool]
+
+
+def _string_pred(m: pb.StringMatch, aliases: dict[str, str]) -> StrPred:
+    value = aliases.get(m.value, m.value)
+    if m.type == pb.Fuzzy:
+        return lambda s: value in s
+    return lambda s: s == value
+
+
+def _any_of(matches: Sequence[pb.StringMatch], aliases: dict[str, str]) -> StrPred | None:
+    if not matches:
+        return None
+    preds = [_string_pred(m, aliases) for m in matches]
+    return lambda s: any(p(s) for p in preds)
+
+
+def _optional(m: pb.StringMatch, present: bool) -> StrPred | None:
+    # An unset (or empty-valued) StringMatch inside a PolicyMatch matches anything.
+    if not present or not m.value:
+        return None
+    return _string_pred(m, {})
+
+
+class PolicyPredicate:
+    """One ``PolicyMatch`` as a predicate on hits; unset fields match anything."""
+
+    __slots__ = ("action", "kind", "name", "namespace", "tier")
+
+    def __init__(self, m: pb.PolicyMatch) -> None:
+        self.kind = m.kind
+        self.tier = _optional(m.tier, m.HasField("tier"))
+        self.namespace = _optional(m.namespace, m.HasField("namespace"))
+        self.name = _optional(m.name, m.HasField("name"))
+        self.action = m.action
+
+    def __call__(self, h: PolicyHit) -> bool:
+        return (
+            (self.kind == pb.KindUnspecified or h.kind == self.kind)
+            and (self.tier is None or self.tier(h.tier))
+            and (self.namespace is None or self.namespace(h.namespace))
+            and (self.name is None or self.name(h.name))
+            and (self.action == pb.ActionUnspecified or h.action == self.action)
+        )
+
+
+def compile_filter(f: pb.Filter | None) -> Callable[[FlowKey], bool]:
+    """The predicate for ``f``; ``None`` or an empty filter matches every key."""
+    if f is None:
+        return lambda key: True
+    checks: list[Callable[[FlowKey], bool]] = []
+    for field, attr, aliases in (
+        (f.source_names, "source_name", DISPLAY_NAMES),
+        (f.source_namespaces, "source_namespace", DISPLAY_NAMESPACES),
+        (f.dest_names, "dest_name", DISPLAY_NAMES),
+        (f.dest_namespaces, "dest_namespace", DISPLAY_NAMESPACES),
+        (f.protocols, "proto", {}),
+    ):
+        pred = _any_of(field, aliases)
+        if pred is not None:
+            checks.append(lambda k, p=pred, a=attr: p(getattr(k, a)))
+    if f.dest_ports:
+        ports = frozenset(p.port for p in f.dest_ports)
+        checks.append(lambda k: k.dest_port in ports)
+    if f.actions:
+        actions = frozenset(f.actions)
+        checks.append(lambda k: k.action in actions)
+    if f.pending_actions:
+        pending = frozenset(f.pending_actions)
+        checks.append(lambda k: any(h.action in pending for h in k.pending))
+    if f.policies:
+        preds = [PolicyPredicate(m) for m in f.policies]
+        checks.append(lambda k: any(p(h) for h in k.enforced + k.pending for p in preds))
+    if f.reporter != pb.ReporterUnspecified:
+        reporter = f.reporter
+        checks.append(lambda k: k.reporter == reporter)
+    if not checks:
+        return lambda key: True
+    return lambda key: all(c(key) for c in checks)
