@@ -14,6 +14,7 @@ import click
 COMPONENTS: dict[str, str] = {
     "cni": "calico.cni.component:cni_group",
     "felix": "calico.felix.daemon:felix_command",
+    "goldmane": "calico.goldmane.daemon:goldmane_command",
     "guardian": "calico.guardian.daemon:guardian_command",
     "node": "calico.node.command:node_group",
 }
