@@ -9,9 +9,10 @@ RESOURCE_EXHAUSTED.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -78,15 +79,23 @@ class Goldmane:
         self.streams.publish(self.ring.rollover())
         self.on_rollover()
 
-    async def run_rollovers(self, stop: asyncio.Event) -> None:
-        """Roll over when each bucket ends, timed from the ring itself so it never drifts."""
-        while not stop.is_set():
-            delay = max(self.ring.next_rollover - self.clock(), BEHIND_RETRY)
-            try:
+    async def run_rollovers(
+        self, stop: asyncio.Event, sleep: Callable[[float], Awaitable[None]] | None = None
+    ) -> None:
+        """Roll over when each bucket ends, timed from the ring itself so it never drifts.
+
+        ``sleep`` (tests) replaces the wait; by default the wait ends early when ``stop`` is set.
+        """
+
+        async def wait(delay: float) -> None:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
+
+        sleep = sleep or wait
+        while not stop.is_set():
+            await sleep(max(self.ring.next_rollover - self.clock(), BEHIND_RETRY))
+            if stop.is_set():
                 return
-            except TimeoutError:
-                pass
             if self.clock() >= self.ring.next_rollover:
                 self.rollover()
 
