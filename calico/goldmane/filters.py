@@ -31,6 +31,8 @@ def _any_of(matches: Sequence[pb.StringMatch], aliases: dict[str, str]) -> StrPr
     if not matches:
         return None
     preds = [_string_pred(m, aliases) for m in matches]
+    if len(preds) == 1:
+        return preds[0]
     return lambda s: any(p(s) for p in preds)
 
 
@@ -63,10 +65,14 @@ class PolicyPredicate:
         )
 
 
+def match_all(key: FlowKey) -> bool:
+    return True
+
+
 def compile_filter(f: pb.Filter | None) -> Callable[[FlowKey], bool]:
-    """The predicate for ``f``; ``None`` or an empty filter matches every key."""
+    """The predicate for ``f``; ``None`` or an empty filter gives ``match_all``."""
     if f is None:
-        return lambda key: True
+        return match_all
     checks: list[Callable[[FlowKey], bool]] = []
     for field, attr, aliases in (
         (f.source_names, "source_name", DISPLAY_NAMES),
@@ -94,5 +100,7 @@ def compile_filter(f: pb.Filter | None) -> Callable[[FlowKey], bool]:
         reporter = f.reporter
         checks.append(lambda k: k.reporter == reporter)
     if not checks:
-        return lambda key: True
+        return match_all
+    if len(checks) == 1:
+        return checks[0]
     return lambda key: all(c(key) for c in checks)

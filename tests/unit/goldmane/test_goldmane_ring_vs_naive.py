@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from calico.goldmane import ring as ring_module
 from calico.goldmane.naive import NaiveStore
 from calico.goldmane.queries import QueryError
 from calico.goldmane.ring import BucketRing, FlowResult, ListResult
@@ -198,3 +199,41 @@ def test_ring_answers_as_the_reference(data: st.DataObject, script: list) -> Non
             _same(ring, naive, "statistics", sreq, now)
             _same(ring, naive, "backfill", data.draw(times), f, now)
     assert ring.num_keys == len(naive.ids)
+
+
+def _with_port(f: Flow, port: int) -> Flow:
+    f.key = f.key._replace(dest_port=port)
+    return f
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    batch=st.lists(st.tuples(flows(T0), st.integers(1, 30)), min_size=30, max_size=80).map(
+        lambda pairs: [_with_port(f, p) for f, p in pairs]
+    ),
+    page=st.integers(0, 6),
+    page_size=st.integers(1, 4),
+    flt=filters(),
+)
+def test_small_pages_of_many_keys_as_the_reference(
+    batch: list[Flow], page: int, page_size: int, flt: pb.Filter | None
+) -> None:
+    # Many keys and small pages: both the partial-sort (heap) path and the full sort.
+    ring = BucketRing(T0, INTERVAL, NUM)
+    naive = NaiveStore(T0, INTERVAL, NUM)
+    for fl in batch:
+        ring.add(fl.copy())
+        naive.add(fl.copy())
+    req = pb.FlowListRequest(page=page, page_size=page_size)
+    if flt is not None:
+        req.filter.CopyFrom(flt)
+    _same(ring, naive, "list", req, T0)
+    saved, ring_module.PARTIAL_SORT_RATIO = ring_module.PARTIAL_SORT_RATIO, 1
+    try:
+        _same(ring, naive, "list", req, T0)
+    finally:
+        ring_module.PARTIAL_SORT_RATIO = saved
