@@ -224,3 +224,35 @@ def test_mtls_requires_a_client_certificate_from_the_ca(
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     with grpc.insecure_channel(target) as ch, pytest.raises(grpc.RpcError):
         list_flows(ch)
+
+
+def test_the_101st_stream_is_resource_exhausted(channel: grpc.Channel) -> None:
+    stub = pb_grpc.FlowsStub(channel)
+    push(channel, [DENIED])
+    # A backfilled flow proves each stream is registered before the next is opened.
+    streams = [
+        stub.Stream(pb.FlowStreamRequest(start_time_gte=-60), timeout=60) for _ in range(100)
+    ]
+    try:
+        for s in streams:
+            next(s)
+        with pytest.raises(grpc.RpcError) as err:
+            next(stub.Stream(pb.FlowStreamRequest(), timeout=10))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.details() == "too many streams (maximum 100)"
+        streams.pop().cancel()
+        # A freed slot is usable again (the server sees the cancel asynchronously).
+        deadline = time.monotonic() + 10
+        while True:
+            again = stub.Stream(pb.FlowStreamRequest(start_time_gte=-60), timeout=10)
+            try:
+                assert next(again).flow.Key.dest_port == 81
+                break
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert time.monotonic() < deadline, "the cancelled stream's slot was never freed"
+                time.sleep(0.05)
+        again.cancel()
+    finally:
+        for s in streams:
+            s.cancel()
