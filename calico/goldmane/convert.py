@@ -72,9 +72,10 @@ def key_to_proto(k: FlowKey) -> pb.FlowKey:
     )
 
 
-def flow_from_proto(f: pb.Flow) -> Flow:
+def flow_from_proto(f: pb.Flow, key: FlowKey | None = None) -> Flow:
+    """``key``, when given, is ``f.Key`` already converted (see ``KeyCache``)."""
     return Flow(
-        key=key_from_proto(f.Key),
+        key=key_from_proto(f.Key) if key is None else key,
         start_time=f.start_time,
         end_time=f.end_time,
         source_labels=frozenset(f.source_labels),
@@ -107,3 +108,27 @@ def flow_to_proto(f: Flow) -> pb.Flow:
         num_connections_completed=c.connections_completed,
         num_connections_live=c.connections_live,
     )
+
+
+class KeyCache:
+    """Converted keys by their wire bytes: a node sends the same keys every flush interval.
+
+    Deterministic serialization makes equal keys equal bytes; the cache is dropped whole when
+    it reaches ``limit`` entries, which bounds memory without per-entry bookkeeping.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.limit = limit
+        self._keys: dict[bytes, FlowKey] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def get(self, k: pb.FlowKey) -> FlowKey:
+        raw = k.SerializeToString(deterministic=True)
+        key = self._keys.get(raw)
+        if key is None:
+            if len(self._keys) >= self.limit:
+                self._keys.clear()
+            key = self._keys[raw] = key_from_proto(k)
+        return key

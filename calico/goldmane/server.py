@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
-from calico.goldmane.convert import flow_from_proto, flow_to_proto
+from calico.goldmane.convert import KeyCache, flow_from_proto, flow_to_proto
 from calico.goldmane.dedup import DedupCache
 from calico.goldmane.filters import compile_filter
 from calico.goldmane.queries import QueryError
@@ -52,6 +52,7 @@ class Goldmane:
         self.ring = BucketRing(int(clock()), interval, **kwargs)
         self.streams = StreamManager(max_streams)
         self.dedup = DedupCache()
+        self.keys = KeyCache()
         self.received = 0
         self.dropped = 0
         self.duplicates = 0
@@ -66,7 +67,7 @@ class Goldmane:
         if self.dedup.is_duplicate(peer, flow.SerializeToString(deterministic=True), self.clock()):
             self.duplicates += 1
             return
-        if not self.ring.add(flow_from_proto(flow)):
+        if not self.ring.add(flow_from_proto(flow, self.keys.get(flow.Key))):
             self.dropped += 1
             log.warning(
                 "Dropping flow with start time %d outside [%d, %d)",

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from calico.goldmane.config import ConfigError, load_config
+from calico.goldmane.convert import KeyCache, key_from_proto
 from calico.goldmane.dedup import DedupCache
 from calico.goldmane.ring import FlowResult
 from calico.goldmane.server import Goldmane, peer_host
@@ -140,3 +141,18 @@ def test_receive_counts_dropped_and_duplicates() -> None:
     gm.receive("h", f)
     gm.receive("h", pb.Flow(Key=pb.FlowKey(dest_name="x"), start_time=1))
     assert (gm.received, gm.duplicates, gm.dropped, gm.ring.num_keys) == (3, 1, 1, 1)
+
+
+def test_key_cache_converts_once_and_is_bounded() -> None:
+    cache = KeyCache(limit=2)
+    a = pb.FlowKey(
+        dest_name="a", policies=pb.PolicyTrace(enforced_policies=[pb.PolicyHit(name="p")])
+    )
+    first = cache.get(a)
+    assert cache.get(pb.FlowKey.FromString(a.SerializeToString())) is first
+    assert first == key_from_proto(a)
+    cache.get(pb.FlowKey(dest_name="b"))
+    assert len(cache) == 2
+    cache.get(pb.FlowKey(dest_name="c"))  # full: dropped whole, then this one added
+    assert len(cache) == 1
+    assert cache.get(a) is not first and cache.get(a) == first
