@@ -1,10 +1,11 @@
 """Flow filters (the proto ``Filter``), compiled once per query into a predicate on keys.
 
 AND across fields, OR within a field, an empty field does not filter. ``Exact`` is equality,
-``Fuzzy`` a substring test. Names also accept the UI's display forms of the two network
-pseudo-endpoints ("PUBLIC NETWORK" = "pub", "PRIVATE NETWORK" = "pvt") and namespaces the UI's
-"-" for the global namespace ("Global"). Policy matches test the enforced and the pending trace;
-``pending_actions`` matches when any pending hit took one of the actions.
+``Fuzzy`` a substring test. A stored name or namespace the UI displays differently also matches
+through its display form: "pub"/"pvt" as "PUBLIC NETWORK"/"PRIVATE NETWORK", the global
+namespace "Global" as "-" (so Fuzzy "PUBLIC" finds "pub", and "pubsub" is not "PUBLIC
+NETWORK"). Policy matches test the enforced and the pending trace; ``pending_actions`` matches
+when any pending hit took one of the actions.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from collections.abc import Callable, Sequence
 from calico.goldmane.types import FlowKey, PolicyHit
 from calico.proto.goldmane import api_pb2 as pb
 
-DISPLAY_NAMES = {"PUBLIC NETWORK": "pub", "PRIVATE NETWORK": "pvt"}
-DISPLAY_NAMESPACES = {"-": "Global"}
+# Stored value -> what the UI shows for it; a filter may use either.
+DISPLAY_NAMES = {"pub": "PUBLIC NETWORK", "pvt": "PRIVATE NETWORK"}
+DISPLAY_NAMESPACES = {"Global": "-"}
 
 StrPred = Callable[[str], bool]
 
 
 def _string_pred(m: pb.StringMatch, aliases: dict[str, str]) -> StrPred:
-    value = aliases.get(m.value, m.value)
+    value = m.value
     if m.type == pb.Fuzzy:
+        if aliases:
+            return lambda s: value in s or (s in aliases and value in aliases[s])
         return lambda s: value in s
+    if aliases:
+        return lambda s: s == value or aliases.get(s) == value
     return lambda s: s == value
 
 

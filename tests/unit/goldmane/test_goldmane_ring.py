@@ -145,6 +145,9 @@ FILTER_CASES = [
     (pb.Filter(dest_names=[pb.StringMatch(value="serv", type=pb.Fuzzy)]), ["server-*"]),
     (pb.Filter(dest_names=[pb.StringMatch(value="serv")]), []),
     (pb.Filter(dest_names=[pb.StringMatch(value="PUBLIC NETWORK")]), ["pub"]),
+    (pb.Filter(dest_names=[pb.StringMatch(value="PUBLIC", type=pb.Fuzzy)]), ["pub"]),
+    (pb.Filter(dest_names=[pb.StringMatch(value="PRIVATE NETWORK")]), []),
+    (pb.Filter(dest_names=[pb.StringMatch(value="pub")]), ["pub"]),
     (pb.Filter(dest_ports=[pb.PortMatch(port=81)]), ["pub"]),
     (pb.Filter(actions=[pb.Deny]), ["pub"]),
     (pb.Filter(reporter=pb.Src), ["pub"]),
@@ -237,3 +240,20 @@ def test_statistics_per_policy_rule_with_time_series() -> None:
         [],
         pb.Any,
     )
+
+
+def test_display_aliases_match_stored_values_not_substrings_of_them() -> None:
+    ring = BucketRing(T0)
+    ring.add(flow(key(dst="pubsub"), T0))
+    ring.add(flow(key(dst="pvt", dest_namespace="Global"), T0))
+
+    def names(f: pb.Filter) -> list[str]:
+        return sorted(
+            r.flow.key.dest_name for r in ring.list(pb.FlowListRequest(filter=f), T0).flows
+        )
+
+    fuzzy = pb.Fuzzy
+    assert names(pb.Filter(dest_names=[pb.StringMatch(value="PUBLIC NETWORK", type=fuzzy)])) == []
+    assert names(pb.Filter(dest_names=[pb.StringMatch(value="PRIVATE", type=fuzzy)])) == ["pvt"]
+    assert names(pb.Filter(dest_namespaces=[pb.StringMatch(value="-")])) == ["pvt"]
+    assert names(pb.Filter(dest_namespaces=[pb.StringMatch(value="Glo", type=fuzzy)])) == ["pvt"]
