@@ -1,10 +1,13 @@
 """Statistics (the ``Statistics.List`` API): counters per policy or per policy rule.
 
-Every enforced hit of a flow contributes the flow's counters under the hit's action (allowed,
-denied, passed). "in" and "out" are the flow's inbound and outbound packets or bytes; a live
-connection count goes to "in" for flows reported by the destination and to "out" for flows
-reported by the source. Grouping by rule also splits by direction: ingress rules are the ones
-a destination reports, egress rules the ones a source reports.
+As upstream: a flow contributes once to each distinct rule it hit, enforced or pending (a rule
+in both traces counts once, with the first action seen), under that hit's action (allowed,
+denied, passed). An EndOfTier hit counts for the policy that triggered it. "in" and "out" are
+the flow's inbound and outbound packets or bytes; live connections count as "in" for ingress
+(destination-reported) flows and "out" for egress (source-reported) ones. Grouping by policy
+sums a policy's rules (direction Any); grouping by rule keys on action, rule index and
+direction. Unlike upstream, a ``policy_match`` action filters by the hit's action (upstream
+compares it with the policy-level key, which has none, so it matched nothing).
 """
 
 from __future__ import annotations
@@ -18,25 +21,30 @@ from calico.proto.goldmane import api_pb2 as pb
 StatKey = tuple[int, str, str, str, int, int, int]  # kind, ns, name, tier, action, rule, dir
 
 _SLOT = {pb.Allow: 0, pb.Deny: 1, pb.Pass: 2}
-_DIRECTION = {pb.Dst: pb.Ingress, pb.Src: pb.Egress}
 
 
-def _in_out(flow: Flow, stat_type: int) -> tuple[int, int]:
+def _in_out(flow: Flow, stat_type: int, ingress: bool) -> tuple[int, int]:
     c = flow.counters
     if stat_type == pb.ByteCount:
         return c.bytes_in, c.bytes_out
     if stat_type == pb.LiveConnectionCount:
-        if flow.key.reporter == pb.Dst:
-            return c.connections_live, 0
-        return 0, c.connections_live
+        return (c.connections_live, 0) if ingress else (0, c.connections_live)
     return c.packets_in, c.packets_out
 
 
-def _stat_key(h: PolicyHit, group_by: int, reporter: int) -> StatKey:
-    if group_by == pb.PolicyRule:
-        direction = _DIRECTION.get(reporter, pb.Any)
-        return (h.kind, h.namespace, h.name, h.tier, h.action, h.rule_index, direction)
-    return (h.kind, h.namespace, h.name, h.tier, pb.ActionUnspecified, 0, pb.Any)
+def _rule_keys(flow: Flow) -> dict[StatKey, int]:
+    """The distinct rules ``flow`` hit -> the action taken (first seen wins)."""
+    direction = pb.Egress if flow.key.reporter == pb.Src else pb.Ingress
+    rules: dict[StatKey, int] = {}
+    for h in flow.key.enforced + flow.key.pending:
+        meta = h.trigger if h.kind == pb.EndOfTier and h.trigger is not None else h
+        rk = (meta.kind, meta.namespace, meta.name, meta.tier, h.action, h.rule_index, direction)
+        rules.setdefault(rk, h.action)
+    return rules
+
+
+def _as_hit(k: StatKey) -> PolicyHit:
+    return PolicyHit(k[0], k[1], k[2], k[3], k[4], 0, k[5])
 
 
 @dataclass
@@ -57,12 +65,14 @@ class StatisticsBuilder:
         req = self._req
         point: dict[StatKey, list[int]] = {}
         for flow in flows:
-            value_in, value_out = _in_out(flow, req.type)
-            for h in flow.key.enforced:
-                slot = _SLOT.get(h.action)
-                if slot is None or not self._matches(h):
+            value_in, value_out = _in_out(flow, req.type, flow.key.reporter != pb.Src)
+            for rk, action in _rule_keys(flow).items():
+                slot = _SLOT.get(action)
+                if slot is None or not self._matches(_as_hit(rk)):
                     continue
-                counts = point.setdefault(_stat_key(h, req.group_by, flow.key.reporter), [0] * 6)
+                if req.group_by != pb.PolicyRule:
+                    rk = (rk[0], rk[1], rk[2], rk[3], pb.ActionUnspecified, 0, pb.Any)
+                counts = point.setdefault(rk, [0] * 6)
                 counts[2 * slot] += value_in
                 counts[2 * slot + 1] += value_out
         for key, counts in point.items():

@@ -257,3 +257,33 @@ def test_display_aliases_match_stored_values_not_substrings_of_them() -> None:
     assert names(pb.Filter(dest_names=[pb.StringMatch(value="PRIVATE", type=fuzzy)])) == ["pvt"]
     assert names(pb.Filter(dest_namespaces=[pb.StringMatch(value="-")])) == ["pvt"]
     assert names(pb.Filter(dest_namespaces=[pb.StringMatch(value="Glo", type=fuzzy)])) == ["pvt"]
+
+
+def test_statistics_count_each_rule_once_and_end_of_tier_as_its_trigger() -> None:
+    ring = BucketRing(T0)
+    # DENY_HIT both enforced and pending: one contribution. The EndOfTier hit counts for its
+    # trigger (deny-all in tier "security"), under the EndOfTier's action.
+    ring.add(
+        flow(key(action=pb.Deny, enforced=(DENY_HIT, EOT_HIT), pending=(DENY_HIT,)), T0, packets=4)
+    )
+    req = pb.StatisticsRequest(group_by=pb.PolicyRule, type=pb.PacketCount)
+    got = {
+        (s.policy.tier, s.policy.name, s.policy.rule_index): list(s.denied_in)
+        for s in ring.statistics(req, T0)
+    }
+    assert got == {("default", "deny-all", 2): [4], ("security", "deny-all", -1): [4]}
+    req = pb.StatisticsRequest(group_by=pb.PolicyRule, type=pb.LiveConnectionCount)
+    [default, _] = ring.statistics(req, T0)
+    assert (list(default.denied_in), list(default.denied_out)) == ([1], [0])  # Dst: ingress
+    ring.add(flow(key(src="egress", reporter=pb.Src, enforced=(ALLOW_HIT,)), T0))
+    req = pb.StatisticsRequest(
+        group_by=pb.Policy,
+        type=pb.LiveConnectionCount,
+        policy_match=pb.PolicyMatch(action=pb.Allow),
+    )
+    [allow] = ring.statistics(req, T0)
+    assert (allow.policy.name, list(allow.allowed_in), list(allow.allowed_out)) == (
+        "allow-80",
+        [0],
+        [1],
+    )
