@@ -73,7 +73,7 @@ class NaiveStore:
     def list(self, req: pb.FlowListRequest, now: int) -> ListResult:
         check_page(req.page, req.page_size)
         if len(req.sort_by) > 1:
-            raise QueryError("at most one sort option is supported")
+            raise QueryError("at most one sort order is supported")
         if req.aggregation_interval % self.interval:
             raise QueryError(f"aggregation_interval must be a multiple of {self.interval}")
         aggs = self._aggregates(

@@ -36,7 +36,7 @@ def time_range(gte: int, lt: int, now: int) -> TimeRange:
     if lt < 0:
         lt = max(now + lt, 1)
     if gte and lt and gte >= lt:
-        raise QueryError(f"start_time_gte ({gte}) must be less than start_time_lt ({lt})")
+        raise QueryError(f"startTimeGt ({gte}) must be less than startTimeLt ({lt})")
     return TimeRange(gte, lt)
 
 

@@ -215,7 +215,7 @@ class BucketRing:
     def list(self, req: pb.FlowListRequest, now: int) -> ListResult:
         check_page(req.page, req.page_size)
         if len(req.sort_by) > 1:
-            raise QueryError("at most one sort option is supported")
+            raise QueryError("at most one sort order is supported")
         if req.aggregation_interval % self.interval:
             raise QueryError(f"aggregation_interval must be a multiple of {self.interval}")
         tr = time_range(req.start_time_gte, req.start_time_lt, now)

@@ -96,7 +96,7 @@ def test_bad_requests_are_invalid_argument_with_the_reason(channel: grpc.Channel
     with pytest.raises(grpc.RpcError) as err:
         list_flows(channel, start_time_gte=100, start_time_lt=50)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.value.details() == "start_time_gte (100) must be less than start_time_lt (50)"
+    assert err.value.details() == "startTimeGt (100) must be less than startTimeLt (50)"
     with pytest.raises(grpc.RpcError) as err:
         pb_grpc.FlowsStub(channel).FilterHints(pb.FilterHintsRequest(), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -98,11 +98,9 @@ def test_list_aggregates_a_key_over_buckets_in_range() -> None:
 
 def test_time_validation_messages() -> None:
     ring = BucketRing(T0)
-    with pytest.raises(
-        QueryError, match=r"start_time_gte \(5\) must be less than start_time_lt \(5\)"
-    ):
+    with pytest.raises(QueryError, match=r"startTimeGt \(5\) must be less than startTimeLt \(5\)"):
         ring.list(pb.FlowListRequest(start_time_gte=5, start_time_lt=5), T0)
-    with pytest.raises(QueryError, match="at most one sort option"):
+    with pytest.raises(QueryError, match="at most one sort order is supported"):
         ring.list(pb.FlowListRequest(sort_by=[pb.SortOption(), pb.SortOption()]), T0)
     with pytest.raises(QueryError, match="unsupported sort order: DestType"):
         ring.list(pb.FlowListRequest(sort_by=[pb.SortOption(sort_by=pb.DestType)]), T0)
