@@ -16,7 +16,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 
 from calico.goldmane.filters import PolicyPredicate, compile_filter, match_all
 from calico.goldmane.hints import hint_values
@@ -46,7 +45,8 @@ SORT_FIELDS = {
     pb.SourceNamespace: "source_namespace",
 }
 
-_first = itemgetter(0)
+ID_BITS = 40
+ID_MASK = (1 << ID_BITS) - 1
 
 
 @dataclass(slots=True)
@@ -89,6 +89,7 @@ class BucketRing:
             b.end = b.start + interval
         self._head = num_buckets - 1
         self._series: dict[FlowKey, _Series] = {}
+        self._by_id: dict[int, FlowKey] = {}
         self._next_id = 0
 
     # -- geometry -------------------------------------------------------------------------------
@@ -151,6 +152,7 @@ class BucketRing:
         if series is None:
             self._next_id += 1
             series = self._series[key] = _Series(self._next_id)
+            self._by_id[self._next_id] = key
         existing = bucket.flows.get(key)
         if existing is None:
             agg = Flow(
@@ -182,6 +184,7 @@ class BucketRing:
             del series.windows[recycled.start]
             if not series.windows:
                 del self._series[key]
+                del self._by_id[series.id]
         recycled.flows = {}
         recycled.start, recycled.end = new_start, new_start + self.interval
         return streamed
@@ -224,17 +227,21 @@ class BucketRing:
         series = self._series
         if sort_by == pb.Time:
             # Newest start first, then newest key; one int per key sorts fastest.
-            ranked = [(s << 40 | series[k].id, k) for k, s in matched.items()]
+            # Newest start first, then newest key: one int per key (start, then id in the low
+            # bits) compares in C, and the id leads back to the key.
+            ranked = [s << ID_BITS | series[k].id for k, s in matched.items()]
             wanted = (req.page + 1) * req.page_size
+            by_id = self._by_id
             if req.page_size > 0 and wanted * PARTIAL_SORT_RATIO < len(ranked):
-                top = heapq.nlargest(wanted, ranked, key=_first)
-                order = [k for _, k in top][req.page * req.page_size :]
+                top = heapq.nlargest(wanted, ranked)[req.page * req.page_size :]
                 page = Page(len(ranked), -(-len(ranked) // req.page_size))
-                return ListResult(
-                    [FlowResult(series[k].id, self._aggregate(k, tr)) for k in order], page
-                )
-            ranked.sort(key=_first, reverse=True)
-            order = [k for _, k in ranked]
+                results = []
+                for r in top:
+                    k = by_id[r & ID_MASK]
+                    results.append(FlowResult(r & ID_MASK, self._aggregate(k, tr)))
+                return ListResult(results, page)
+            ranked.sort(reverse=True)
+            order = [by_id[r & ID_MASK] for r in ranked]
         elif sort_by in SORT_FIELDS:
             attr = SORT_FIELDS[sort_by]
             order = sorted(matched, key=lambda k: (getattr(k, attr), series[k].id))
