@@ -12,7 +12,14 @@ from collections.abc import Callable
 from calico.goldmane.filters import PolicyPredicate, compile_filter
 from calico.goldmane.hints import hint_values
 from calico.goldmane.queries import Page, QueryError, check_page, paginate, time_range
-from calico.goldmane.ring import INTERVAL, NUM_BUCKETS, SORT_FIELDS, FlowResult, ListResult
+from calico.goldmane.ring import (
+    INTERVAL,
+    NUM_BUCKETS,
+    SORT_FIELDS,
+    FlowCollection,
+    FlowResult,
+    ListResult,
+)
 from calico.goldmane.stats import StatisticsBuilder
 from calico.goldmane.types import Counters, Flow, FlowKey
 from calico.proto.goldmane import api_pb2 as pb
@@ -26,6 +33,7 @@ class NaiveStore:
         self.records: list[tuple[int, Flow]] = []  # (bucket start, record as ingested)
         self.ids: dict[FlowKey, int] = {}
         self.next_id = 0
+        self.pushed: set[int] = set()  # bucket starts already emitted
 
     @property
     def oldest_start(self) -> int:
@@ -47,6 +55,7 @@ class NaiveStore:
         dropped = self.oldest_start
         self.records = [(s, f) for s, f in self.records if s != dropped]
         self.head_start += self.interval
+        self.pushed.discard(dropped)
         alive = {f.key for _, f in self.records}
         self.ids = {k: i for k, i in self.ids.items() if k in alive}
         return out
@@ -116,6 +125,26 @@ class NaiveStore:
         tr = time_range(start_gte or now, 0, now)
         end = self.head_start - 2 * self.interval
         return self._per_bucket(lambda s: tr.contains(s) and s < end, compile_filter(f))
+
+    def emit_collections(
+        self, buckets_per_collection: int, push_after: int
+    ) -> list[FlowCollection]:
+        width = buckets_per_collection * self.interval
+        end = self.head_start - (1 + push_after) * self.interval
+        found = []
+        while end - width >= self.oldest_start and end - width not in self.pushed:
+            start = end - width
+            aggs: dict[FlowKey, Flow] = {}
+            for s, rec in self.records:
+                if start <= s < end:
+                    _fold(aggs, rec.key, s, s + self.interval, rec)
+            if aggs:
+                flows = sorted(aggs.values(), key=lambda f: self.ids[f.key])
+                found.append(FlowCollection(start, end, flows))
+                self.pushed.update(range(start, end, self.interval))
+            end = start
+        found.reverse()
+        return found
 
 
 def _fold(into: dict, key: object, start: int, end: int, rec: Flow) -> None:

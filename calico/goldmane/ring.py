@@ -54,6 +54,7 @@ class _Bucket:
     start: int
     end: int
     flows: dict[FlowKey, Flow] = field(default_factory=dict)
+    pushed: bool = False  # part of a flow collection already handed to the sink
 
 
 @dataclass(slots=True)
@@ -66,6 +67,15 @@ class _Series:
 class FlowResult:
     id: int
     flow: Flow
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCollection:
+    """Flows aggregated over [start, end) for the sink (the HTTP emitter), ordered by id."""
+
+    start: int
+    end: int
+    flows: list[Flow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +196,7 @@ class BucketRing:
                 del self._series[key]
                 del self._by_id[series.id]
         recycled.flows = {}
+        recycled.pushed = False
         recycled.start, recycled.end = new_start, new_start + self.interval
         return streamed
 
@@ -282,3 +293,33 @@ class BucketRing:
                 if pred(k):
                     out.append(FlowResult(self._series[k].id, fl.copy()))
         return out
+
+    def emit_collections(
+        self, buckets_per_collection: int, push_after: int
+    ) -> list[FlowCollection]:
+        """The sink's next collections, oldest first, marking their buckets pushed.
+
+        A collection spans ``buckets_per_collection`` buckets and ends ``push_after`` buckets
+        before the filling one (so late flows have arrived). Walking back from the newest, it
+        stops at a collection whose first bucket was already pushed, or one that would reach
+        past the oldest bucket. Empty collections are skipped and stay unpushed.
+        """
+        if buckets_per_collection < 1 or push_after < 0:
+            raise ValueError("need buckets_per_collection >= 1 and push_after >= 0")
+        found: list[FlowCollection] = []
+        end_back = 1 + push_after  # the collection's end = start of the bucket this far back
+        n = len(self._buckets)
+        while end_back + buckets_per_collection < n:
+            first = self._slot(end_back + buckets_per_collection)
+            if first.pushed:
+                break
+            tr = TimeRange(first.start, self._slot(end_back).start)
+            keys = {k for b in self._buckets_oldest_first(tr) for k in b.flows}
+            flows = sorted(keys, key=lambda k: self._series[k].id)
+            if flows:
+                found.append(FlowCollection(tr.gte, tr.lt, [self._aggregate(k, tr) for k in flows]))
+                for b in self._buckets_oldest_first(tr):
+                    b.pushed = True
+            end_back += buckets_per_collection
+        found.reverse()
+        return found

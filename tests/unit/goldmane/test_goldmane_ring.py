@@ -285,3 +285,33 @@ def test_statistics_count_each_rule_once_and_end_of_tier_as_its_trigger() -> Non
         [0],
         [1],
     )
+
+
+def test_emission_tiles_collections_behind_now_and_never_repeats() -> None:
+    ring = BucketRing(T0)
+    # Daemon defaults: 5 min collections (20 buckets), 2 buckets (30 s) behind "now".
+    assert ring.emit_collections(20, 2) == []  # nothing ingested: nothing to push
+    ring.add(flow(key(), T0, packets=2))
+    ring.add(flow(key(), T0 + 1, packets=3))
+    emitted = []
+    for _ in range(25):
+        ring.rollover()
+        emitted += ring.emit_collections(20, 2)
+    [c] = emitted
+    # After 3 rollovers the bucket at T0 is 2 behind the filling one: the collection is the
+    # 20 buckets ending at its end, [T0+15-300, T0+15).
+    assert (c.start, c.end) == (T0 + 15 - 300, T0 + 15)
+    [f] = c.flows
+    assert (f.counters.packets_in, f.start_time, f.end_time) == (5, T0, T0 + 15)
+    ring.add(flow(key(dst="late"), T0 + 5 * 15))
+    later = []
+    for _ in range(25):
+        ring.rollover()
+        later += ring.emit_collections(20, 2)
+    # Empty collections are not pushed, so the next one is simply the newest window with data
+    # whose first bucket is unpushed: on the first rollover it ends at T0+15+23*15.
+    assert [(c.start, c.end, [f.key.dest_name for f in c.flows]) for c in later] == [
+        (T0 + 60, T0 + 360, ["late"])
+    ]
+    with pytest.raises(ValueError, match="buckets_per_collection >= 1"):
+        ring.emit_collections(0, 2)

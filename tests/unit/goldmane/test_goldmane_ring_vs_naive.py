@@ -139,6 +139,7 @@ ops = st.lists(
         st.tuples(st.just("add"), st.integers(0, 10**6)),
         st.tuples(st.just("roll"), st.integers(1, 3)),
         st.tuples(st.just("query"), st.integers(0, 10**6)),
+        st.tuples(st.just("emit"), st.integers(0, 0)),
     ),
     min_size=1,
     max_size=25,
@@ -151,10 +152,14 @@ def test_ring_answers_as_the_reference(data: st.DataObject, script: list) -> Non
     now = T0
     ring = BucketRing(now, INTERVAL, NUM)
     naive = NaiveStore(now, INTERVAL, NUM)
+    per_collection, push_after = data.draw(st.integers(1, 3)), data.draw(st.integers(0, 2))
     for op, count in script:
         if op == "add":
             for fl in data.draw(st.lists(flows(now), min_size=1, max_size=8)):
                 assert ring.add(fl.copy()) == naive.add(fl.copy())
+        elif op == "emit":
+            got = ring.emit_collections(per_collection, push_after)
+            assert got == naive.emit_collections(per_collection, push_after)
         elif op == "roll":
             for _ in range(count):
                 now += INTERVAL
