@@ -56,8 +56,13 @@ def make_flow(port: int, action: int, policy: pb.PolicyHit, packets: int = 3) ->
     )
 
 
-ALLOWED = make_flow(80, pb.Allow, hit("allow-http", pb.Allow, 0))
-DENIED = make_flow(81, pb.Deny, hit("deny-rest", pb.Deny, 1))
+def allowed() -> pb.Flow:
+    # Built per test: start times are "now", and the server drops flows older than its ring.
+    return make_flow(80, pb.Allow, hit("allow-http", pb.Allow, 0))
+
+
+def denied() -> pb.Flow:
+    return make_flow(81, pb.Deny, hit("deny-rest", pb.Deny, 1))
 
 
 def push(channel: grpc.Channel, flows: list[pb.Flow]) -> int:
@@ -74,7 +79,8 @@ def list_flows(channel: grpc.Channel, **kw: object) -> pb.FlowListResult:
 
 
 def test_pushed_flows_come_back_from_list_with_filters_and_totals(channel: grpc.Channel) -> None:
-    assert push(channel, [ALLOWED, DENIED, ALLOWED]) == 3  # the resend is not counted twice
+    a = allowed()
+    assert push(channel, [a, denied(), a]) == 3  # the resend is not counted twice
     res = list_flows(channel)
     assert res.meta.totalResults == 2 and res.meta.totalPages == 1
     by_port = {r.flow.Key.dest_port: r.flow for r in res.flows}
@@ -82,9 +88,10 @@ def test_pushed_flows_come_back_from_list_with_filters_and_totals(channel: grpc.
     assert list(by_port[80].source_labels) == ["app=client", "env=demo"]
     assert by_port[80].Key.policies.enforced_policies[0].name == "allow-http"
     assert by_port[80].end_time - by_port[80].start_time == 1  # one one-second bucket
-    denied = list_flows(channel, filter=pb.Filter(actions=[pb.Deny])).flows
+    denied_flows = list_flows(channel, filter=pb.Filter(actions=[pb.Deny])).flows
     assert [
-        (r.flow.Key.dest_port, r.flow.Key.policies.enforced_policies[0].rule_index) for r in denied
+        (r.flow.Key.dest_port, r.flow.Key.policies.enforced_policies[0].rule_index)
+        for r in denied_flows
     ] == [(81, 1)]
     page = list_flows(channel, page=1, page_size=1)
     assert (len(page.flows), page.meta.totalPages, page.meta.totalResults) == (1, 2, 2)
@@ -111,7 +118,7 @@ def test_bad_requests_are_invalid_argument_with_the_reason(channel: grpc.Channel
 
 
 def test_filter_hints_and_statistics(channel: grpc.Channel) -> None:
-    push(channel, [ALLOWED, DENIED])
+    push(channel, [allowed(), denied()])
     stub = pb_grpc.FlowsStub(channel)
     hints = stub.FilterHints(pb.FilterHintsRequest(type=pb.FilterTypePolicyName), timeout=10)
     assert [h.value for h in hints.hints] == ["allow-http", "deny-rest"]
@@ -132,7 +139,7 @@ def test_filter_hints_and_statistics(channel: grpc.Channel) -> None:
 
 
 def test_stream_backfills_then_follows_rollovers(channel: grpc.Channel) -> None:
-    push(channel, [DENIED])
+    push(channel, [denied()])
     stream = pb_grpc.FlowsStub(channel).Stream(
         pb.FlowStreamRequest(start_time_gte=-60, filter=pb.Filter(actions=[pb.Deny])), timeout=20
     )
@@ -216,7 +223,7 @@ def test_mtls_requires_a_client_certificate_from_the_ca(
         return grpc.secure_channel(target, creds, options=opts)
 
     with channel_with(client) as ch:
-        assert push(ch, [ALLOWED]) == 1
+        assert push(ch, [allowed()]) == 1
         assert list_flows(ch).meta.totalResults == 1
     for cert in (None, stranger):
         with channel_with(cert) as ch, pytest.raises(grpc.RpcError) as err:
@@ -228,7 +235,7 @@ def test_mtls_requires_a_client_certificate_from_the_ca(
 
 def test_the_101st_stream_is_resource_exhausted(channel: grpc.Channel) -> None:
     stub = pb_grpc.FlowsStub(channel)
-    push(channel, [DENIED])
+    push(channel, [denied()])
     # A backfilled flow proves each stream is registered before the next is opened.
     streams = [
         stub.Stream(pb.FlowStreamRequest(start_time_gte=-60), timeout=60) for _ in range(100)
