@@ -69,7 +69,8 @@ crds: setup
 # Regenerate the checked-in protobuf/gRPC modules from our .proto sources.
 proto: setup
 	$(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. --pyi_out=. \
-		calico/proto/etcd/kv.proto calico/proto/etcd/rpc.proto
+		calico/proto/etcd/kv.proto calico/proto/etcd/rpc.proto \
+		calico/proto/goldmane/api.proto
 	rm -f calico/proto/etcd/kv_pb2_grpc.py
 
 clean:

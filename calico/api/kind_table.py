@@ -56,6 +56,8 @@ _KINDS: tuple[KindInfo, ...] = (
     KindInfo("WorkloadEndpoint", "workloadendpoints", True, _ENDPOINTS),
     # Not v3 resources: passed through by the Felix syncer as ResourceKeys.
     KindInfo("KubernetesEndpointSlice", "kubernetesendpointslices", True, None),
+    KindInfo("KubernetesClusterNetworkPolicy", "kubernetesclusternetworkpolicies", False, None),
+    KindInfo("KubernetesNetworkPolicy", "kubernetesnetworkpolicies", True, None),
     KindInfo("KubernetesService", "kubernetesservices", True, None),
     KindInfo("LiveMigration", "livemigrations", True, None),
 )

@@ -64,6 +64,23 @@ EXPORT_ORDER = (
     "IPAMHandle",
 )
 NOT_EXPORTED = frozenset({"ClusterInformation"})
+# On the Kubernetes datastore these kinds are views of Nodes, Pods, Namespaces and
+# ServiceAccounts: always present, so not "existing data", and (but Nodes) never written.
+KDD_NATIVE_KINDS = frozenset({"Node", "Profile", "WorkloadEndpoint"})
+KDD_DERIVED_PROFILES = ("kns.", "ksa.", "projectcalico-default-allow")
+
+
+def _is_kdd(client: Client) -> bool:
+    return getattr(client.backend, "datastore_type", "") == "kubernetes"
+
+
+def _kdd_skip(res: Resource) -> str | None:
+    """Why an exported resource is not imported into Kubernetes (None: import it)."""
+    if res.KIND == "WorkloadEndpoint":
+        return "workload endpoints come from pods"
+    if res.KIND == "Profile" and res.metadata.name.startswith(KDD_DERIVED_PROFILES):
+        return "namespace and service-account profiles come from Kubernetes"
+    return None
 
 
 def export_kinds() -> list[type[Resource]]:
@@ -224,8 +241,9 @@ def _read_sections(filename: str) -> tuple[list[Resource], dict[str, Any], list[
 
 def check_empty(client: Client) -> None:
     """Upstream refuses to import over existing data; defaults from initialisation are fine."""
+    kdd = _is_kdd(client)
     for cls in kinds().values():
-        if cls.KIND in NOT_EXPORTED:
+        if cls.KIND in NOT_EXPORTED or (kdd and cls.KIND in KDD_NATIVE_KINDS):
             continue
         for res in client.list(cls).items:
             if cls.KIND == "Tier" and res.metadata.name == DEFAULT_TIER:
@@ -259,12 +277,23 @@ def import_command(filename: str, config_file: str | None) -> None:
         check_empty(client)
         set_ready(client, False)  # initialises a fresh target, and keeps Calico off it
         handled = 0
+        kdd = _is_kdd(client)
         for res in resources:
+            if kdd and _kdd_skip(res):
+                handled += 1
+                continue
             try:
                 actions.apply(client, res)
             except ConnectionFailedError:
                 raise
             except (DatastoreError, APIError) as exc:
+                if kdd and res.KIND == "Node" and isinstance(exc, ResourceDoesNotExistError):
+                    click.echo(
+                        f"[WARNING] Attempted to import node {res.metadata.name} that references "
+                        "a nonexistent Kubernetes node. Skipping that node. Non-Kubernetes nodes "
+                        "are not supported in the Kubernetes datastore and will be skipped."
+                    )
+                    continue
                 if handled:
                     click.echo(
                         f"Partial success: applied the first {handled} out of "

@@ -28,6 +28,7 @@ COMMANDS = {
     "version": "calico.calicoctl.version:version_command",
     "datastore": "calico.calicoctl.migrate:datastore_group",
     "ipam": "calico.calicoctl.ipam:ipam_group",
+    "explain": "calico.calicoctl.explain:explain_group",
 }
 SHORT_HELP = {
     "create": "Create resources by file, directory or stdin.",
@@ -41,6 +42,7 @@ SHORT_HELP = {
     "version": "Display the client and cluster versions.",
     "datastore": "Datastore-wide operations (migrate export/import/lock/unlock).",
     "ipam": "IP address management (show, check, release, configure).",
+    "explain": "Explain why traffic is allowed or denied; what policies select.",
 }
 
 

@@ -8,6 +8,7 @@ failing the command if that is not possible.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,8 +68,13 @@ def check_version_mismatch(client: Client) -> None:
 
 
 def load_config(config_file: str | None) -> dsconfig.DatastoreConfig:
-    """``-c`` (must exist), else the default file when present, else the environment."""
-    return dsconfig.load(config_file)
+    """``-c`` (must exist), else the default file when present, else the environment;
+    ``--context`` picks the kubeconfig context (Kubernetes datastore only)."""
+    config = dsconfig.load(config_file)
+    context = options().context
+    if context and config.datastore_type == "kubernetes":
+        config = dataclasses.replace(config, extra={**config.extra, "k8sCurrentContext": context})
+    return config
 
 
 def try_initialize(client: Client) -> None:

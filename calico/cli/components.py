@@ -15,8 +15,10 @@ COMPONENTS: dict[str, str] = {
     "cni": "calico.cni.component:cni_group",
     "confd": "calico.confd.command:confd_command",
     "felix": "calico.felix.daemon:felix_command",
+    "goldmane": "calico.goldmane.daemon:goldmane_command",
     "guardian": "calico.guardian.daemon:guardian_command",
     "node": "calico.node.command:node_group",
+    "typha": "calico.typha.daemon:typha_command",
 }
 
 

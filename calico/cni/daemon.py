@@ -1,13 +1,13 @@
 """``calico component cni daemon``: a resident helper that serves CNI calls from warm code.
 
-A pod start in its own process pays ~0.3 s of CPU before doing any work: the interpreter,
-pydantic and the v3 models, pyroute2, and the first-use build of every validator the call
-touches. The daemon pays that once: it imports the plugin modules and builds the validators of
-the kinds an ADD/DEL touches, then listens on a root-only unix socket. Each call is served by
-a forked worker, so the worker starts warm and every per-call side effect (environment, cwd,
-the netns helper thread, logging set-up, datastore connections, pyroute2 sockets) stays in a
-process that exits when the call is done. The worker runs exactly the in-process code path
-(:func:`calico.cni.main.run_plugin`) and returns stdout, stderr and the exit code.
+A pod start in its own process pays for the interpreter and the modules a call loads before
+doing any work. The daemon pays that once: it imports the plugin modules and builds the
+validators of the kinds an ADD/DEL touches, then listens on a root-only unix socket. Each call
+is served by a forked worker, so the worker starts warm and every per-call side effect
+(environment, cwd, the netns helper thread, logging set-up, datastore connections, netlink
+sockets) stays in a process that exits when the call is done. The worker runs exactly the
+in-process code path (:func:`calico.cni.main.run_plugin`) and returns stdout, stderr and the
+exit code.
 
 Off unless started. The plugin side is :mod:`calico.cni.daemon_client`; it falls back to
 in-process work whenever the daemon is absent or fails, so the daemon is purely an
@@ -57,20 +57,24 @@ WARM_KINDS = (
 
 def warm_up() -> None:
     """Import everything a call needs and build its validators (once, before forking)."""
-    import pyroute2.iproute.linux  # noqa: F401  (full package import: this is a shared process)
-
+    import calico.api.validators
     import calico.cni.ipam_exec
     import calico.cni.ipam_plugin
+    import calico.cni.k8s_annotations
+    import calico.cni.lean
     import calico.cni.main
     import calico.cni.netsetup
     import calico.cni.plugin
+    import calico.cni.rtnl
     import calico.cni.status_wait
     import calico.cni.store
     import calico.cni.wep
     import calico.datastore.client
     import calico.datastore.factory
     import calico.datastore.local
-    import calico.ipam
+    import calico.ipam.allocator  # calico.ipam itself resolves its names lazily
+    import calico.ipam.blocks
+    import calico.logutils
     import calico.model.names  # noqa: F401
     from calico.api import CalicoModel, kind_class
 

@@ -119,3 +119,15 @@ def identify(conf: NetConf, env: CNIEnv, node: str) -> Identity:
             f"{name!r} is not a valid resource name (lower-case DNS-1123 subdomain)",
         )
     return ident
+
+
+NAMESPACE_LABEL = "projectcalico.org/namespace"
+ORCHESTRATOR_LABEL = "projectcalico.org/orchestrator"
+
+
+def profiles_for(ident: Identity, conf: NetConf) -> list[str]:
+    """The endpoint's profiles: k8s policy gives the namespace profile; otherwise one profile
+    named after the network."""
+    if ident.orchestrator == K8S and conf.policy_type == "k8s":
+        return [f"kns.{ident.namespace}"]
+    return [conf.name]

@@ -7,6 +7,13 @@ carry argv[0] through ``exec -a``, so each launcher passes its name to ``main``.
 socket (``--daemon-socket``), the launchers also default ``CALICO_CNI_DAEMON_SOCKET`` to it, so
 calls go to that resident helper (a value the caller set wins; without the option the plugin's
 own default applies). Every file is rewritten only when its content changes.
+
+When the interpreter can be asked where its packages live, the launchers start it with ``-S
+-P`` and put exactly those directories on ``sys.path``: the ``site`` module's work (``.pth``
+files, setuptools' editable-install finder) is ~18 ms of CPU on every pod start, and ``-P``
+keeps the runtime's working directory off ``sys.path`` (a ``calico/`` or ``json.py`` there
+would otherwise shadow the real modules). An interpreter that cannot be asked gets the plain
+launcher.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 import os
 import shlex
 import socket
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -130,7 +138,35 @@ def _with_etcd_endpoints(plugin: dict[str, object], endpoints: str) -> dict[str,
     return out
 
 
-def launcher_scripts(python: str, daemon_socket: str | None = None) -> dict[str, str]:
+# Run by the launcher's interpreter at install time: the sys.path entries -S leaves out.
+_PATHS_PROBE = """
+import json, os, sys, sysconfig
+import calico
+paths = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+paths.append(os.path.dirname(os.path.dirname(os.path.abspath(calico.__file__))))
+print(json.dumps([p for i, p in enumerate(paths) if p not in paths[:i]]))
+"""
+
+
+def package_paths(python: str) -> list[str] | None:
+    """Where ``python`` finds its site packages and ``calico``; None if it cannot tell us."""
+    try:
+        res = subprocess.run(
+            [python, "-P", "-c", _PATHS_PROBE],
+            capture_output=True, text=True, timeout=60, cwd="/", check=False,
+        )  # fmt: skip
+        paths = json.loads(res.stdout) if res.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        return None
+    return paths
+
+
+def launcher_scripts(
+    python: str, daemon_socket: str | None = None, paths: list[str] | None = None
+) -> dict[str, str]:
+    """The two launchers; with ``paths`` (:func:`package_paths`) they skip ``site``."""
     py = shlex.quote(python)
     head = "#!/bin/sh\n# Installed by 'calico component cni install'; do not edit.\n"
     if daemon_socket is not None:
@@ -142,10 +178,13 @@ def launcher_scripts(python: str, daemon_socket: str | None = None) -> dict[str,
             f"    export {var}\n"
             "fi\n"
         )
-    return {
-        name: head + f'exec {py} -c \'from calico.cli.main import main; main("{name}")\' "$@"\n'
-        for name in ("calico", "calico-ipam")
-    }
+    flags, prelude = "", ""
+    if paths:
+        flags = "-S -P "
+        prelude = f"import sys; sys.path += {json.dumps(paths)}; "
+    code = {name: f'{prelude}from calico.cli.main import main; main("{name}")'
+            for name in ("calico", "calico-ipam")}  # fmt: skip
+    return {name: head + f'exec {py} {flags}-c {shlex.quote(c)} "$@"\n' for name, c in code.items()}
 
 
 def write_if_changed(path: str, content: str, mode: int) -> bool:
@@ -175,7 +214,8 @@ def write_if_changed(path: str, content: str, mode: int) -> bool:
 def install(opts: InstallOptions) -> list[tuple[str, bool]]:
     """Install everything; returns (path, changed) per file."""
     results: list[tuple[str, bool]] = []
-    for name, script in launcher_scripts(opts.python, opts.daemon_socket).items():
+    paths = package_paths(opts.python)
+    for name, script in launcher_scripts(opts.python, opts.daemon_socket, paths).items():
         path = os.path.join(opts.bin_dir, name)
         results.append((path, write_if_changed(path, script, 0o755)))
     conflist = os.path.join(opts.conf_dir, opts.conflist_name)

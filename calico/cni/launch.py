@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: typing is not imported on the helper's path
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def run(is_ipam: bool, argv: tuple[str, ...] | list[str]) -> NoReturn:
@@ -30,9 +33,7 @@ def run(is_ipam: bool, argv: tuple[str, ...] | list[str]) -> NoReturn:
         import io
 
         from calico.cni.main import run_plugin
-        from calico.cni.netsetup import use_lean_pyroute2
 
-        use_lean_pyroute2()
         code = run_plugin(is_ipam, stdin=io.BytesIO(data))
     # The reply is written; skip interpreter teardown (~60-80 ms of freeing modules), which
     # matters when a node starts many pods at once. Flush everything first.

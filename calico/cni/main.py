@@ -101,16 +101,16 @@ def handle(
 
 def _ipam_verb(call: Any) -> tuple[int, dict[str, Any] | None]:
     from calico.cni import ipam_plugin
-    from calico.cni.plugin import ready_client
+    from calico.cni.plugin import ready_store
 
     command = call.env.command
     if command == "CHECK":
         raise CNIError(PLUGIN_FAILURE, "calico-ipam does not implement CHECK")
-    with ready_client(call.conf) as client:
+    with ready_store(call.conf) as store:
         if command == "ADD":
-            result = ipam_plugin.add(client, call.conf, call.env, call.ident)
+            result = ipam_plugin.add(store, call.conf, call.env, call.ident)
             return 0, result.to_dict(call.conf.cni_version)
-        ipam_plugin.delete(client, call.conf, call.ident)
+        ipam_plugin.delete(store, call.conf, call.ident)
     return 0, None
 
 

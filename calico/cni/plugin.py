@@ -28,7 +28,7 @@ from calico.cni.identity import veth_prefix as _veth_prefix
 from calico.cni.types import VERSIONS_WITH_CHECK, Interface, IPConfig, Result, Route
 
 if TYPE_CHECKING:
-    from calico.datastore.client import Client
+    from calico.cni.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +54,15 @@ def prepare(stdin: bytes, environ: Mapping[str, str], *, need_ipam_type: bool = 
 
 
 @contextlib.contextmanager
-def ready_client(conf: nc.NetConf) -> Iterator[Client]:
-    from calico.cni.store import check_ready, open_client
+def ready_store(conf: nc.NetConf) -> Iterator[Store]:
+    from calico.cni.store import check_ready, open_store
 
-    client = open_client(conf)
+    store = open_store(conf)
     try:
-        check_ready(client)
-        yield client
+        check_ready(store.backend)
+        yield store
     finally:
-        client.backend.close()
+        store.close()
 
 
 def resolve_mtu(conf: nc.NetConf, mtu_file: str | None = None) -> int:
@@ -86,11 +86,14 @@ def resolve_mtu(conf: nc.NetConf, mtu_file: str | None = None) -> int:
 # -- IPAM delegation -----------------------------------------------------------------------
 
 
-def ipam_add(call: Call, client: Client) -> Result:
+def ipam_add(call: Call, store: Store) -> Result:
     if call.conf.ipam.type == CALICO_IPAM:
-        from calico.cni import ipam_plugin
+        from calico.cni import ipam_plugin, k8s_annotations
 
-        return ipam_plugin.add(client, call.conf, call.env, call.ident)
+        # Kubernetes datastore: the pod's and namespace's IPAM annotations.
+        conf, env = k8s_annotations.apply(call.conf, call.env, call.ident, store.backend)
+        call = Call(conf, env, call.ident, call.stdin, call.environ)
+        return ipam_plugin.add(store, call.conf, call.env, call.ident)
     from calico.cni.ipam_exec import exec_ipam
 
     result = exec_ipam(call.conf.ipam.type, "ADD", call.stdin, call.env, call.environ)
@@ -98,20 +101,20 @@ def ipam_add(call: Call, client: Client) -> Result:
     return result
 
 
-def ipam_del(call: Call, client: Client) -> None:
+def ipam_del(call: Call, store: Store) -> None:
     if call.conf.ipam.type == CALICO_IPAM:
         from calico.cni import ipam_plugin
 
-        ipam_plugin.delete(client, call.conf, call.ident)
+        ipam_plugin.delete(store, call.conf, call.ident)
         return
     from calico.cni.ipam_exec import exec_ipam
 
     exec_ipam(call.conf.ipam.type, "DEL", call.stdin, call.env, call.environ)
 
 
-def _release_quietly(call: Call, client: Client) -> None:
+def _release_quietly(call: Call, store: Store) -> None:
     try:
-        ipam_del(call, client)
+        ipam_del(call, store)
     except Exception as exc:
         log.error("Failed to release addresses after a failed ADD: %s", exc)
 
@@ -150,13 +153,13 @@ def cmd_add(call: Call) -> Result:
     conf, env, ident = call.conf, call.env, call.ident
     mtu = resolve_mtu(conf)
     host_ifname = host_veth_name(ident, _veth_prefix(call.environ))
-    with ready_client(conf) as client:
-        ipam_result = ipam_add(call, client)
+    with ready_store(conf) as store:
+        ipam_result = ipam_add(call, store)
         try:
             addrs = _host_addrs(ipam_result)
             families = {a.version for a in addrs}
             routes = _routes(call, ipam_result, families)
-            wep.ensure_profile(client, ident, conf)
+            wep.ensure_profile(store, ident, conf)
             dp = netsetup.setup(
                 env.netns,
                 env.ifname,
@@ -168,16 +171,15 @@ def cmd_add(call: Call) -> Result:
                 num_queues=conf.num_queues,
             )
             try:
-                endpoint = wep.build(
-                    ident, conf, [str(a) for a in addrs], host_ifname, dp.container_mac
+                wep.create_or_update(
+                    store, ident, conf, [str(a) for a in addrs], host_ifname, dp.container_mac
                 )
-                wep.write(client, endpoint)
             except BaseException:
                 with contextlib.suppress(Exception):
                     netsetup.delete_host_link(host_ifname)
                 raise
         except BaseException:
-            _release_quietly(call, client)
+            _release_quietly(call, store)
             raise
     wait_for_policy(conf.endpoint_status_dir, ident, float(conf.policy_setup_timeout_seconds))
     result = Result(
@@ -204,13 +206,13 @@ def cmd_del(call: Call) -> None:
     from calico.cni import netsetup, wep
 
     ident = call.ident
-    with ready_client(call.conf) as client:
-        outcome = wep.delete(client, ident)
+    with ready_store(call.conf) as store:
+        outcome = wep.remove(store, ident)
         netsetup.teardown(call.env.netns, call.env.ifname)
         if ident.orchestrator == CNI:
             # The host name derives from this container's ID, so it can't be another sandbox's.
             netsetup.delete_host_link(host_veth_name(ident, _veth_prefix(call.environ)))
-        ipam_del(call, client)
+        ipam_del(call, store)
     log.info("DEL done: %s (endpoint %s)", ident.wep_name, outcome)
 
 
@@ -232,8 +234,8 @@ def cmd_check(call: Call) -> None:
             f"it needs one of {list(VERSIONS_WITH_CHECK)}",
         )
     ident = call.ident
-    with ready_client(call.conf) as client:
-        endpoint = wep.get(client, ident)
+    with ready_store(call.conf) as store:
+        endpoint = wep.get(store.client, ident)
     if endpoint is None:
         raise _fail(f"WorkloadEndpoint {ident.wep_name} does not exist")
     spec = endpoint.spec

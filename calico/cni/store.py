@@ -3,6 +3,9 @@
 The environment (``DATASTORE_TYPE``, ``ETCD_ENDPOINTS``, ``CALICO_DATASTORE_PATH``…) is the base
 and the netconf's ``datastore_type``/``etcd_*``/``datastore_path`` fields override it, as
 upstream copies netconf fields into the environment before loading the client config.
+
+A call gets a :class:`Store`: the Backend at once, the typed client (pydantic, the v3 models)
+only when something asks for it, since the lean ADD (:mod:`calico.cni.lean`) never does.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from calico.cni.errors import DATASTORE_FAILURE, INVALID_NETCONF, TRY_AGAIN_LATE
 from calico.cni.netconf import NetConf
 
 if TYPE_CHECKING:
+    from calico.datastore.backend import Backend
     from calico.datastore.client import Client
 
 NOT_READY = "Calico is currently not ready to process requests"
@@ -38,13 +42,33 @@ def datastore_config(conf: NetConf) -> object:
                 changes[name] = getattr(conf, name)
         if changes:
             cfg = dataclasses.replace(cfg, **changes, source="netconf")  # type: ignore[arg-type]
+        if cfg.datastore_type == "kubernetes":  # WorkloadEndpoint writes = pod patches
+            cfg = dataclasses.replace(cfg, extra={**cfg.extra, "cniPatchMode": True})
         return cfg.validate()
     except DatastoreConfigError as exc:
         raise CNIError(INVALID_NETCONF, "invalid datastore configuration", str(exc)) from None
 
 
-def open_client(conf: NetConf) -> Client:
-    from calico.datastore.client import Client
+class Store:
+    """One call's datastore: the Backend, and the typed client built on first use."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            from calico.datastore.client import Client
+
+            self._client = Client(self.backend)
+        return self._client
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def open_store(conf: NetConf) -> Store:
     from calico.datastore.errors import DatastoreError
     from calico.datastore.factory import open_backend
 
@@ -53,10 +77,10 @@ def open_client(conf: NetConf) -> Client:
         backend = open_backend(cfg)  # type: ignore[arg-type]
     except DatastoreError as exc:
         raise CNIError(DATASTORE_FAILURE, "cannot connect to the datastore", str(exc)) from None
-    return Client(backend)
+    return Store(backend)
 
 
-def check_ready(client: Client) -> None:
+def check_ready(backend: Backend) -> None:
     """Code 11 (try again later) unless ClusterInformation ``default`` says datastoreReady.
 
     Reads the one field straight from the stored JSON: the typed read would import and build
@@ -68,7 +92,7 @@ def check_ready(client: Client) -> None:
     from calico.datastore.factory import CLUSTER_INFO_KEY
 
     try:
-        doc = json.loads(client.backend.get(CLUSTER_INFO_KEY).value)
+        doc = json.loads(backend.get(CLUSTER_INFO_KEY).value)
     except ResourceDoesNotExistError:
         raise CNIError(
             TRY_AGAIN_LATER, NOT_READY, "ClusterInformation default is missing"

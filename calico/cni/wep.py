@@ -8,24 +8,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from calico.cni.errors import DATASTORE_FAILURE, CNIError
-from calico.cni.identity import K8S, Identity
+from calico.cni.identity import K8S, NAMESPACE_LABEL, ORCHESTRATOR_LABEL, Identity, profiles_for
 from calico.cni.netconf import NetConf
 
 if TYPE_CHECKING:
+    from calico.cni.store import Store
     from calico.datastore.client import Client
 
 log = logging.getLogger(__name__)
 
-NAMESPACE_LABEL = "projectcalico.org/namespace"
-ORCHESTRATOR_LABEL = "projectcalico.org/orchestrator"
 _RETRIES = 5
-
-
-def profiles_for(ident: Identity, conf: NetConf) -> list[str]:
-    """k8s policy: the namespace profile; otherwise one profile named after the network."""
-    if ident.orchestrator == K8S and conf.policy_type == "k8s":
-        return [f"kns.{ident.namespace}"]
-    return [conf.name]
 
 
 def build(
@@ -71,6 +63,28 @@ def get(client: Client, ident: Identity) -> Any | None:
         return None
 
 
+def create_or_update(
+    store: Store,
+    ident: Identity,
+    conf: NetConf,
+    networks: Sequence[str],
+    host_ifname: str,
+    container_mac: str,
+) -> None:
+    """Write the endpoint: a plain create on stored JSON when it is new (the common case),
+    else the typed :func:`build` and :func:`write`."""
+    from calico.cni import lean
+
+    try:
+        lean.create_wep(
+            store.backend, lean.wep_doc(ident, conf, networks, host_ifname, container_mac)
+        )
+        return
+    except lean.NotLean as exc:
+        log.debug("Typed endpoint write: %s", exc)
+    write(store.client, build(ident, conf, networks, host_ifname, container_mac))
+
+
 def write(client: Client, wep: Any) -> Any:
     """Create, or replace an existing endpoint of the same name (a restarted sandbox)."""
     from calico.datastore.errors import (
@@ -89,6 +103,20 @@ def write(client: Client, wep: Any) -> Any:
         except (ResourceDoesNotExistError, UpdateConflictError):
             continue
     raise CNIError(DATASTORE_FAILURE, f"could not write WorkloadEndpoint {wep.metadata.name}")
+
+
+def remove(store: Store, ident: Identity) -> str:
+    """:func:`delete`, on stored JSON unless that declines (:func:`calico.cni.lean.delete_wep`)."""
+    from calico.cni import lean
+
+    try:
+        outcome, owner = lean.delete_wep(store.backend, ident)
+    except lean.NotLean as exc:
+        log.debug("Typed endpoint delete: %s", exc)
+        return delete(store.client, ident)
+    if outcome == "kept":
+        log.info("Keeping WorkloadEndpoint %s: it belongs to container %s", ident.wep_name, owner)
+    return outcome
 
 
 def delete(client: Client, ident: Identity) -> str:
@@ -125,18 +153,15 @@ def delete(client: Client, ident: Identity) -> str:
     raise CNIError(DATASTORE_FAILURE, f"could not delete WorkloadEndpoint {ident.wep_name}")
 
 
-def ensure_profile(client: Client, ident: Identity, conf: NetConf) -> None:
+def ensure_profile(store: Store, ident: Identity, conf: NetConf) -> None:
     """Create the network's Profile if missing (never update an existing one)."""
-    from calico.api.endpoints import Profile
-    from calico.datastore.errors import ResourceAlreadyExistsError, ResourceDoesNotExistError
+    from calico.cni.lean import profile_exists
 
-    if conf.policy_type:
-        return
-    try:
-        client.get("Profile", conf.name)
-        return
-    except ResourceDoesNotExistError:
-        pass
+    if conf.policy_type or profile_exists(store.backend, conf.name):
+        return  # one key read, no model: the profile exists on every ADD but a network's first
+    from calico.api.endpoints import Profile
+    from calico.datastore.errors import ResourceAlreadyExistsError
+
     ingress: dict[str, Any] = {"action": "Allow"}
     if ident.orchestrator != K8S:
         ingress["source"] = {"selector": f"has({conf.name})"}
@@ -151,4 +176,4 @@ def ensure_profile(client: Client, ident: Identity, conf: NetConf) -> None:
         }
     )
     with contextlib.suppress(ResourceAlreadyExistsError):
-        client.create(profile)
+        store.client.create(profile)

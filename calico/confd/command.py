@@ -13,6 +13,7 @@ import click
 
 log = logging.getLogger(__name__)
 DEFAULT_CONFDIR = "/etc/calico/confd"
+TYPHA_PREFIXES = ("CONFD_", "FELIX_", "CALICO_")
 
 
 def _log_level(env: dict[str, str]) -> int:
@@ -44,6 +45,7 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     from calico.datastore.daemon_config import daemon_datastore_config
     from calico.datastore.errors import DatastoreConfigError
     from calico.datastore.factory import open_backend
+    from calico.syncer.typhaclient.env import settings_from_env
 
     env = dict(os.environ)
     logging.getLogger().setLevel(_log_level(env))
@@ -52,13 +54,21 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
         raise click.ClickException("NODENAME is not set: confd renders for one node")
     try:
         renderer = Renderer(Path(confdir), nodename, env, keep_stage=keep_stage_file)
-        datastore = daemon_datastore_config()
-        backend = open_backend(datastore)
-    except (ConfigError, DatastoreConfigError) as exc:
+        # upstream's confd reads CONFD_TYPHA*, then FELIX_TYPHA*, then CALICO_TYPHA*
+        typha = settings_from_env(TYPHA_PREFIXES, "bgp", nodename, env=env)
+    except (ConfigError, ValueError) as exc:  # incl. bad Typha TLS settings
         raise click.ClickException(str(exc)) from None
-    except Exception as exc:  # datastore unreachable etc.: clear message, exit 1
-        raise click.ClickException(f"cannot open the datastore: {exc}") from None
-    confd = Confd(backend, renderer, nodename, env, status_path=birdctl.status_file(env))
+    backend = None
+    if typha is None:  # through Typha confd needs no datastore access
+        try:
+            backend = open_backend(daemon_datastore_config())
+        except DatastoreConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        except Exception as exc:  # datastore unreachable etc.: clear message, exit 1
+            raise click.ClickException(f"cannot open the datastore: {exc}") from None
+    confd = Confd(
+        backend, renderer, nodename, env, status_path=birdctl.status_file(env), typha=typha
+    )
     signal.signal(signal.SIGTERM, lambda *_: confd.stop_event.set())
     log.info("confd starting for node %s (confdir %s)", nodename, confdir)
     try:
@@ -66,5 +76,6 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     except KeyboardInterrupt:
         rc = 0
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
     sys.exit(rc)

@@ -16,6 +16,7 @@ from calico.backoff import Backoff
 from calico.confd import keyspace
 from calico.confd.renderer import Renderer, RenderError
 from calico.confd.state import BGPState
+from calico.model.ipam_keys import BlockAffinityKey
 from calico.syncer.api import SyncStatus, Update
 
 log = logging.getLogger(__name__)
@@ -23,15 +24,24 @@ RETRY_MIN, RETRY_MAX = 0.25, 5.0
 
 
 class _Callbacks:
-    """Syncer callbacks -> one queue the loop drains (the syncer's thread never renders)."""
+    """Syncer callbacks -> one queue the loop drains (the syncer's thread never renders).
 
-    def __init__(self) -> None:
+    ``only_host``: drop other hosts' block affinities — Typha's bgp stream carries every host's,
+    the local syncer already filters them to this node."""
+
+    def __init__(self, only_host: str | None = None) -> None:
         self.q: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.only_host = only_host
 
     def on_status_updated(self, status: SyncStatus) -> None:
         self.q.put(("status", status))
 
     def on_updates(self, updates: list[Update]) -> None:
+        if self.only_host is not None:
+            host = self.only_host
+            updates = [
+                u for u in updates if not isinstance(u.key, BlockAffinityKey) or u.key.host == host
+            ]
         self.q.put(("updates", updates))
 
 
@@ -43,13 +53,22 @@ class Confd:
         nodename: str,
         env: Mapping[str, str],
         status_path: Path | None = None,
+        typha: Any = None,
     ) -> None:
-        from calico.syncer.definitions import bgp_syncer
-
+        """``typha`` (``ClientSettings``): sync through Typha, ``backend`` unused (may be None)."""
         self.renderer, self.nodename, self.env = renderer, nodename, dict(env)
         self.state = BGPState()
-        self.cb = _Callbacks()
-        self.syncer = bgp_syncer(backend, self.cb, node=nodename)
+        self.cb = _Callbacks(only_host=nodename if typha is not None else None)
+        self.syncer: Any
+        if typha is not None:
+            from calico.syncer.typhaclient import TyphaSyncer
+
+            log.info("Syncing through Typha at %s", typha.addr)
+            self.syncer = TyphaSyncer(typha, self.cb)
+        else:
+            from calico.syncer.definitions import bgp_syncer
+
+            self.syncer = bgp_syncer(backend, self.cb, node=nodename)
         self.in_sync = False
         self.stop_event = threading.Event()
         self.status_path = status_path

@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from calico.datastore.errors import DatastoreConfigError
 
 DATASTORE_TYPES = ("local", "etcdv3", "kubernetes")
@@ -167,6 +165,10 @@ _K8S_ENV = {
     "K8S_CA_FILE": "k8sCAFile",
     "K8S_CURRENT_CONTEXT": "k8sCurrentContext",
     "CALICO_API_GROUP": "calicoAPIGroup",
+    # Upstream reads the token only as CALICO_K8SAPITOKEN (an envconfig tag quirk); the CNI
+    # plugin exports K8S_API_TOKEN, which the issue asks us to honour too.
+    "K8S_API_TOKEN": "k8sAPIToken",
+    "K8SAPITOKEN": "k8sAPIToken",  # later wins: upstream's spelling
 }
 _K8S_BOOL_ENV = {
     "K8S_INSECURE_SKIP_TLS_VERIFY": "k8sInsecureSkipTLSVerify",
@@ -254,6 +256,8 @@ def from_env(env: Mapping[str, str] | None = None) -> DatastoreConfig:
 
 def from_file(path: str | os.PathLike[str]) -> DatastoreConfig:
     """Parse a calicoctl ``CalicoAPIConfig`` file; every problem names the file."""
+    import yaml  # here, not at module level: the CNI plugin's ADD reads no file and skips it
+
     where = os.fspath(path)
     try:
         with open(where, encoding="utf-8") as f:

@@ -15,7 +15,8 @@ DEFAULT_TIER_KEY = ResourceKey("Tier", "default").default_path()
 
 
 def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
-    """``local`` -> LocalBackend(path), ``etcdv3`` -> EtcdBackend(endpoints, TLS files).
+    """``local`` -> LocalBackend(path), ``etcdv3`` -> EtcdBackend(endpoints, TLS files),
+    ``kubernetes`` -> KubernetesBackend (kubeconfig / K8S_* settings).
 
     Backends are imported lazily so a process only loads (and needs) the one it uses. A local
     datastore is initialised on open (ClusterInformation ``default``, the ``default`` tier), so
@@ -40,7 +41,11 @@ def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
             ca_file=config.etcd_ca_cert_file,
         )
     if config.datastore_type == "kubernetes":
-        raise DatastoreConfigError('datastore type "kubernetes" is not supported yet')
+        from calico.datastore.kubernetes import KubernetesBackend
+
+        # No initialisation here either: in a cluster the CRDs and ClusterInformation are
+        # installed (and calicoctl / node startup call ensure_initialized, as upstream).
+        return KubernetesBackend(config)
     raise DatastoreConfigError(f"unknown datastore type {config.datastore_type!r}")
 
 

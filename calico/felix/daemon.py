@@ -62,6 +62,45 @@ def describe(datastore: DatastoreConfig) -> str:
     return datastore.datastore_type
 
 
+class _TyphaSource:
+    """The Typha client behind a dedupe buffer, started and stopped as one syncer."""
+
+    def __init__(self, client: Any, buffer: Any) -> None:
+        self._client, self._buffer = client, buffer
+
+    def start(self) -> None:
+        self._buffer.start()
+        self._client.start()
+
+    def stop(self, timeout: float) -> None:
+        self._client.stop(timeout)
+        self._buffer.stop(timeout)
+
+
+def typha_source(config: Config, callbacks: Any) -> _TyphaSource:
+    """Felix's syncer source when ``TyphaAddr`` is set: no datastore access for syncer data;
+    the restart-aware dedupe buffer resyncs (with synthesised deletes) after a reconnect."""
+    from calico.syncer import DedupeBuffer
+    from calico.syncer.typhaclient import ClientSettings, SyncClient
+
+    settings = ClientSettings(
+        addr=config.typha_addr,
+        syncer_type="felix",
+        hostname=config.felix_hostname,
+        info="felix",
+        read_timeout=config.typha_read_timeout,
+        write_timeout=config.typha_write_timeout,
+        key_file=config.typha_key_file,
+        cert_file=config.typha_cert_file,
+        ca_file=config.typha_ca_file,
+        cn=config.typha_cn,
+        uri_san=config.typha_uri_san,
+    )
+    buffer = DedupeBuffer(callbacks)
+    log.info("Syncing through Typha at %s", config.typha_addr)
+    return _TyphaSource(SyncClient(settings, buffer), buffer)
+
+
 def apply_log_level(config: Config) -> None:
     level = severity_level(config.log_severity_screen)
     logging.getLogger().setLevel(level)
@@ -246,6 +285,13 @@ class FelixDaemon:
         from calico.felix.status import StatusReporter
         from calico.syncer.definitions import felix_syncer
 
+        if config.typha_k8s_service_name and not config.typha_addr:
+            log.warning(
+                "TyphaK8sServiceName=%s ignored: Typha discovery needs the Kubernetes datastore; "
+                "syncing from the datastore directly (set TyphaAddr to use Typha)",
+                config.typha_k8s_service_name,
+            )
+
         metrics = FelixMetrics()
         if config.prometheus_metrics_enabled:
             server = MetricsServer(
@@ -280,7 +326,7 @@ class FelixDaemon:
             enable_vxlan_resolver=vxlan,
             route_source=config.route_source if vxlan else None,
         )
-        syncer = felix_syncer(backend, calc)
+        syncer = typha_source(config, calc) if config.typha_addr else felix_syncer(backend, calc)
         reporter = StatusReporter(
             backend,
             config.felix_hostname,

@@ -9,7 +9,10 @@ never start with ``-``; ``wep_name`` refuses parts that would not round-trip.
 
 from __future__ import annotations
 
-from calico.model.keys import WorkloadEndpointKey
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported on use: the CNI plugin builds names without the v1 key classes
+    from calico.model.keys import WorkloadEndpointKey
 
 WEP_NAME_PARTS = 4
 
@@ -69,6 +72,8 @@ def wep_key_from_v3(namespace: str, name: str) -> WorkloadEndpointKey:
     if not namespace or "/" in namespace:
         raise WepNameError(f"namespace {namespace!r} is empty or contains '/'")
     node, orch, workload, endpoint = parse_wep_name(name)
+    from calico.model.keys import WorkloadEndpointKey
+
     return WorkloadEndpointKey(node, orch, f"{namespace}/{workload}", endpoint)
 
 

@@ -1,9 +1,9 @@
 """The four syncer types Typha serves (felix, bgp, tunnel-ip-allocation, node-status): which
 v3 kinds each watches and through which update processor.
 
-The lists follow upstream's syncersv1 packages. Kubernetes-only sources (KDD network policy
-kinds, EndpointSlices, Services) and host-local pod-CIDR IPAM are not modelled: this
-implementation's datastores hold v3 resources only.
+The lists follow upstream's syncersv1 packages. On the Kubernetes datastore Felix's list also
+has KubernetesNetworkPolicy and KubernetesClusterNetworkPolicy (upstream: only in KDD);
+Services, EndpointSlices and host-local pod-CIDR IPAM are not modelled yet.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ SYNCER_TYPES = (FELIX, BGP, TUNNEL_IP_ALLOCATION, NODE_STATUS)
 _rt = ResourceType
 
 
-def felix_resource_types() -> list[ResourceType]:
-    """Everything Felix's calculation graph consumes (Typha always runs as "leader")."""
-    return [
+def felix_resource_types(kubernetes: bool = False) -> list[ResourceType]:
+    """Everything Felix's calculation graph consumes (Typha always runs as "leader");
+    ``kubernetes``: the datastore is Kubernetes, whose native NetworkPolicies count too."""
+    types = [
         _rt("ClusterInformation", p.cluster_information),
         _rt("FelixConfiguration", p.felix_configuration),
         _rt("GlobalNetworkPolicy", p.global_network_policy),
@@ -46,6 +47,12 @@ def felix_resource_types() -> list[ResourceType]:
         _rt("LiveMigration"),
         _rt("IPAMBlock", p.ipam_block),
     ]
+    if kubernetes:
+        types[:0] = [
+            _rt("KubernetesNetworkPolicy", p.kubernetes_network_policy),
+            _rt("KubernetesClusterNetworkPolicy", p.kubernetes_cluster_network_policy),
+        ]
+    return types
 
 
 def bgp_resource_types(node: str | None = None) -> list[ResourceType]:
@@ -74,8 +81,12 @@ def node_status_resource_types() -> list[ResourceType]:
     return [_rt("CalicoNodeStatus")]
 
 
+def _is_kubernetes(backend: Backend) -> bool:
+    return getattr(backend, "datastore_type", "") == "kubernetes"
+
+
 def felix_syncer(backend: Backend, callbacks: SyncerCallbacks) -> WatcherSyncer:
-    return WatcherSyncer(backend, felix_resource_types(), callbacks)
+    return WatcherSyncer(backend, felix_resource_types(_is_kubernetes(backend)), callbacks)
 
 
 def bgp_syncer(
@@ -110,4 +121,6 @@ def resource_types_for(syncer_type: str, node: str | None = None) -> list[Resour
 def new_syncer(
     syncer_type: str, backend: Backend, callbacks: SyncerCallbacks, node: str | None = None
 ) -> WatcherSyncer:
+    if syncer_type == FELIX:
+        return felix_syncer(backend, callbacks)
     return WatcherSyncer(backend, resource_types_for(syncer_type, node), callbacks)

@@ -1,4 +1,5 @@
-"""Tier and policy ordering (upstream felix/calc/policy_sorter.go).
+"""Tier and policy ordering (upstream felix/calc/policy_sorter.go); the keys themselves are
+``calico.policyeval.ordering``'s, shared with ``calicoctl explain``.
 
 * Tiers: those whose Tier resource exists ("valid") first; then ``order`` ascending with a
   missing order last; ties by name.
@@ -11,47 +12,20 @@ Deny); an invalid tier disappears once its last policy goes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from calico.felix.calc.rule_scanner import is_staged
 from calico.model import PolicyKey
 from calico.model import values as v1
+from calico.policyeval.ordering import (
+    DEFAULT_TIER,
+    PolicyMeta,
+    policy_meta,
+    policy_sort_key,
+    tier_default_action,
+    tier_sort_key,
+)
 
-DEFAULT_TIER = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyMeta:
-    """The parts of a policy that decide where and how it appears in an endpoint's tiers."""
-
-    tier: str
-    order: float = math.inf
-    ingress: bool = True
-    egress: bool = True
-    untracked: bool = False
-    pre_dnat: bool = False
-    apply_on_forward: bool = False
-    staged: bool = False
-
-
-def policy_meta(key: PolicyKey, value: v1.Policy) -> PolicyMeta:
-    """Extract the sort/split metadata; an empty ``types`` means ingress and egress."""
-    types = [t.lower() for t in value.types]
-    return PolicyMeta(
-        tier=value.tier or DEFAULT_TIER,
-        order=math.inf if value.order is None else value.order,
-        ingress=not types or "ingress" in types,
-        egress=not types or "egress" in types,
-        untracked=value.untracked,
-        pre_dnat=value.pre_dnat,
-        apply_on_forward=value.apply_on_forward,
-        staged=is_staged(key.kind),
-    )
-
-
-def policy_sort_key(key: PolicyKey, meta: PolicyMeta) -> tuple[float, str]:
-    return (meta.order, f"{key.name}/{key.namespace}/{key.kind}")
+__all__ = ["DEFAULT_TIER", "PolicyMeta", "PolicySorter", "Tier", "policy_meta", "policy_sort_key"]
 
 
 @dataclass
@@ -63,7 +37,7 @@ class Tier:
     policies: dict[PolicyKey, PolicyMeta] = field(default_factory=dict)
 
     def sort_key(self) -> tuple[bool, bool, float, str]:
-        return (not self.valid, self.order is None, self.order or 0.0, self.name)
+        return tier_sort_key(self.name, self.valid, self.order)
 
 
 class PolicySorter:
@@ -85,7 +59,7 @@ class PolicySorter:
                 del self._tiers[name]
             self._rank = None
             return True
-        action = "Pass" if value.default_action == "Pass" else "Deny"
+        action = tier_default_action(value)
         new = (True, value.order, action)
         if tier is None:
             tier = self._tiers[name] = Tier(name)

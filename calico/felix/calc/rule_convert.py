@@ -1,5 +1,6 @@
 """A v1 rule (``calico.model.values.Rule``) + the IP set IDs the RuleScanner chose ->
-``messages.Rule``, and rule IDs.
+``messages.Rule``, and rule IDs. Port parsing and family inference are
+``calico.policyeval.rulesem``'s (shared with ``calicoctl explain``).
 
 Rule IDs follow upstream's scheme (felix/calc/rule_convert.go): hash the seed with SHA-224, then
 for each rule in order hash *the previous digest* plus a serialisation of the rule (with an empty
@@ -23,6 +24,8 @@ from typing import Any
 
 from calico.felix.messages import HTTPMatch, ICMPTypeCode, PortRange, Rule
 from calico.model import values as v1
+from calico.policyeval import rulesem
+from calico.policyeval.rulesem import infer_ip_version
 
 RULE_ID_LENGTH = 16
 
@@ -48,39 +51,14 @@ IPSET_FIELDS = (
 
 def parse_port(port: int | str) -> PortRange | str:
     """``80`` / ``"80"`` / ``"1000:2000"`` -> PortRange; anything else is a port *name*."""
-    if isinstance(port, int):
-        return PortRange(port, port)
-    text = str(port)
-    if text.isdigit():
-        return PortRange(int(text), int(text))
-    first, sep, last = text.partition(":")
-    if sep and first.isdigit() and last.isdigit():
-        return PortRange(int(first), int(last))
-    return text
+    parsed = rulesem.parse_port(port)
+    return PortRange(*parsed) if isinstance(parsed, tuple) else parsed
 
 
 def split_ports(ports: Sequence[int | str] | None) -> tuple[tuple[PortRange, ...], list[str]]:
     """(numeric ranges, named ports), each in the order given."""
-    numeric: list[PortRange] = []
-    named: list[str] = []
-    for port in ports or ():
-        parsed = parse_port(port)
-        if isinstance(parsed, PortRange):
-            numeric.append(parsed)
-        else:
-            named.append(parsed)
-    return tuple(numeric), named
-
-
-def infer_ip_version(ip_version: int | None, protocol: int | str | None) -> int | None:
-    """Upstream infers the family from ICMP protocols when the rule does not name one."""
-    if ip_version in (4, 6):
-        return ip_version
-    if protocol == "icmp":
-        return 4
-    if protocol == "icmpv6":
-        return 6
-    return None
+    numeric, named = rulesem.split_ports(ports)
+    return tuple(PortRange(*r) for r in numeric), named
 
 
 def _icmp(icmp_type: int | None, icmp_code: int | None) -> ICMPTypeCode | None:

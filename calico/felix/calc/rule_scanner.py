@@ -40,13 +40,13 @@ from calico.felix.calc.rule_convert import (
 from calico.felix.messages import IPSetType, Policy, PolicyID, Profile, ProfileID, Rule
 from calico.model import PolicyKey
 from calico.model import values as v1
+from calico.policyeval.ordering import is_staged
+from calico.policyeval.rulesem import combine_selectors, named_port_protocol
 from calico.selector import make_unique_id, parse
 
 log = logging.getLogger(__name__)
 
 ALL_SELECTOR = "all()"
-_UDP = ("udp", 17, "17")
-_SCTP = ("sctp", 132, "132")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +76,6 @@ class IPSetData:
         return IPSetType.NET if self.named_port is None else IPSetType.IP_AND_PORT
 
 
-def named_port_protocol(protocol: int | str | None) -> str:
-    """The protocol a rule's named ports are looked up with (TCP unless UDP or SCTP)."""
-    if protocol in _UDP:
-        return "udp"
-    if protocol in _SCTP:
-        return "sctp"
-    return "tcp"
-
-
-def _combine(positive: str, negated: str) -> tuple[str, str]:
-    if positive and negated:
-        return f"({positive}) && (!({negated}))", ""
-    return positive, negated
-
-
 def _canonical(selector: str) -> str:
     return parse(selector).canonical
 
@@ -106,7 +91,7 @@ def scan_rule(rule: v1.Rule) -> tuple[Rule, list[IPSetData]]:
         all_sets.append(data)
 
     for side in ("src", "dst"):
-        positive, negated = _combine(
+        positive, negated = combine_selectors(
             getattr(rule, f"{side}_selector"), getattr(rule, f"not_{side}_selector")
         )
         pos = _canonical(positive) if positive else ""
@@ -139,11 +124,6 @@ def scan_rules(rules: Sequence[v1.Rule], seed: str) -> tuple[tuple[Rule, ...], l
         out.append(parsed)
         sets.extend(rule_sets)
     return with_rule_ids(out, seed), sets
-
-
-def is_staged(kind: str) -> bool:
-    """Staged kinds are matched and sorted but never enforced (flow-log "what if" only)."""
-    return kind.startswith("Staged")
 
 
 def policy_id(key: PolicyKey) -> PolicyID:

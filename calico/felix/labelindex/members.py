@@ -13,7 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-PROTOCOLS = ("tcp", "udp", "sctp")
+from calico.policyeval.rulesem import NAMED_PORT_PROTOCOLS, port_protocol
+
+PROTOCOLS = NAMED_PORT_PROTOCOLS
 ANY = "any"
 _PROTOCOL_NUMBERS = {"6": "tcp", "17": "udp", "132": "sctp"}
 
@@ -29,17 +31,6 @@ class NamedPort:
     name: str
     protocol: str
     port: int
-
-
-def port_protocol(protocol: str | int) -> str:
-    """An endpoint port's protocol as ``tcp``/``udp``/``sctp``.
-
-    Unspecified or unrecognised protocols count as TCP, the default for named ports (as for a
-    Kubernetes containerPort), so they match ``tcp`` sets and render as ``tcp:``.
-    """
-    text = str(protocol).strip().lower()
-    text = _PROTOCOL_NUMBERS.get(text, text)
-    return text if text in PROTOCOLS else "tcp"
 
 
 def set_protocol(protocol: str | None) -> str | None:

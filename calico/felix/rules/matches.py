@@ -16,30 +16,19 @@ from typing import Any
 from calico.felix.messages import ICMPTypeCode, PortRange, Rule
 from calico.felix.nftables.model import Expr, ipset_name
 from calico.felix.rules.exprs import ADDR_PROTO, match, meta, nfproto, payload
+from calico.policyeval.rulesem import ICMP_V4, ICMP_V6, PROTOCOL_NUMBERS, protocol_number
 
-PROTOCOL_NUMBERS = {
-    "tcp": 6,
-    "udp": 17,
-    "icmp": 1,
-    "icmpv6": 58,
-    "ipv6-icmp": 58,
-    "sctp": 132,
-    "udplite": 136,
-}
-ICMP_V4, ICMP_V6 = 1, 58
-
-
-def protocol_number(proto: int | str) -> int:
-    """Protocol as a number: nft resolves names via /etc/protocols, which may be missing."""
-    if isinstance(proto, int):
-        return proto
-    text = proto.strip().lower()
-    if text.isdigit():
-        return int(text)
-    try:
-        return PROTOCOL_NUMBERS[text]
-    except KeyError:
-        raise ValueError(f"unknown protocol {proto!r}") from None
+__all__ = [
+    "PROTOCOL_NUMBERS",
+    "RuleMatch",
+    "icmp_matches",
+    "is_family_specific",
+    "named_port_match",
+    "nets_value",
+    "ports_value",
+    "protocol_number",
+    "rule_match",
+]
 
 
 def _nets_of(

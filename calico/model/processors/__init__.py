@@ -24,6 +24,8 @@ from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
 from calico.model.processors.passthrough import Processor, for_node, resource_passthrough
 from calico.model.processors.policy import (
     global_network_policy,
+    kubernetes_cluster_network_policy,
+    kubernetes_network_policy,
     network_policy,
     staged_global_network_policy,
     staged_kubernetes_network_policy,
@@ -74,6 +76,8 @@ __all__ = [
     "host_endpoint",
     "ip_pool",
     "ipam_block",
+    "kubernetes_cluster_network_policy",
+    "kubernetes_network_policy",
     "network_policy",
     "network_set",
     "node",

@@ -97,6 +97,21 @@ def network_policy(key: ResourceKey, value: Any) -> Output:
     return {pkey: namespaced_policy_value(res.spec, key.namespace)}
 
 
+def kubernetes_network_policy(key: ResourceKey, value: Any) -> Output:
+    """A Kubernetes NetworkPolicy the Kubernetes datastore already converted to a Calico
+    NetworkPolicy value; Felix's key keeps the KubernetesNetworkPolicy kind and raw name."""
+    res = decode(ResourceKey("NetworkPolicy", key.name, key.namespace), value, NetworkPolicy)
+    pkey = PolicyKey(key.kind, key.namespace, key.name)
+    return {pkey: namespaced_policy_value(res.spec, key.namespace)}
+
+
+def kubernetes_cluster_network_policy(key: ResourceKey, value: Any) -> Output:
+    """A ClusterNetworkPolicy the Kubernetes datastore converted to a GlobalNetworkPolicy
+    (kube-admin / kube-baseline tier); Felix's key keeps the source kind and raw name."""
+    res = decode(ResourceKey("GlobalNetworkPolicy", key.name), value, GlobalNetworkPolicy)
+    return {PolicyKey(key.kind, "", key.name): global_policy_value(res.spec)}
+
+
 def global_network_policy(key: ResourceKey, value: Any) -> Output:
     res = decode(key, value, GlobalNetworkPolicy)
     return {PolicyKey(key.kind, "", key.name): global_policy_value(res.spec)}

@@ -54,6 +54,9 @@ def cluster_group() -> None:
     show_default=True,
     help="Each node's calico node run --networking-backend (bird: a BGP full mesh).",
 )
+@click.option(
+    "--typha", is_flag=True, help="One Typha in the lan namespace; every Felix syncs through it."
+)
 @click.option("--no-demo", is_flag=True, help="Only the cluster, no demo workloads.")
 def up_command(
     name: str,
@@ -63,6 +66,7 @@ def up_command(
     vxlan_mode: str | None,
     other_subnet: tuple[int, ...],
     networking_backend: str,
+    typha: bool,
     no_demo: bool,
 ) -> None:
     """Bring the cluster up (and run the demo across nodes); it stays up until 'down'."""
@@ -74,7 +78,7 @@ def up_command(
     if os.geteuid() != 0:
         raise NodeError("calico node cluster up must run as root (namespaces, nftables, routes)")
     vxlan_mode = lifecycle.pool_vxlan_mode(networking_backend, vxlan_mode)
-    cluster = spec.build(name, root, count, datastore, other_subnet)
+    cluster = spec.build(name, root, count, datastore, other_subnet, typha=typha)
     try:
         lifecycle.up(cluster, click.echo, backend=networking_backend, vxlan_mode=vxlan_mode)
         if not no_demo:

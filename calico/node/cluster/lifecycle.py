@@ -1,7 +1,8 @@
 """``up`` and ``down``: build a cluster from its spec, and remove every trace of it.
 
 ``up`` saves the spec first, so ``down`` works after any failure, then: namespaces and bridge,
-etcd (for the etcdv3 datastore), the cluster's calicoctl.cfg and IP pools, the first node
+etcd (for the etcdv3 datastore), the cluster's calicoctl.cfg and IP pools, Typha (``--typha``),
+the first node
 (which initialises the cluster), the other nodes in parallel. ``down`` works from the saved spec
 and the names alone: it stops every node (``calico node stop``), ends every process inside the
 cluster's namespaces and every process carrying the cluster's mark (etcd, demo servers,
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from calico.node.cluster import ctl, etcd, fabric, nodes, procs
+from calico.node.cluster import ctl, etcd, fabric, nodes, procs, typha
 from calico.node.cluster.spec import ClusterSpec, NodeSpec, load, save
 from calico.node.errors import NodeError
 
@@ -63,6 +64,9 @@ def prepare(spec: ClusterSpec, say: Callable[[str], None], vxlan_mode: str = "Al
     ctl.write_config(spec)
     ctl.calicoctl(spec, "apply", "-f", "-", stdin=ctl.pools_yaml(spec, vxlan_mode))
     say(f"   IP pools {spec.ipv4_pool} and {spec.ipv6_pool} (vxlanMode {vxlan_mode})")
+    if spec.typha:
+        pid = typha.start(spec)
+        say(f"   Typha (pid {pid}) at {typha.address(spec)} in {spec.lan_netns}")
 
 
 def start_nodes(

@@ -3,7 +3,8 @@
 Only the flags differ from a node on a real machine: ``--name``, ``--ip``/``--ip6`` (its eth0),
 the cluster's datastore, and its own ``--state-dir``, ``--log-dir``, ``--cni-conf-dir`` and
 ``--cni-bin-dir`` under the cluster root (so its own runit tree, CNI files and per-node
-state). The cluster's IP pools exist before any node starts, so ``NO_DEFAULT_POOLS=true``.
+state). The cluster's IP pools exist before any node starts, so ``NO_DEFAULT_POOLS=true``; with
+the cluster's Typha, ``FELIX_TYPHAADDR`` points Felix at it.
 """
 
 from __future__ import annotations
@@ -32,14 +33,20 @@ def run_argv(spec: ClusterSpec, node: NodeSpec, backend: str = "vxlan") -> list[
     ]
 
 
+def run_env(spec: ClusterSpec) -> dict[str, str]:
+    """The node's extra environment; with Typha, ``FELIX_TYPHAADDR`` (node run passes it on)."""
+    env = {"NO_DEFAULT_POOLS": "true"}
+    if spec.typha:
+        from calico.node.cluster.typha import address
+
+        env["FELIX_TYPHAADDR"] = address(spec)
+    return env
+
+
 def start(spec: ClusterSpec, node: NodeSpec, backend: str = "vxlan") -> subprocess.Popen[bytes]:
     node.output_file.unlink(missing_ok=True)
     return procs.spawn_in(
-        node.netns,
-        run_argv(spec, node, backend),
-        spec.root,
-        node.output_file,
-        {"NO_DEFAULT_POOLS": "true"},
+        node.netns, run_argv(spec, node, backend), spec.root, node.output_file, run_env(spec)
     )
 
 

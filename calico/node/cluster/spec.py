@@ -87,6 +87,7 @@ class ClusterSpec:
     ipv4_pool: str = IPV4_POOL
     ipv6_pool: str = IPV6_POOL
     pods: tuple[str, ...] = field(default=())  # sandbox netns names made by pods.add_pod
+    typha: bool = False  # nodes sync through one Typha in the lan namespace (cluster.typha)
 
     @property
     def lan_netns(self) -> str:
@@ -158,6 +159,7 @@ def build(
     count: int = 3,
     datastore: str = "etcdv3",
     second_subnet: tuple[int, ...] = (),
+    typha: bool = False,
 ) -> ClusterSpec:
     """A cluster of ``count`` nodes; those in ``second_subnet`` (1-based) sit on another
     subnet of the same bridge, reached through the router (so CrossSubnet pools encapsulate
@@ -190,7 +192,9 @@ def build(
                 root=str(root / f"node{i}"),
             )
         )
-    return ClusterSpec(name=name, root=str(root), datastore=datastore, nodes=tuple(nodes))
+    return ClusterSpec(
+        name=name, root=str(root), datastore=datastore, nodes=tuple(nodes), typha=typha
+    )
 
 
 def save(spec: ClusterSpec) -> None:

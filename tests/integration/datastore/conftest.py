@@ -4,6 +4,7 @@
 from ``etcd_fixture.py`` (a session-scoped ``etcd_server`` and ``make_etcd_backend``); while that
 module is absent the etcdv3 cases are skipped with the reason. Per-backend facts the tests need
 (a picklable spec other processes open, the shortest reliable TTL) live on ``BackendCase``.
+The kubernetes parametrisation runs the backend against ``tests/k8s_fake_apiserver.py``.
 """
 
 from __future__ import annotations
@@ -53,10 +54,26 @@ def _etcd_case(request: pytest.FixtureRequest) -> BackendCase:
     return BackendCase("etcdv3", spec, 1.0, 4.0)  # leases: ~1-1.5 s on the test server
 
 
-@pytest.fixture(params=["local", "etcdv3"])
+def _kdd_case(request: pytest.FixtureRequest) -> BackendCase:
+    """A fresh fake API server per test (an empty cluster); TTLs do not exist in Kubernetes."""
+    from k8s_fake_apiserver import FakeAPIServer
+
+    api = FakeAPIServer(bookmark_interval=60.0).start()  # as rare as a real server's
+    request.addfinalizer(api.stop)
+    case = BackendCase("kubernetes", {"kind": "kubernetes", "url": api.url}, 0.0, 0.0)
+    case.compactor = lambda _backend, revision: api.compact(revision)
+    return case
+
+
+@pytest.fixture(params=["local", "etcdv3", "kubernetes"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """A fresh Backend with an empty keyspace of its own."""
-    case = _local_case(tmp_path) if request.param == "local" else _etcd_case(request)
+    if request.param == "local":
+        case = _local_case(tmp_path)
+    elif request.param == "etcdv3":
+        case = _etcd_case(request)
+    else:
+        case = _kdd_case(request)
     request.node.stash[_CASE] = case
     try:
         yield case.open()

@@ -2,9 +2,9 @@
 
 Run as ``python procs.py '<spec json>' <command> [args...]``; a spec is a JSON object built by
 conftest.py (``{"kind": "local", "path": ...}`` or ``{"kind": "etcdv3", "endpoints": ...,
-"prefix": ...}``), so nothing but plain data crosses the process boundary. Each command prints one
-JSON result line; ``counter`` first prints ``ready`` and waits for a line on stdin, so the parent
-can release all workers at once.
+"prefix": ...}`` or ``{"kind": "kubernetes", "url": ...}``), so nothing but plain data crosses
+the process boundary. Each command prints one JSON result line; ``counter`` first prints
+``ready`` and waits for a line on stdin, so the parent can release all workers at once.
 """
 
 from __future__ import annotations
@@ -32,6 +32,16 @@ def open_backend(spec: dict[str, Any]) -> Backend:
         from etcd_fixture import make_etcd_backend
 
         return make_etcd_backend(spec["endpoints"], spec["prefix"])
+    if spec["kind"] == "kubernetes":
+        if str(HERE) not in sys.path:
+            sys.path.insert(0, str(HERE))
+        from kdd_payload import PayloadBackend
+
+        from calico.datastore.config import DatastoreConfig
+        from calico.datastore.kubernetes import KubernetesBackend
+
+        config = DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": spec["url"]})
+        return PayloadBackend(KubernetesBackend(config))  # type: ignore[return-value]
     raise ValueError(f"unknown backend kind {spec['kind']!r}")
 
 

@@ -334,9 +334,16 @@ def test_load_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
 # -- factory ---------------------------------------------------------------------------------
 
 
-def test_factory_kubernetes_not_supported() -> None:
-    with pytest.raises(DatastoreConfigError, match='datastore type "kubernetes" is not supported'):
-        open_backend(DatastoreConfig(datastore_type="kubernetes"))
+def test_factory_kubernetes_opens_the_kubernetes_backend() -> None:
+    from calico.datastore.kubernetes import KubernetesBackend
+
+    with pytest.raises(DatastoreConfigError, match="invalid Kubernetes API endpoint"):
+        open_backend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": "ftp://x"}))
+    # Nothing listens on port 1: discovery fails, so the default group (v1) is used.
+    extra = {"k8sAPIEndpoint": "http://127.0.0.1:1"}
+    backend = open_backend(DatastoreConfig("kubernetes", extra=extra))
+    assert isinstance(backend, KubernetesBackend) and backend.mode == "v1"
+    backend.close()
 
 
 def test_factory_unknown_type() -> None:

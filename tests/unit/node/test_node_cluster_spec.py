@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,21 @@ def test_bird_node_status_uses_the_nodes_own_sockets(tmp_path: Path) -> None:
         ]
         == "bird"
     )
+
+
+def test_typha_option_round_trips_and_points_every_node_at_the_lan_typha(tmp_path: Path) -> None:
+    from calico.node.cluster import typha
+
+    plain = spec.build("ty", tmp_path)
+    assert not plain.typha
+    assert "FELIX_TYPHAADDR" not in nodes.run_env(plain)
+    with_typha = spec.build("ty", tmp_path, typha=True)
+    spec.save(with_typha)
+    loaded = spec.load(tmp_path)
+    assert loaded is not None and loaded.typha
+    assert nodes.run_env(loaded)["FELIX_TYPHAADDR"] == "172.30.0.1:5473" == typha.address(loaded)
+    old = json.loads(with_typha.spec_file.read_text())
+    del old["typha"]  # a spec saved before the option existed still loads
+    with_typha.spec_file.write_text(json.dumps(old))
+    reloaded = spec.load(tmp_path)
+    assert reloaded is not None and not reloaded.typha

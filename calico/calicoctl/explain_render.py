@@ -1,0 +1,121 @@
+"""Text rendering of the explain reports (``calico.policyeval.report``'s dicts): one line per
+step of a decision chain, rules shown as the compact JSON of the v3 rule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _rule(rule: Any) -> str:
+    return json.dumps(rule, separators=(", ", ": "), sort_keys=False)
+
+
+def _step(step: dict[str, Any]) -> str:
+    kind, action = step["step"], step["action"]
+    where = " ".join(
+        part
+        for part in (
+            f"tier {step['tier']}" if "tier" in step else "",
+            step.get("policy", ""),
+        )
+        if part
+    )
+    if kind == "rule":
+        return f"{where}: rule {step['ruleIndex']} {_rule(step['rule'])} -> {action}"
+    if kind == "no-match":
+        return f"{where}: no rule matched"
+    label = f"{where}: " if where else ""
+    if action is None:
+        return f"{label}({step.get('note', kind)})"
+    return f"{label}{step.get('note', kind)} -> {action}"
+
+
+def _side(title: str, side: dict[str, Any], indent: str = "") -> list[str]:
+    lines = [f"{indent}{title} of {side['endpoint'] or 'a non-Calico address'}: {side['verdict']}"]
+    lines += [f"{indent}  {_step(step)}" for step in side["chain"]]
+    return lines
+
+
+def _result(result: dict[str, Any]) -> str:
+    if result["verdict"] == "Allow":
+        return "Allow"
+    return f"Deny (at the {result['deniedAt']} of {result['endpoint']})"
+
+
+def render_connection(report: dict[str, Any]) -> str:
+    pkt = report["packet"]
+    src = pkt["source"] + (f":{pkt['sourcePort']}" if "sourcePort" in pkt else "")
+    dst = pkt["destination"] + (f":{pkt['destinationPort']}" if "destinationPort" in pkt else "")
+    head = f"{pkt['protocol']} {src} -> {dst}"
+    if "icmpType" in pkt:
+        head += f" (type {pkt['icmpType']} code {pkt['icmpCode']})"
+    lines = [head]
+    lines += _side("Egress", report["egress"])
+    lines += _side("Ingress", report["ingress"])
+    lines.append(f"Verdict: {_result(report['result'])}")
+    staged = report["staged"]
+    if (
+        staged["result"] != report["result"]
+        or staged["egress"] != report["egress"]
+        or (staged["ingress"] != report["ingress"])
+    ):
+        lines.append("Staged policies (NOT ENFORCED), would-be evaluation:")
+        lines += _side("Egress", staged["egress"], "  ")
+        lines += _side("Ingress", staged["ingress"], "  ")
+        lines.append(f"  Would-be verdict: {_result(staged['result'])}")
+    else:
+        lines.append("Staged policies (not enforced): no change")
+    if "live" in report:
+        live = report["live"]
+        agree = "agrees" if live["agrees"] else f"DISAGREES with the computed {live['compared']}"
+        lines.append(f"Live (kernel trace on this node): {live['verdict']} ({agree})")
+        if live["rule"]:
+            lines.append(f"  deciding rule: {live['rule']}")
+        lines.append("  chains: " + " -> ".join(live["chains"]))
+    return "\n".join(lines) + "\n"
+
+
+def _policy_line(ref: dict[str, Any]) -> str:
+    scope = f"{ref['namespace']}/" if "namespace" in ref else ""
+    staged = " [staged, not enforced]" if ref.get("staged") else ""
+    order = "" if ref["order"] is None else f" order {ref['order']:g}"
+    name = f"{ref['kind']} {scope}{ref['name']}"
+    return f"  tier {ref['tier']}: {name}{order}{staged}  selector: {ref['selector']}"
+
+
+def render_endpoint(report: dict[str, Any]) -> str:
+    lines = [report["endpoint"]]
+    for direction in ("ingress", "egress"):
+        lines.append(f"{direction.capitalize()} policies:")
+        lines += [_policy_line(ref) for ref in report[direction]] or ["  (none)"]
+    lines.append("Profiles: " + (", ".join(report["profiles"]) or "(none)"))
+    return "\n".join(lines) + "\n"
+
+
+def _peer(side: str, peer: dict[str, Any]) -> list[str]:
+    lines = []
+    for label, key in (("matches", "matches"), ("does not match", "notMatches")):
+        if key in peer:
+            m = peer[key]
+            lines.append(f"    {side} {label} {m['selector']}:")
+            lines += [f"      {e}" for e in m["endpoints"]]
+            lines += [f"      net {n}" for n in m["nets"]]
+            if not m["endpoints"] and not m["nets"]:
+                lines.append("      (nothing)")
+    if "nets" in peer:
+        lines.append(f"    {side} nets: {', '.join(peer['nets'])}")
+    return lines
+
+
+def render_policy(report: dict[str, Any]) -> str:
+    lines = [_policy_line(report).strip()]
+    lines.append("Selects:")
+    lines += [f"  {e}" for e in report["selects"]] or ["  (no endpoints)"]
+    for direction in ("ingress", "egress"):
+        for item in report[direction]:
+            lines.append(f"{direction} rule {item['ruleIndex']}: {_rule(item['rule'])}")
+            for side in ("source", "destination"):
+                if side in item:
+                    lines += _peer(side, item[side])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Goldmane: the flow aggregator behind Whisker (see design/goldmane.md)."""

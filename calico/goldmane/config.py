@@ -1,0 +1,118 @@
+"""Goldmane's configuration: upstream's environment variables, names and defaults (no prefix).
+
+Values parse as Go does (``strconv.ParseBool``/``Atoi``, ``time.ParseDuration``); a bad value
+is a ConfigError naming the variable, which the daemon prints before exiting 1. PORT 0 and
+HEALTH_PORT 0 bind an ephemeral port (logged), which is how tests run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from calico.durations import DurationError, parse_duration
+
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+class ConfigError(ValueError):
+    """A malformed or unsupported setting; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class GoldmaneConfig:
+    log_level: str = "info"
+    push_url: str = ""
+    file_config_path: str = ""
+    port: int = 443
+    health_enabled: bool = True
+    health_host: str = ""
+    health_port: int = 8080
+    client_cert_path: str = ""
+    client_key_path: str = ""
+    ca_cert_path: str = ""
+    server_name: str = "tigera-linseed.tigera-elasticsearch.svc"
+    server_cert_path: str = ""
+    server_key_path: str = ""
+    aggregation_window: float = 15.0
+    emit_after_seconds: int = 30
+    emitter_aggregation_window: float = 300.0
+    profile_port: int = 0
+    prometheus_port: int = 0
+
+    @property
+    def tls(self) -> bool:
+        """gRPC over mTLS when both server files are given; plaintext otherwise."""
+        return bool(self.server_cert_path and self.server_key_path)
+
+
+_KINDS = {
+    "LOG_LEVEL": ("log_level", "str"),
+    "PUSH_URL": ("push_url", "str"),
+    "FILE_CONFIG_PATH": ("file_config_path", "str"),
+    "PORT": ("port", "port"),
+    "HEALTH_ENABLED": ("health_enabled", "bool"),
+    "HEALTH_HOST": ("health_host", "str"),
+    "HEALTH_PORT": ("health_port", "port"),
+    "CLIENT_CERT_PATH": ("client_cert_path", "str"),
+    "CLIENT_KEY_PATH": ("client_key_path", "str"),
+    "CA_CERT_PATH": ("ca_cert_path", "str"),
+    "SERVER_NAME": ("server_name", "str"),
+    "SERVER_CERT_PATH": ("server_cert_path", "str"),
+    "SERVER_KEY_PATH": ("server_key_path", "str"),
+    "AGGREGATION_WINDOW": ("aggregation_window", "duration"),
+    "EMIT_AFTER_SECONDS": ("emit_after_seconds", "int"),
+    "EMITTER_AGGREGATION_WINDOW": ("emitter_aggregation_window", "duration"),
+    "PROFILE_PORT": ("profile_port", "int"),
+    "PROMETHEUS_PORT": ("prometheus_port", "int"),
+}
+
+
+def _convert(var: str, kind: str, raw: str) -> object:
+    if kind == "str":
+        return raw
+    if kind == "bool":
+        if raw in _TRUE:
+            return True
+        if raw in _FALSE:
+            return False
+        raise ConfigError(f"{var}: invalid boolean {raw!r}")
+    if kind == "duration":
+        try:
+            return parse_duration(raw)
+        except DurationError as exc:
+            raise ConfigError(f"{var}: {exc}") from None
+    try:
+        value = int(raw.strip(), 10)
+    except ValueError:
+        raise ConfigError(f"{var}: invalid integer {raw!r}") from None
+    if kind == "port" and not 0 <= value <= 65535:
+        raise ConfigError(f"{var}: port {value} out of range 0-65535")
+    return value
+
+
+def load_config(environ: Mapping[str, str]) -> GoldmaneConfig:
+    values = {
+        attr: _convert(var, kind, environ[var])
+        for var, (attr, kind) in _KINDS.items()
+        if var in environ
+    }
+    cfg = GoldmaneConfig(**values)  # type: ignore[arg-type]
+    window = cfg.aggregation_window
+    if window < 1 or window != int(window):
+        raise ConfigError(
+            f"AGGREGATION_WINDOW: must be a whole number of seconds >= 1s, got {window}s"
+        )
+    if bool(cfg.server_cert_path) != bool(cfg.server_key_path):
+        raise ConfigError("SERVER_CERT_PATH and SERVER_KEY_PATH must be set together")
+    if cfg.tls and not cfg.ca_cert_path:
+        raise ConfigError("CA_CERT_PATH: required to verify clients when the server uses TLS")
+    # Not implemented yet in calico-py: refuse rather than silently not doing it.
+    if cfg.push_url:
+        raise ConfigError("PUSH_URL: the HTTP flow emitter is not implemented in calico-py yet")
+    if cfg.prometheus_port:
+        raise ConfigError(
+            "PROMETHEUS_PORT: goldmane_* metrics are not implemented in calico-py yet"
+        )
+    return cfg

@@ -1,0 +1,129 @@
+"""``calico component goldmane``: config from the environment, gRPC services, rollover, health.
+
+Bad configuration or unreadable certificates: one ``Error:`` line, exit 1. With both
+SERVER_CERT_PATH and SERVER_KEY_PATH the gRPC port requires client certificates signed by
+CA_CERT_PATH; otherwise it is plaintext. SIGTERM/SIGINT stop the server (in-flight calls get a
+second to finish) and exit 0. Health reporters: "startup" (ready once serving) and
+"aggregator" (reports every rollover; stale after four bucket intervals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import click
+import grpc
+
+from calico.buildinfo import build_info
+from calico.goldmane.config import ConfigError, GoldmaneConfig, load_config
+from calico.goldmane.server import Goldmane, add_services
+from calico.health import HealthAggregator, HealthServer
+from calico.logutils import LogLevelError, configure_formatter, parse_level
+
+log = logging.getLogger(__name__)
+
+GRACE = 1.0
+
+
+def _read(path: str, var: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"{var}: cannot read {path}: {exc.strerror}") from None
+
+
+def server_credentials(cfg: GoldmaneConfig) -> grpc.ServerCredentials | None:
+    if not cfg.tls:
+        return None
+    return grpc.ssl_server_credentials(
+        [
+            (
+                _read(cfg.server_key_path, "SERVER_KEY_PATH"),
+                _read(cfg.server_cert_path, "SERVER_CERT_PATH"),
+            )
+        ],
+        root_certificates=_read(cfg.ca_cert_path, "CA_CERT_PATH"),
+        require_client_auth=True,
+    )
+
+
+async def serve(cfg: GoldmaneConfig, stop: asyncio.Event) -> int:
+    creds = server_credentials(cfg)
+    interval = int(cfg.aggregation_window)
+    health = HealthAggregator()
+    health.register_reporter("startup", live=False, ready=True)
+    health.register_reporter("aggregator", live=True, ready=True, timeout=4 * interval)
+    gm = Goldmane(interval)
+    gm.on_rollover = lambda: health.report("aggregator", live=True, ready=True)
+    health.report("aggregator", live=True, ready=True)
+    health_server = HealthServer(health)
+    health_server.serve(cfg.health_enabled, cfg.health_host, cfg.health_port)
+
+    server = grpc.aio.server()
+    add_services(server, gm)
+    address = f"[::]:{cfg.port}"
+    try:
+        port = (
+            server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+        )
+    except RuntimeError as exc:
+        log.error("Failed to listen on port %d: %s", cfg.port, exc)
+        await asyncio.to_thread(health_server.serve, False)
+        return 1
+    await server.start()
+    log.info(
+        "Goldmane gRPC server listening on port %d (%s)", port, "mTLS" if creds else "plaintext"
+    )
+    health.report("startup", live=True, ready=True)
+    rollovers = asyncio.create_task(gm.run_rollovers(stop))
+    await stop.wait()
+    log.info("Received shutdown signal, stopping")
+    await server.stop(GRACE)
+    await rollovers
+    await asyncio.to_thread(health_server.serve, False)
+    return 0
+
+
+async def _main(cfg: GoldmaneConfig) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return await serve(cfg, stop)
+
+
+@click.command(
+    "goldmane",
+    help="Run Goldmane, the flow aggregator behind Whisker (config: environment variables "
+    "PORT, AGGREGATION_WINDOW, SERVER_CERT_PATH, ... as upstream).",
+)
+@click.option("--version", "show_version", is_flag=True, help="Print version and exit.")
+def goldmane_command(show_version: bool) -> None:
+    if show_version:
+        info = build_info()
+        click.echo(
+            f"Version:     {info.version}\nBuild date:  {info.build_date}\n"
+            f"Git commit:  {info.git_commit}"
+        )
+        return
+    configure_formatter("goldmane")
+    logging.getLogger().setLevel(logging.INFO)
+    try:
+        cfg = load_config(dict(os.environ))
+        try:
+            logging.getLogger().setLevel(parse_level(cfg.log_level))
+        except LogLevelError:
+            raise ConfigError(f"LOG_LEVEL: unknown level {cfg.log_level!r}") from None
+        if cfg.profile_port:
+            log.info("PROFILE_PORT=%d ignored: there is no Go profiler here", cfg.profile_port)
+        server_credentials(cfg)  # certificate errors before anything starts
+        code = asyncio.run(_main(cfg))
+    except ConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    sys.exit(code)

@@ -1,0 +1,1 @@
+"""Typha: the syncer fan-out proxy (``calico component typha``); see design/typha.md."""

@@ -1,0 +1,174 @@
+"""``calicoctl explain`` through the real command line, on each datastore (local and etcd)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from ctl_helpers import Ctl
+
+MANIFEST = """
+apiVersion: projectcalico.org/v3
+kind: Tier
+metadata: {name: security}
+spec: {order: 100}
+---
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: security.pass-web}
+spec:
+  tier: security
+  order: 10
+  selector: app == 'web'
+  ingress:
+  - {action: Pass, protocol: TCP, destination: {ports: [80]}}
+  - {action: Deny}
+---
+apiVersion: projectcalico.org/v3
+kind: NetworkPolicy
+metadata: {name: allow-front, namespace: prod}
+spec:
+  selector: app == 'web'
+  ingress:
+  - {action: Allow, protocol: TCP, source: {selector: app == 'front'}, destination: {ports: [http]}}
+---
+apiVersion: projectcalico.org/v3
+kind: StagedNetworkPolicy
+metadata: {name: allow-front, namespace: prod}
+spec:
+  selector: app == 'web'
+  ingress: [{action: Deny}]
+---
+apiVersion: projectcalico.org/v3
+kind: WorkloadEndpoint
+metadata: {name: node1-k8s-front-eth0, namespace: prod, labels: {app: front}}
+spec: {node: node1, orchestrator: k8s, pod: front, endpoint: eth0, interfaceName: cali1,
+       ipNetworks: [10.0.0.1/32], profiles: [kns.prod]}
+---
+apiVersion: projectcalico.org/v3
+kind: WorkloadEndpoint
+metadata: {name: node1-k8s-web-eth0, namespace: prod, labels: {app: web}}
+spec: {node: node1, orchestrator: k8s, pod: web, endpoint: eth0, interfaceName: cali2,
+       ipNetworks: [10.0.0.2/32], profiles: [kns.prod],
+       ports: [{name: http, port: 80, protocol: TCP}]}
+---
+apiVersion: projectcalico.org/v3
+kind: HostEndpoint
+metadata: {name: node1-eth0, labels: {role: host}}
+spec: {node: node1, interfaceName: eth0, expectedIPs: [192.168.0.1]}
+---
+apiVersion: projectcalico.org/v3
+kind: Profile
+metadata: {name: kns.prod}
+spec:
+  ingress: [{action: Allow}]
+  egress: [{action: Allow}]
+"""
+
+
+@pytest.fixture
+def loaded(ctl: Ctl) -> Ctl:
+    r = ctl("apply", "-f", "-", stdin=MANIFEST)
+    assert r.code == 0, r
+    return ctl
+
+
+def test_allowed_connection_chain_and_staged_view(loaded: Ctl) -> None:
+    r = loaded("explain", "--from", "prod/front", "--to", "prod/web", "--port", "80", "-o", "json")
+    assert r.code == 0, r
+    report = json.loads(r.out)
+    assert report["result"] == {"verdict": "Allow"}
+    chain = report["ingress"]["chain"]
+    assert [(s["tier"], s["policy"], s["ruleIndex"], s["action"]) for s in chain] == [
+        ("security", "GlobalNetworkPolicy security.pass-web", 0, "Pass"),
+        ("default", "NetworkPolicy prod/allow-front", 0, "Allow"),
+    ]
+    assert chain[1]["rule"]["destination"] == {"ports": ["http"]}
+    assert report["egress"]["chain"][0]["policy"] == "Profile kns.prod"
+    assert report["staged"]["enforced"] is False
+    assert report["staged"]["result"]["verdict"] == "Deny"
+
+
+def test_denied_connection_text_output(loaded: Ctl) -> None:
+    r = loaded("explain", "--from", "prod/front", "--to", "prod/web", "--port", "81")
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert lines[0] == "TCP 10.0.0.1:40000 -> 10.0.0.2:81"
+    assert "GlobalNetworkPolicy security.pass-web: rule 1" in r.out
+    assert lines[-2] == "Verdict: Deny (at the ingress of workloadendpoint prod/node1-k8s-web-eth0)"
+    assert lines[-1] == "Staged policies (not enforced): no change"
+
+
+def test_ip_and_host_endpoint_forms_yaml(loaded: Ctl) -> None:
+    r = loaded("explain", "--from", "192.168.0.1", "--to", "10.0.0.2", "--port", "80", "-o", "yaml")
+    assert r.code == 0, r
+    report = yaml.safe_load(r.out)
+    assert report["egress"]["endpoint"] == "hostendpoint node1-eth0"
+    assert report["result"]["verdict"] == "Deny"  # not app == 'front': end of tier default
+    r = loaded("explain", "--from", "hep/node1-eth0", "--to", "203.0.113.9", "--protocol", "icmp")
+    assert r.code == 0, r
+    assert r.out.startswith("ICMP 192.168.0.1 -> 203.0.113.9 (type 8 code 0)")
+    assert "a non-Calico address" in r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from", "prod/nope", "--to", "prod/web", "--port", "80"],
+         "endpoint 'prod/nope' not found"),
+        (["--from", "prod/front", "--to", "prod/web", "--port", "65536"], "invalid port '65536'"),
+        (["--from", "prod/front", "--to", "prod/web", "--port", "x"], "invalid port 'x'"),
+        (["--from", "prod/front", "--to", "prod/web", "--protocol", "GRE", "--port", "1"],
+         "invalid protocol 'GRE'"),
+        (["--from", "prod/front", "--to", "prod/web"], "--port is required for TCP"),
+        (["--from", "prod/front", "--to", "prod/web", "--protocol", "ICMP", "--port", "1"],
+         "--port and --src-port do not apply to ICMP"),
+        (["--from", "prod/front", "--port", "80"], "explain needs --from and --to"),
+        (["--from", "prod/front", "--to", "prod/web", "--port", "80", "-o", "xml"],
+         "unrecognized output format 'xml'"),
+        (["--from", "prod/front", "--to", "prod/web", "--port", "80", "--ip-version", "6"],
+         "endpoint 'prod/front' has no IPv6 address"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_1(loaded: Ctl, args: list[str], message: str) -> None:
+    r = loaded("explain", *args)
+    assert r.code == 1, r
+    assert r.err.startswith(message), r
+    assert "Traceback" not in r.err
+
+
+def test_explain_endpoint_lists_ordered_policies(loaded: Ctl) -> None:
+    r = loaded("explain", "endpoint", "prod/web", "-o", "json")
+    assert r.code == 0, r
+    report = json.loads(r.out)
+    assert [(p["tier"], p["kind"], p.get("staged", False)) for p in report["ingress"]] == [
+        ("security", "GlobalNetworkPolicy", False),
+        ("default", "NetworkPolicy", False),
+        ("default", "StagedNetworkPolicy", True),
+    ]
+    assert report["ingress"][0]["selector"] == "app == 'web'"
+    assert report["egress"] == []
+    r = loaded("explain", "endpoint", "prod/gone")
+    assert (r.code, r.err) == (1, "endpoint 'prod/gone' not found\n")
+
+
+def test_explain_policy_selection(loaded: Ctl) -> None:
+    r = loaded(
+        "explain", "policy", "allow-front", "-n", "prod", "-k", "NetworkPolicy", "-o", "json"
+    )
+    assert r.code == 0, r
+    report = json.loads(r.out)
+    assert report["selects"] == ["workloadendpoint prod/node1-k8s-web-eth0"]
+    assert report["ingress"][0]["source"]["matches"]["endpoints"] == [
+        "workloadendpoint prod/node1-k8s-front-eth0"
+    ]
+    r = loaded("explain", "policy", "allow-front")
+    assert r.code == 1 and "is ambiguous" in r.err, r
+
+
+def test_installed_script(ds_env: dict[str, str], ctl_bin: Ctl) -> None:
+    assert ctl_bin("apply", "-f", "-", stdin=MANIFEST).code == 0
+    r = ctl_bin("explain", "--from", "prod/front", "--to", "prod/web", "--port", "80")
+    assert r.code == 0, r
+    assert "Verdict: Allow" in r.out
