@@ -9,9 +9,11 @@
 #define CALI_HOOK_FROM_WEP 0
 #define CALI_HOOK_TO_WEP 1
 
-/* Conntrack key: canonical order, side A is the lower (addr, port) pair (native-int compare). */
+/* Conntrack key: canonical order, side A is the lower (addr, port) pair (native-int compare).
+ * ICMP: both ports hold the query id and proto carries the request type in bits 8-15, so each
+ * echo/timestamp/... exchange is its own flow (as in Linux conntrack) and its reply matches. */
 struct cali_ct_key {
-	__u32 proto;  /* host order */
+	__u32 proto;  /* host order; ICMP: 1 | request type << 8 */
 	__u32 addr_a; /* network order */
 	__u32 addr_b;
 	__u16 port_a; /* host order; 0 for ICMP */
@@ -63,7 +65,7 @@ struct cali_state {
 	__u8 has_ports;
 	__u8 hook;
 	__u8 tcp_flags;
-	__u16 pad;
+	__u16 icmp_id;   /* echo/timestamp/info identifier (host order), conntrack only */
 	__s32 pol_rc;    /* 1 allow, 2 deny */
 	__u32 my_leg;    /* CALI_CT_LEG_* this hook approves */
 	struct cali_ct_key ct_key;

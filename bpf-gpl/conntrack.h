@@ -3,18 +3,42 @@
 #ifndef CALI_CONNTRACK_H
 #define CALI_CONNTRACK_H
 
+#include <linux/in.h>
 #include <linux/pkt_cls.h>
 #include "cali_maps.h"
 
 /* Fill st->ct_key and st->my_leg. src is side A iff (src, sport) < (dst, dport), comparing
  * the network-order address words as native integers, then the host-order ports. */
+/* ICMP query/reply pairs share the request's type: 0/8 echo, 13/14 timestamp, 15/16 info,
+ * 17/18 address mask. Other types (errors) key on their own type. */
+static __always_inline __u32 cali_icmp_request_type(__u8 type)
+{
+	switch (type) {
+	case 0:
+		return 8;
+	case 14:
+		return 13;
+	case 16:
+		return 15;
+	case 18:
+		return 17;
+	}
+	return type;
+}
+
 static __always_inline void cali_ct_fill_key(struct cali_state *st)
 {
 	__u16 sport = st->has_ports ? st->sport : 0;
 	__u16 dport = st->has_ports ? st->dport : 0;
+	__u32 proto = st->proto;
+
+	if (proto == IPPROTO_ICMP) {
+		sport = dport = st->icmp_id;
+		proto |= cali_icmp_request_type(st->icmp_type) << 8;
+	}
 	int src_is_a = st->ip_src < st->ip_dst || (st->ip_src == st->ip_dst && sport < dport);
 
-	st->ct_key.proto = st->proto;
+	st->ct_key.proto = proto;
 	if (src_is_a) {
 		st->ct_key.addr_a = st->ip_src;
 		st->ct_key.port_a = sport;

@@ -40,6 +40,7 @@ static __always_inline int cali_parse(struct __sk_buff *skb, struct cali_state *
 	st->icmp_code = 0;
 	st->has_ports = 0;
 	st->tcp_flags = 0;
+	st->icmp_id = 0;
 	st->pol_rc = 0;
 	/* Non-first fragments carry no L4 header. */
 	if (ip.frag_off & bpf_htons(0x1fff))
@@ -59,12 +60,15 @@ static __always_inline int cali_parse(struct __sk_buff *skb, struct cali_state *
 		    bpf_skb_load_bytes(skb, l4off + 13, &st->tcp_flags, 1) < 0)
 			return -1;
 		break;
-	case IPPROTO_ICMP:
-		if (bpf_skb_load_bytes(skb, l4off, l4, 2) < 0)
+	case IPPROTO_ICMP: {
+		__u8 icmp[6];
+		if (bpf_skb_load_bytes(skb, l4off, icmp, 6) < 0)
 			return -1;
-		st->icmp_type = l4[0];
-		st->icmp_code = l4[1];
+		st->icmp_type = icmp[0];
+		st->icmp_code = icmp[1];
+		st->icmp_id = (icmp[4] << 8) | icmp[5];
 		break;
+	}
 	}
 	return 0;
 }

@@ -40,7 +40,7 @@ from calico.health import HealthAggregator
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED = ("BPFEnabled",)
+_UNSUPPORTED: tuple[str, ...] = ()
 
 
 class DataplaneStartError(RuntimeError):
@@ -155,7 +155,7 @@ def build_parts(
     masq = MasqManager(table, versions)
     hosts = HostsIPSetManager(table, versions)
     status = EndpointStatusFileReporter(EndpointStatusFiles(config.endpoint_status_path_prefix))
-    return DataplaneParts(
+    parts = DataplaneParts(
         table=table,
         ipsets=ipsets,
         policies=policies,
@@ -170,6 +170,11 @@ def build_parts(
         flush_conntrack=lambda ips: conntrack.flush_ips(ips),
         iface_listeners=[route_table, endpoints, hosts, *vxlan_managers],
     )
+    if config["BPFEnabled"]:
+        from calico.felix.bpf import mode  # workload policy in BPF (design/felix-bpf.md)
+
+        parts = mode.enable(config, parts)
+    return parts
 
 
 def configure_host(config: Config) -> None:

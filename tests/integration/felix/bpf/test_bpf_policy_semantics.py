@@ -251,3 +251,20 @@ def test_conntrack_legs_and_replies(dp: BPFDataplane) -> None:
     assert run_once(dp.from_fd, tcp(A, B, 80, 40000, flags=0x10)) == ALLOW
     (entry,) = dp.maps.conntrack()
     assert entry.legs & (CT_LEG_A | CT_LEG_B) == CT_LEG_A | CT_LEG_B
+
+
+def test_icmp_queries_are_flows_of_their_own(dp: BPFDataplane) -> None:
+    """An allowed echo request lets its reply back, but not a timestamp request (as Linux
+    conntrack, which nftables relies on: each ICMP query type and id is its own flow)."""
+    s = PolicyState()
+    pid, s.policies[pid] = pol("echo", Rule(action="allow", protocol="icmp", icmp=ICMPTypeCode(8)))
+    s.profiles["none"] = Profile()
+    dp.set_policies("lo", s.sources(tiers=(tier("t", pid),)))
+    flush_ct(dp)
+    echo = packet(A, B, ICMP, icmp_type=8)
+    assert run_once(dp.to_fd, echo) == ALLOW
+    (entry,) = dp.maps.conntrack()
+    assert entry.proto == ICMP | 8 << 8 and entry.port_a == entry.port_b == 1  # id 1
+    # the echo reply comes back through from-WEP on the same entry (B's leg approved)
+    assert run_once(dp.from_fd, packet(B, A, ICMP, icmp_type=0)) == ALLOW
+    assert run_once(dp.to_fd, packet(A, B, ICMP, icmp_type=13)) == DENY

@@ -63,12 +63,20 @@ def cluster(workdir: Path, **felix_env: str) -> Iterator[Cluster]:
             ds.close()
 
 
-@pytest.fixture(scope="module")
-def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+# Every policy traffic test runs on both dataplanes (design/felix-bpf.md "Tests").
+DATAPLANES = {"nftables": {}, "bpf": {"FELIX_BPFENABLED": "true"}}
+
+
+@pytest.fixture(scope="module", params=sorted(DATAPLANES))
+def policy_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """Felix with three workloads: client (ns1), server (ns1, named port), other (ns2)."""
     need_root()
+    if request.param == "bpf" and not shutil.which("clang"):
+        pytest.skip("BPF dataplane needs clang")
     workdir = tmp_path_factory.mktemp("felix")
-    with cluster(workdir) as c:
+    with cluster(workdir, **DATAPLANES[request.param]) as c:
         ports = [{"name": "http", "protocol": "TCP", "port": 8080}]
         with (
             workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as w1,
