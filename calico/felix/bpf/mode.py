@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from calico.felix.bpf import bpffs
+from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.endpoints import BPFEndpointManager
 from calico.felix.bpf.libbpf import BPFError
@@ -88,6 +89,12 @@ def enable(config: Any, parts: Any) -> Any:
         return parts
     prefixes = tuple(config["InterfacePrefix"].split(","))
     bpf = BPFEndpointManager(dp, prefixes)
+    try:
+        timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])
+    except ValueError as e:
+        log.error("Invalid BPFConntrackTimeouts (%s); using the defaults", e)
+        timeouts = Timeouts()
+    ConntrackScanner(dp.maps, timeouts).start()  # daemon thread, lives as long as Felix
     shim = NftablesWorkloadsAllow(parts.endpoints, parts.policies)
     managers = [m for m in parts.managers if m is not parts.endpoints]
     managers.insert(managers.index(parts.policies), shim)

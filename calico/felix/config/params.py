@@ -247,6 +247,13 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("BPFMapSizeConntrack", INT, "512000", ""),
     ("BPFMapSizeIPSets", INT, "1048576", ""),
     ("BPFMapSizeIfState", INT, "1000", ""),
+    (
+        "BPFConntrackTimeouts",
+        p.KeyValueListParser(),
+        "CreationGracePeriod=10s,TCPSynSent=20s,TCPEstablished=1h,TCPFinsSeen=Auto,"
+        "TCPResetSeen=40s,UDPTimeout=60s,GenericTimeout=10m,ICMPTimeout=5s",
+        "",
+    ),
     ("AWSSrcDstCheck", oneof("DoNothing", "Enable", "Disable"), "DoNothing", "non-zero"),
     # Interfaces, routes, forwarding.
     ("InterfacePrefix", IFACE_LIST, "cali", "non-zero,die-on-fail"),

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from bpf_support import PolicyState, dataplane, need_bpf, packet, set_members
 
+from calico.felix.bpf.ctscanner import Timeouts, monotonic_ns, scan
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.libbpf import run_once
 from calico.felix.bpf.maps import CT_LEG_A, CT_LEG_B
@@ -268,3 +269,49 @@ def test_icmp_queries_are_flows_of_their_own(dp: BPFDataplane) -> None:
     # the echo reply comes back through from-WEP on the same entry (B's leg approved)
     assert run_once(dp.from_fd, packet(B, A, ICMP, icmp_type=0)) == ALLOW
     assert run_once(dp.to_fd, packet(A, B, ICMP, icmp_type=13)) == DENY
+
+
+def test_conntrack_scanner_expires_by_state(dp: BPFDataplane) -> None:
+    """UDP 60 s, TCP established 1 h, TCP half-open (SYN sent) 20 s, ICMP 5 s, grace 10 s."""
+    s = PolicyState()
+    s.profiles["allow"] = Profile(inbound_rules=(Rule(action="allow"),))
+    dp.set_policies("lo", s.sources(profile_ids=("allow",)))
+    flush_ct(dp)
+    assert run_once(dp.to_fd, packet(A, B, UDP, 1000, 53)) == ALLOW
+    assert run_once(dp.to_fd, tcp(A, B, 80, 40001)) == ALLOW  # only B's leg: "SYN sent"
+    assert run_once(dp.to_fd, packet(A, B, ICMP, icmp_type=8)) == ALLOW
+    t = Timeouts()
+
+    def at(offset_s: float) -> int:
+        return scan(dp.maps, t, lambda: monotonic_ns() + int(offset_s * 1e9))
+
+    def protos() -> list[int]:
+        return sorted(e.proto & 0xFF for e in dp.maps.conntrack())
+
+    assert at(9.5) == 0  # inside the creation grace period, even ICMP stays
+    assert at(10.5) == 1 and protos() == [TCP, UDP]  # ICMP (5 s) went
+    assert at(19) == 0
+    assert at(21) == 1 and protos() == [UDP]  # half-open TCP (20 s)
+    assert at(59) == 0
+    assert at(61) == 1 and protos() == []
+    # an established TCP flow (both legs) lives for TCPEstablished
+    assert run_once(dp.to_fd, tcp(A, B, 80, 40002)) == ALLOW
+    assert run_once(dp.from_fd, tcp(A, B, 80, 40002, flags=0x10)) == DENY  # A's leg: egress
+    s.profiles["allow"] = Profile(
+        inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule(action="allow"),)
+    )
+    dp.set_policies("lo", s.sources(profile_ids=("allow",)))
+    assert run_once(dp.from_fd, tcp(A, B, 80, 40002, flags=0x10)) == ALLOW
+    assert at(3000) == 0
+    assert at(3601) == 1
+
+
+def test_conntrack_timeouts_config() -> None:
+    t = Timeouts.parse({"UDPTimeout": "5s", "TCPEstablished": "2h", "TCPFinsSeen": "Auto"})
+    assert (t.udp, t.tcp_established, t.icmp) == (5.0, 7200.0, 5.0)
+    with pytest.raises(ValueError, match="unknown BPFConntrackTimeouts key 'Bogus'"):
+        Timeouts.parse({"Bogus": "1s"})
+    with pytest.raises(ValueError, match="UDPTimeout"):
+        Timeouts.parse({"UDPTimeout": "soon"})
+    with pytest.raises(ValueError, match="Auto is only valid for TCPFinsSeen"):
+        Timeouts.parse({"UDPTimeout": "Auto"})
