@@ -98,3 +98,12 @@ def attached_programs(iface: str, netns: str | None = None) -> dict[str, str]:
     finally:
         ipr.close()
     return out
+
+
+def iface_names(netns: str | None = None) -> dict[int, str]:
+    """ifindex -> name of every link (to re-adopt a predecessor's ``cpy_iface`` entries)."""
+    ipr = _ipr(netns)
+    try:
+        return {int(link["index"]): str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links()}
+    finally:
+        ipr.close()

@@ -55,6 +55,35 @@ class BPFDataplane:
         self._ifindex: dict[str, int] = {}
         self.compile_seconds = 0.0
         self.load_seconds = 0.0
+        self.adopted = self._adopt()
+
+    def _adopt(self) -> list[str]:
+        """Take over a predecessor's interfaces from the pinned ``cpy_iface`` map.
+
+        Their attached filters and jump-map programs keep enforcing the old policy (and the
+        pinned conntrack keeps established flows) until this Felix reprograms them into the
+        same slots; entries whose interface is gone are deleted with their slots.
+        """
+        names = attach.iface_names(self.netns)
+        adopted, stale = [], []
+        for key, value in list(self.maps.iface.items()):
+            (idx,) = PROG_FD.unpack(key)
+            _, slot, _ = IFACE_VALUE.unpack(value)
+            name = names.get(idx)
+            if name is None or name in self._ifindex:
+                stale.append((key, slot))
+                continue
+            self._ifindex[name], self._slots[name] = idx, slot
+            adopted.append(name)
+        live = set(self._slots.values())
+        for key, slot in stale:
+            self.maps.iface.delete(key)
+            if slot not in live:  # never a slot a live interface still uses
+                for hook in HOOKS:
+                    self.maps.jump[hook].delete(PROG_FD.pack(slot))
+        if adopted:
+            log.info("Adopted BPF state of %d interfaces from a previous run", len(adopted))
+        return sorted(adopted)
 
     def close(self) -> None:
         self.maps.close()
@@ -67,6 +96,9 @@ class BPFDataplane:
             used = set(self._slots.values())
             self._slots[iface] = next(i for i in range(len(used) + 1) if i not in used)
         return self._slots[iface]
+
+    def slot(self, iface: str) -> int | None:
+        return self._slots.get(iface)
 
     def attach_iface(self, iface: str) -> int:
         """Attach the main programs (deny-all until :meth:`set_policies`); returns ifindex."""

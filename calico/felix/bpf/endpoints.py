@@ -118,13 +118,16 @@ class BPFEndpointManager:
     def _sync_iface(self, iface: str) -> None:
         ep = self._endpoint_for(iface)
         if ep is None or iface not in self._iface_present:
-            if iface in self._attached:
+            # (also a predecessor's interface, adopted by the dataplane, that is not wanted)
+            if iface in self._attached or iface in self.dp.ifaces:
                 self.dp.remove_iface(iface)
                 self._attached.discard(iface)
                 self._programmed.pop(iface, None)
             return
         if iface not in self._attached:
-            self.dp.attach_iface(iface)  # deny-all until the policy below is in
+            # New: deny-all until the policy below is in. Adopted from a predecessor: keeps its
+            # slot, so its old policy enforces until the new program replaces it.
+            self.dp.attach_iface(iface)
             self._attached.add(iface)
             self._programmed.pop(iface, None)
         sources = self.sources(ep)

@@ -197,3 +197,41 @@ def test_remove_iface_detaches(topo: Topo) -> None:
     assert tcp(topo, 0, 2) == "ok"  # ordinary routing again (no BPF on w2's interface)
     topo.dp.attach_iface(topo.ifaces[2])
     assert tcp(topo, 0, 2) == "timeout"
+
+
+def test_restart_adopts_pinned_state(topo: Topo, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A new dataplane object on the same pins (a Felix restart) takes over: interfaces keep
+    their slots and old policy (no gap, nothing reprogrammed), conntrack survives, and entries
+    of vanished interfaces are dropped."""
+    dp = topo.dp
+    state = PolicyState()
+    pid = PolicyID("only0", tier="default")
+    state.policies[pid] = Policy(
+        inbound_rules=(Rule(action="allow", src_net=(f"{topo.ips[0]}/32",)),)
+    )
+    for iface in topo.ifaces:
+        dp.attach_iface(iface)
+    program_all(topo, state, {1: (pid,)})
+    assert tcp(topo, 0, 1) == "ok"
+    assert tcp(topo, 2, 1) == "timeout"
+    before = {(e.addr_a, e.port_a, e.addr_b, e.port_b) for e in dp.maps.conntrack()}
+    slots = {iface: dp.slot(iface) for iface in topo.ifaces}
+    stale = (999999).to_bytes(4, "little")
+    dp.maps.iface.update(stale, dp.maps.iface.lookup(stale) or bytes(12))
+    cache = str(tmp_path_factory.mktemp("bpfcache2"))
+    new = BPFDataplane(dp.pin_dir, cache, netns=topo.host)
+    try:
+        assert new.adopted == sorted(topo.ifaces)
+        assert {iface: new.slot(iface) for iface in topo.ifaces} == slots
+        assert new.maps.iface.lookup(stale) is None
+        assert before <= {(e.addr_a, e.port_a, e.addr_b, e.port_b) for e in new.maps.conntrack()}
+        # still policed by the predecessor's programs
+        assert tcp(topo, 0, 1) == "ok"
+        assert tcp(topo, 2, 1) == "timeout"
+        # the new owner re-attaches (replace) and reprograms in place
+        new.attach_iface(topo.ifaces[1])
+        assert tcp(topo, 2, 1) == "timeout"  # old policy still in the slot meanwhile
+        new.set_policies(topo.ifaces[1], state.sources(profile_ids=("allow",)))
+        assert tcp(topo, 2, 1) == "ok"
+    finally:
+        new.close()
