@@ -107,3 +107,23 @@ def iface_names(netns: str | None = None) -> dict[int, str]:
         return {int(link["index"]): str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links()}
     finally:
         ipr.close()
+
+
+OUR_PROGRAMS = ("calico_from_wep", "calico_to_wep")
+
+
+def detach_all(prefixes: tuple[str, ...], netns: str | None = None) -> list[str]:
+    """Detach our programs from every interface named ``prefix*`` that carries them (the
+    clean-up after BPF mode is switched off); returns the interfaces cleaned."""
+    cleaned = []
+    for name in sorted(iface_names(netns).values()):
+        if not name.startswith(prefixes):
+            continue
+        try:
+            progs = attached_programs(name, netns)
+        except BPFError:
+            continue  # vanished meanwhile
+        if set(progs.values()) & set(OUR_PROGRAMS):
+            detach(name, netns)
+            cleaned.append(name)
+    return cleaned

@@ -11,12 +11,13 @@ nftables dataplane, as upstream overrides BPFEnabled to false. Design: design/fe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 from typing import Any
 
-from calico.felix.bpf import bpffs
+from calico.felix.bpf import attach, bpffs
 from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.endpoints import BPFEndpointManager
@@ -103,3 +104,22 @@ def enable(config: Any, parts: Any) -> Any:
     return dataclasses.replace(
         parts, managers=managers, iface_listeners=[*parts.iface_listeners, bpf]
     )
+
+
+def clean_up(config: Any) -> None:
+    """BPF mode off: detach our programs left on workload interfaces by a BPF-mode run and
+    remove our pins, so nftables alone decides. Cheap when there is nothing to do; failures
+    are logged (nftables still programs its chains)."""
+    prefixes = tuple(config["InterfacePrefix"].split(","))
+    try:
+        cleaned = attach.detach_all(prefixes)
+    except Exception as e:  # netlink trouble must not stop the nftables dataplane
+        log.error("Failed to remove BPF programs after BPF mode was turned off: %s", e)
+        return
+    if cleaned:
+        log.info("BPF mode off: detached BPF programs from %s", ", ".join(cleaned))
+    if os.path.isdir(PIN_DIR) and bpffs.is_bpffs(BPFFS_ROOT):
+        for name in os.listdir(PIN_DIR):
+            if name.startswith("cpy_"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(PIN_DIR, name))

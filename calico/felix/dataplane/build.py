@@ -155,7 +155,7 @@ def build_parts(
     masq = MasqManager(table, versions)
     hosts = HostsIPSetManager(table, versions)
     status = EndpointStatusFileReporter(EndpointStatusFiles(config.endpoint_status_path_prefix))
-    parts = DataplaneParts(
+    return DataplaneParts(
         table=table,
         ipsets=ipsets,
         policies=policies,
@@ -170,11 +170,6 @@ def build_parts(
         flush_conntrack=lambda ips: conntrack.flush_ips(ips),
         iface_listeners=[route_table, endpoints, hosts, *vxlan_managers],
     )
-    if config["BPFEnabled"]:
-        from calico.felix.bpf import mode  # workload policy in BPF (design/felix-bpf.md)
-
-        parts = mode.enable(config, parts)
-    return parts
 
 
 def configure_host(config: Config) -> None:
@@ -232,12 +227,17 @@ def build_internal_dataplane(
     on_in_sync: Any = None,
     encap: Encapsulation | None = None,
 ) -> InternalDataplane:
+    from calico.felix.bpf import mode  # workload policy in BPF (design/felix-bpf.md)
     from calico.felix.ifacemonitor import InterfaceMonitor
 
     encap = encap or Encapsulation()
     mtus = publish_mtu(config, encap)
     remove_unused_vxlan_devices(config, encap)
     parts = build_parts(config, encap=encap, mtus=mtus)
+    if config["BPFEnabled"]:
+        parts = mode.enable(config, parts)
+    else:
+        mode.clean_up(config)
     configure_host(config)
     dataplane: InternalDataplane | None = None
 

@@ -57,3 +57,41 @@ def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
         assert eventually(attached, False) is False
         c.ds.apply(wep_doc(client, None))  # back, for the fixture's own clean-up
         assert eventually(attached, True) is True
+
+
+def test_switching_bpf_off_detaches_programs(tmp_path: Path) -> None:
+    """BPFEnabled true -> false (a restart): our programs leave the interfaces and nftables
+    policy takes over again."""
+    need_root()
+    if not shutil.which("clang"):
+        pytest.skip("BPF dataplane needs clang")
+    with (
+        cluster(tmp_path, FELIX_BPFENABLED="true") as c,
+        workload(c.host, c.ds, "cl", "10.65.0.21", labels={"app": "cl"}) as client,
+        workload(c.host, c.ds, "sv", "10.65.0.22", labels={"app": "sv"}) as server,
+        servers(server, "tcp:8080"),
+    ):
+        assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
+
+        def programs() -> str:
+            return in_ns(c.host, "tc", "filter", "show", "dev", server.iface, "egress").stdout
+
+        assert "calico_to_wep" in programs()
+        c.felix.stop()
+        c.felix.env["FELIX_BPFENABLED"] = "false"
+        c.felix.start()
+        c.felix.wait_ready()
+        assert "calico_to_wep" not in programs()
+        assert "detached BPF programs from" in c.felix.log_path.read_text()
+        c.ds.apply(
+            {
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "deny-sv", "namespace": "ns1"},
+                "spec": {"selector": "app == 'sv'", "types": ["Ingress"]},
+            }
+        )
+        assert eventually(lambda: tcp(client, server.ip, 8080), "timeout") == "timeout"
+        ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+        tw = ruleset.split(f"chain filter-cali-tw-{server.iface}", 1)[1].split("}", 1)[0]
+        assert "cali-pi-" in tw  # nftables enforces again
+        c.ds.delete("NetworkPolicy", "deny-sv", "ns1")
