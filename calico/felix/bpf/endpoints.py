@@ -101,6 +101,10 @@ class BPFEndpointManager:
         return None
 
     def complete_deferred_work(self) -> None:
+        # The loop applies only once the calc graph is in sync: a complete set of IP sets.
+        removed = self.ipsets.resync()
+        if removed:
+            log.info("Removed %d stale IP set entries left by a previous run", removed)
         retry: set[str] = set()
         for iface in sorted(self._dirty):
             try:

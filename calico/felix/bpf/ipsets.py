@@ -22,6 +22,22 @@ class BPFIPSets:
         self._maps = maps
         self.ids = ids
         self._members: dict[str, set[bytes]] = {}
+        # A predecessor's entries (the map is pinned); those nobody re-sends go at resync().
+        self._inherited: set[bytes] | None = set(maps.ipsets.keys())
+
+    def resync(self) -> int:
+        """Once, after the first complete picture: delete inherited entries no set still has.
+
+        Set ids are deterministic, so entries of sets that still exist were simply rewritten;
+        returns how many were deleted."""
+        if self._inherited is None:
+            return 0
+        wanted: set[bytes] = set().union(*self._members.values())
+        stale = self._inherited - wanted
+        for key in stale:
+            self._maps.ipsets.delete(key)
+        self._inherited = None
+        return len(stale)
 
     @property
     def num_sets(self) -> int:

@@ -315,3 +315,27 @@ def test_conntrack_timeouts_config() -> None:
         Timeouts.parse({"UDPTimeout": "soon"})
     with pytest.raises(ValueError, match="Auto is only valid for TCPFinsSeen"):
         Timeouts.parse({"UDPTimeout": "Auto"})
+
+
+def test_ip_set_resync_drops_only_stale_inherited_entries(dp: BPFDataplane) -> None:
+    """A restarted Felix finds the pinned set map full: sets re-sent keep their entries,
+    members and sets nobody re-sends are deleted at the first resync."""
+    from calico.felix.bpf.idalloc import IDAllocator
+    from calico.felix.bpf.ipsets import BPFIPSets
+    from calico.felix.messages import IPSetDeltaUpdate, IPSetType, IPSetUpdate
+
+    for key in list(dp.maps.ipsets.keys()):
+        dp.maps.ipsets.delete(key)
+    first = BPFIPSets(dp.maps, IDAllocator())
+    first.on_update(IPSetUpdate("s:keep", ("10.1.0.1", "10.1.0.2"), IPSetType.IP))
+    first.on_update(IPSetUpdate("s:gone", ("10.2.0.0/16",), IPSetType.NET))
+    assert len(list(dp.maps.ipsets.keys())) == 3
+    second = BPFIPSets(dp.maps, IDAllocator())  # "restart"
+    second.on_update(IPSetUpdate("s:keep", ("10.1.0.1",), IPSetType.IP))
+    assert len(list(dp.maps.ipsets.keys())) == 3  # nothing deleted before the resync
+    assert second.resync() == 2
+    assert second.resync() == 0  # only once
+    keys = list(dp.maps.ipsets.keys())
+    assert keys == [k for k in second._members["s:keep"]]
+    second.on_update(IPSetDeltaUpdate("s:keep", added_members=("10.1.0.3",)))
+    assert len(list(dp.maps.ipsets.keys())) == 2
