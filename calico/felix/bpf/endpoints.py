@@ -105,7 +105,11 @@ class BPFEndpointManager:
         removed = self.ipsets.resync()
         if removed:
             log.info("Removed %d stale IP set entries left by a previous run", removed)
+        self._sync_dirty()
+
+    def _sync_dirty(self) -> list[str]:
         retry: set[str] = set()
+        errors = []
         for iface in sorted(self._dirty):
             try:
                 self._sync_iface(iface)
@@ -113,7 +117,17 @@ class BPFEndpointManager:
                 self.errors += 1
                 log.error("BPF programming of %s failed (will retry): %s", iface, e)
                 retry.add(iface)
+                errors.append(f"{iface}: {e}")
         self._dirty = retry
+        return errors
+
+    # The loop's host-applier contract: a failure above is retried with the loop's backoff.
+    def apply(self) -> list[str]:
+        """Retry interfaces whose programming failed; their errors (empty: all done)."""
+        return self._sync_dirty() if self._dirty else []
+
+    def next_deadline(self) -> float | None:
+        return None
 
     @property
     def dirty(self) -> bool:

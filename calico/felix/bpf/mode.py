@@ -102,7 +102,10 @@ def enable(config: Any, parts: Any) -> Any:
     managers.insert(managers.index(shim), bpf)
     log.info("BPF dataplane enabled: workload policy is enforced by BPF programs")
     return dataclasses.replace(
-        parts, managers=managers, iface_listeners=[*parts.iface_listeners, bpf]
+        parts,
+        managers=managers,
+        iface_listeners=[*parts.iface_listeners, bpf],
+        host_appliers=[*parts.host_appliers, bpf],
     )
 
 

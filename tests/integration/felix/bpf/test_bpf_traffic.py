@@ -235,3 +235,67 @@ def test_restart_adopts_pinned_state(topo: Topo, tmp_path_factory: pytest.TempPa
         assert tcp(topo, 2, 1) == "ok"
     finally:
         new.close()
+
+
+def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
+    """The manager Felix uses: WEP + iface -> attached and programmed; a policy update
+    regenerates; an IP set delta changes only the map; failures are reported for retry;
+    WEP removal detaches."""
+    from calico.felix.bpf.endpoints import BPFEndpointManager
+    from calico.felix.messages import (
+        ActivePolicyUpdate,
+        ActiveProfileUpdate,
+        IPSetDeltaUpdate,
+        IPSetType,
+        IPSetUpdate,
+        ProfileID,
+        WorkloadEndpoint,
+        WorkloadEndpointID,
+        WorkloadEndpointRemove,
+        WorkloadEndpointUpdate,
+    )
+
+    mgr = BPFEndpointManager(topo.dp, ("calibpf",))
+    server = WorkloadEndpointID("k8s", "ns/server", "eth0")
+    pid = PolicyID("from-set", tier="default")
+    tiers = (TierInfo("default", ingress_policies=(pid,)),)
+    for msg in (
+        IPSetUpdate("s:c", (f"{topo.ips[0]}/32",), IPSetType.NET),
+        ActivePolicyUpdate(
+            pid, Policy(inbound_rules=(Rule(action="allow", src_ip_set_ids=("s:c",)),))
+        ),
+        ActiveProfileUpdate(ProfileID("allow"), ALLOW_ALL),
+        WorkloadEndpointUpdate(
+            server, WorkloadEndpoint("active", topo.ifaces[1], profile_ids=("allow",), tiers=tiers)
+        ),
+        WorkloadEndpointUpdate(
+            WorkloadEndpointID("k8s", "ns/ghost", "eth0"), WorkloadEndpoint("active", "calibpfx")
+        ),
+    ):
+        mgr.on_update(msg)
+    for i, iface in enumerate(topo.ifaces):
+        mgr.on_iface_state(iface, "up", i)
+    mgr.on_iface_state("calibpfx", "up", 99)  # reported, but gone before we attach
+    mgr.on_iface_state("eth9", "up", 98)  # not a workload interface: ignored
+    mgr.complete_deferred_work()
+    assert mgr.is_programmed(topo.ifaces[1])
+    errors = mgr.apply()
+    assert errors and errors[0].startswith("calibpfx: interface calibpfx not found")
+    # w0 and w2 have no endpoint: the programs left on them by earlier tests were detached
+    assert attach.attached_programs(topo.ifaces[0], topo.host) == {}
+    assert tcp(topo, 0, 1) == "ok"
+    assert tcp(topo, 2, 1) == "timeout"
+    compiles = topo.dp.compiler.compiles
+    mgr.on_update(IPSetDeltaUpdate("s:c", added_members=(f"{topo.ips[2]}/32",)))
+    mgr.complete_deferred_work()
+    assert tcp(topo, 2, 1) == "ok"
+    assert topo.dp.compiler.compiles == compiles  # a membership change recompiles nothing
+    mgr.on_update(ActivePolicyUpdate(pid, Policy()))  # now matches nothing: end-of-tier deny
+    mgr.complete_deferred_work()
+    assert tcp(topo, 0, 1) == "timeout"
+    mgr.on_update(WorkloadEndpointRemove(server))
+    mgr.on_update(WorkloadEndpointRemove(WorkloadEndpointID("k8s", "ns/ghost", "eth0")))
+    mgr.complete_deferred_work()
+    assert mgr.apply() == []
+    assert attach.attached_programs(topo.ifaces[1], topo.host) == {}
+    assert tcp(topo, 0, 1) == "ok"  # plain routing again
