@@ -16,6 +16,9 @@
 #ifndef CALI_IFACE_MAP_SIZE
 #define CALI_IFACE_MAP_SIZE 1000
 #endif
+#ifndef CALI_HOSTIPS_MAP_SIZE
+#define CALI_HOSTIPS_MAP_SIZE 1024
+#endif
 #ifndef CALI_JUMP_MAP_SIZE
 #define CALI_JUMP_MAP_SIZE 16384
 #endif
@@ -61,6 +64,17 @@ struct {
 	__uint(max_entries, CALI_JUMP_MAP_SIZE);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cpy_jump_egr SEC(".maps");
+
+/* This host's own IPv4 addresses (network order) -> 1: traffic from the host to a workload is
+ * not policed, as in the nftables dataplane (cali-OUTPUT "Host to workload: not policed"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, CALI_HOSTIPS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_hostips SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

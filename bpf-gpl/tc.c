@@ -8,7 +8,8 @@
  * passes without policy (TCP SYNs are always re-policed). Otherwise the packet is parsed into
  * cpy_state and the endpoint's policy program is tail-called from the hook's jump map at the
  * slot cpy_iface gives; a missing interface entry, slot or program drops the packet, so an
- * interface stays deny-all until its policy is in place.
+ * interface stays deny-all until its policy is in place. Packets to a workload from one of the
+ * host's own addresses (cpy_v4_hostips) pass without policy, as in the nftables dataplane.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -107,6 +108,10 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 	iface = bpf_map_lookup_elem(&cpy_iface, &ifindex);
 	if (!iface || !(iface->flags & CALI_IFACE_READY))
 		return TC_ACT_SHOT;
+	/* From the host itself (not forwarded): allowed without policy; the entry approves the
+	 * workload's leg so its replies pass from-WEP without its egress policy. */
+	if (hook == CALI_HOOK_TO_WEP && bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src))
+		return cali_ct_allow(st);
 	if (hook == CALI_HOOK_FROM_WEP) {
 		slot = iface->ingress_slot;
 		if (slot >= 0)

@@ -10,6 +10,7 @@ interface stays attached and therefore deny-all.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
 from calico.felix.bpf.dataplane import BPFDataplane
@@ -33,6 +34,15 @@ from calico.felix.messages import (
 )
 
 log = logging.getLogger(__name__)
+_ONE = (1).to_bytes(4, "little")
+
+
+def _ipv4(text: str) -> str | None:
+    try:
+        addr = ipaddress.ip_interface(text.strip()).ip
+    except ValueError:
+        return None
+    return str(addr) if addr.version == 4 else None
 
 
 class BPFEndpointManager:
@@ -44,6 +54,7 @@ class BPFEndpointManager:
         self.profiles: dict[str, Profile] = {}
         self.weps: dict[WorkloadEndpointID, WorkloadEndpoint] = {}
         self._iface_present: set[str] = set()
+        self._host_addrs: dict[str, set[str]] = {}
         self._attached: set[str] = set()
         self._programmed: dict[str, dict[str, str]] = {}  # iface -> hook -> source
         self._dirty: set[str] = set()
@@ -90,7 +101,19 @@ class BPFEndpointManager:
         self._dirty.add(name)
 
     def on_iface_addrs(self, name: str, addrs: set[str] | None) -> None:
-        """Addresses do not affect workload programs."""
+        """Host interfaces' IPv4 addresses -> ``cpy_v4_hostips`` (host-to-workload traffic is
+        not policed, as in nftables); written at once, like IP set members."""
+        if name.startswith(self._prefixes):
+            return
+        new = {a for a in (_ipv4(x) for x in addrs or ()) if a is not None}
+        old = self._host_addrs.pop(name, set())
+        if new:
+            self._host_addrs[name] = new
+        still = set().union(*self._host_addrs.values())
+        for addr in old - still:
+            self.dp.maps.hostips.delete(ipaddress.IPv4Address(addr).packed)
+        for addr in new - old:
+            self.dp.maps.hostips.update(ipaddress.IPv4Address(addr).packed, _ONE)
 
     # ---- output -----------------------------------------------------------------------------
 

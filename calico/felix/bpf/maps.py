@@ -20,6 +20,7 @@ IFACE_MAP = "cpy_iface"
 JUMP_ING_MAP = "cpy_jump_ing"
 JUMP_EGR_MAP = "cpy_jump_egr"
 STATE_MAP = "cpy_state"
+HOSTIPS_MAP = "cpy_v4_hostips"
 
 CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
 CT_VALUE = struct.Struct("<QQII")  # created, last_seen, legs, pad
@@ -117,6 +118,7 @@ class Maps:
         self.ct = PinnedMap(self._p(CT_MAP), CT_KEY.size, CT_VALUE.size)
         self.ipsets = PinnedMap(self._p(IPSETS_MAP), IPSET_KEY.size, IPSET_VALUE.size)
         self.iface = PinnedMap(self._p(IFACE_MAP), 4, IFACE_VALUE.size)
+        self.hostips = PinnedMap(self._p(HOSTIPS_MAP), 4, 4)
         self.jump = {
             "ingress": PinnedMap(self._p(JUMP_ING_MAP), 4, 4),
             "egress": PinnedMap(self._p(JUMP_EGR_MAP), 4, 4),
@@ -126,7 +128,7 @@ class Maps:
         return os.path.join(self.pin_dir, name)
 
     def close(self) -> None:
-        for m in (self.ct, self.ipsets, self.iface, *self.jump.values()):
+        for m in (self.ct, self.ipsets, self.iface, self.hostips, *self.jump.values()):
             m.close()
 
     def conntrack(self) -> list[CTEntry]:

@@ -339,3 +339,22 @@ def test_ip_set_resync_drops_only_stale_inherited_entries(dp: BPFDataplane) -> N
     assert keys == [k for k in second._members["s:keep"]]
     second.on_update(IPSetDeltaUpdate("s:keep", added_members=("10.1.0.3",)))
     assert len(list(dp.maps.ipsets.keys())) == 2
+
+
+def test_host_to_workload_is_not_policed(dp: BPFDataplane) -> None:
+    """As nftables' cali-OUTPUT: packets to a workload from a host address skip its ingress
+    policy (only at to-WEP: the workload's own egress to that address is still policed), and
+    the replies pass through conntrack."""
+    s = PolicyState()
+    dp.set_policies("lo", s.sources())  # deny-all both ways
+    flush_ct(dp)
+    host = bytes([10, 70, 0, 1])
+    assert run_once(dp.to_fd, tcp(A, B)) == DENY
+    dp.maps.hostips.update(host, (1).to_bytes(4, "little"))
+    try:
+        assert run_once(dp.to_fd, tcp(A, B)) == ALLOW
+        assert run_once(dp.from_fd, tcp(B, A, 40000, 80, flags=0x12)) == ALLOW  # the reply
+        assert run_once(dp.from_fd, tcp(B, A, 22, 40005)) == DENY  # workload -> host: policed
+        assert run_once(dp.to_fd, tcp(C, B)) == DENY  # not a host address
+    finally:
+        dp.maps.hostips.delete(host)

@@ -293,6 +293,16 @@ def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
     mgr.on_update(ActivePolicyUpdate(pid, Policy()))  # now matches nothing: end-of-tier deny
     mgr.complete_deferred_work()
     assert tcp(topo, 0, 1) == "timeout"
+    # host -> workload is not policed (nftables: "Host to workload: not policed"), once the
+    # manager has learnt the host's addresses from the interface monitor
+    ns.in_ns(topo.host, "ip", "addr", "add", "10.66.0.250/32", "dev", "lo")
+    assert ns.tcp_probe(topo.host, topo.ips[1], 8080, 0.7) == "timeout"
+    mgr.on_iface_addrs("lo", {"127.0.0.1/8", "10.66.0.250/32", "::1/128"})
+    mgr.on_iface_addrs(topo.ifaces[0], {"10.66.0.254/32"})  # workload side: ignored
+    assert ns.tcp_probe(topo.host, topo.ips[1], 8080, 0.7) == "ok"
+    assert topo.dp.maps.hostips.lookup(bytes([10, 66, 0, 254])) is None
+    mgr.on_iface_addrs("lo", None)
+    assert ns.tcp_probe(topo.host, topo.ips[1], 8080, 0.7) == "timeout"
     mgr.on_update(WorkloadEndpointRemove(server))
     mgr.on_update(WorkloadEndpointRemove(WorkloadEndpointID("k8s", "ns/ghost", "eth0")))
     mgr.complete_deferred_work()
