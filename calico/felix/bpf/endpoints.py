@@ -55,6 +55,8 @@ class BPFEndpointManager:
         self.weps: dict[WorkloadEndpointID, WorkloadEndpoint] = {}
         self._iface_present: set[str] = set()
         self._host_addrs: dict[str, set[str]] = {}
+        # A predecessor's host addresses (pinned map): those not re-reported go at first sync.
+        self._inherited_hostips: set[bytes] | None = set(dp.maps.hostips.keys())
         self._attached: set[str] = set()
         self._programmed: dict[str, dict[str, str]] = {}  # iface -> hook -> source
         self._dirty: set[str] = set()
@@ -128,6 +130,13 @@ class BPFEndpointManager:
         removed = self.ipsets.resync()
         if removed:
             log.info("Removed %d stale IP set entries left by a previous run", removed)
+        if self._inherited_hostips is not None:  # the interface monitor's first dump is in too
+            wanted = {
+                ipaddress.IPv4Address(a).packed for a in set().union(*self._host_addrs.values())
+            }
+            for key in self._inherited_hostips - wanted:
+                self.dp.maps.hostips.delete(key)
+            self._inherited_hostips = None
         self._sync_dirty()
 
     def _sync_dirty(self) -> list[str]:

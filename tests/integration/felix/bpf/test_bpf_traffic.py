@@ -255,6 +255,8 @@ def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
         WorkloadEndpointUpdate,
     )
 
+    stale = bytes([192, 0, 2, 77])  # a host address a previous run wrote, gone since
+    topo.dp.maps.hostips.update(stale, (1).to_bytes(4, "little"))
     mgr = BPFEndpointManager(topo.dp, ("calibpf",))
     server = WorkloadEndpointID("k8s", "ns/server", "eth0")
     pid = PolicyID("from-set", tier="default")
@@ -279,6 +281,7 @@ def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
     mgr.on_iface_state("eth9", "up", 98)  # not a workload interface: ignored
     mgr.complete_deferred_work()
     assert mgr.is_programmed(topo.ifaces[1])
+    assert topo.dp.maps.hostips.lookup(stale) is None  # resynced at the first deferred work
     errors = mgr.apply()
     assert errors and errors[0].startswith("calibpfx: interface calibpfx not found")
     # w0 and w2 have no endpoint: the programs left on them by earlier tests were detached
