@@ -15,10 +15,12 @@ from harness import (
     Datastore,
     Felix,
     Workload,
+    eventually,
     host_netns_setup,
     namespace_profile,
     netns,
     servers,
+    tcp,
     workload,
 )
 
@@ -89,4 +91,7 @@ def policy_cluster(
             servers(w2, "tcp:8080", "tcp:9090", "udp:5353"),
         ):
             c.w.update(client=w1, server=w2, other=w3)
+            # Every workload programmed before the first test (BPF compiles take a while).
+            for w in (w1, w3):
+                eventually(lambda w=w: tcp(w, w2.ip, 8080), "ok")
             yield c
