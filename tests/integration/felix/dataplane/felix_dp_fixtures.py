@@ -65,20 +65,23 @@ def cluster(workdir: Path, **felix_env: str) -> Iterator[Cluster]:
             ds.close()
 
 
-# Every policy traffic test runs on both dataplanes (design/felix-bpf.md "Tests").
+# Felix's dataplanes. A module runs on both with
+# ``pytest.mark.parametrize("policy_cluster", sorted(DATAPLANES), indirect=True, scope="module")``
+# (design/felix-bpf.md "Tests"); without it, on nftables.
 DATAPLANES = {"nftables": {}, "bpf": {"FELIX_BPFENABLED": "true"}}
 
 
-@pytest.fixture(scope="module", params=sorted(DATAPLANES))
+@pytest.fixture(scope="module")
 def policy_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     """Felix with three workloads: client (ns1), server (ns1, named port), other (ns2)."""
     need_root()
-    if request.param == "bpf" and not shutil.which("clang"):
+    dataplane = getattr(request, "param", "nftables")
+    if dataplane == "bpf" and not shutil.which("clang"):
         pytest.skip("BPF dataplane needs clang")
     workdir = tmp_path_factory.mktemp("felix")
-    with cluster(workdir, **DATAPLANES[request.param]) as c:
+    with cluster(workdir, **DATAPLANES[dataplane]) as c:
         ports = [{"name": "http", "protocol": "TCP", "port": 8080}]
         with (
             workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as w1,
