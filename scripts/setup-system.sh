@@ -20,6 +20,9 @@ PACKAGES=(
     bird              # BIRD 1.6 (bird, bird6, birdc): BGP, configured by confd
     golang-go         # builds the hashicorp/yamux peer of guardian's wire-compatibility tests
     golang-github-hashicorp-yamux-dev  # hashicorp/yamux sources for that peer (GOPATH mode)
+    clang             # compiles bpf-gpl/ and generated policy programs (BPF dataplane)
+    libbpf-dev        # bpf_helpers.h etc. for those; libbpf.so.1 loads the objects
+    bpftool           # inspecting BPF programs and pinned maps (debugging, tests)
 )
 
 missing=()

@@ -7,9 +7,10 @@ Flags (as upstream's ``config:"type;default;flags"`` tags):
 ``hot``          applied live: a change does not restart Felix (exit 129);
 ``raw-default``  the default is used as written, not validated (DataplaneDriver).
 
-Parameters that only matter to other dataplanes (BPF maps, Windows, Istio) or to Go's runtime
-are left out; values for them are kept raw like any unknown name. BPFEnabled and the WireGuard
-switches are kept so that a request for them is visible (this dataplane does not implement them).
+Parameters that only matter to other dataplanes (Windows, Istio, most BPF ones) or to Go's
+runtime are left out; values for them are kept raw like any unknown name. BPFEnabled and the
+BPF map sizes select and size the BPF dataplane (design/felix-bpf.md); the WireGuard switches
+are kept so that a request for them is visible (this dataplane does not implement them).
 """
 
 from __future__ import annotations
@@ -243,6 +244,16 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("FeatureDetectOverride", p.KeyValueListParser(), "", ""),
     ("FeatureGates", p.KeyValueListParser(), "", ""),
     ("BPFEnabled", BOOL, "false", ""),
+    ("BPFMapSizeConntrack", INT, "512000", ""),
+    ("BPFMapSizeIPSets", INT, "1048576", ""),
+    ("BPFMapSizeIfState", INT, "1000", ""),
+    (
+        "BPFConntrackTimeouts",
+        p.KeyValueListParser(),
+        "CreationGracePeriod=10s,TCPSynSent=20s,TCPEstablished=1h,TCPFinsSeen=Auto,"
+        "TCPResetSeen=40s,UDPTimeout=60s,GenericTimeout=10m,ICMPTimeout=5s",
+        "",
+    ),
     ("AWSSrcDstCheck", oneof("DoNothing", "Enable", "Disable"), "DoNothing", "non-zero"),
     # Interfaces, routes, forwarding.
     ("InterfacePrefix", IFACE_LIST, "cali", "non-zero,die-on-fail"),

@@ -40,7 +40,7 @@ from calico.health import HealthAggregator
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED = ("BPFEnabled",)
+_UNSUPPORTED: tuple[str, ...] = ()
 
 
 class DataplaneStartError(RuntimeError):
@@ -227,12 +227,17 @@ def build_internal_dataplane(
     on_in_sync: Any = None,
     encap: Encapsulation | None = None,
 ) -> InternalDataplane:
+    from calico.felix.bpf import mode  # workload policy in BPF (design/felix-bpf.md)
     from calico.felix.ifacemonitor import InterfaceMonitor
 
     encap = encap or Encapsulation()
     mtus = publish_mtu(config, encap)
     remove_unused_vxlan_devices(config, encap)
     parts = build_parts(config, encap=encap, mtus=mtus)
+    if config["BPFEnabled"]:
+        parts = mode.enable(config, parts)
+    else:
+        mode.clean_up(config)
     configure_host(config)
     dataplane: InternalDataplane | None = None
 

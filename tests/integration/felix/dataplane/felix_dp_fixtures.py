@@ -15,10 +15,12 @@ from harness import (
     Datastore,
     Felix,
     Workload,
+    eventually,
     host_netns_setup,
     namespace_profile,
     netns,
     servers,
+    tcp,
     workload,
 )
 
@@ -63,12 +65,23 @@ def cluster(workdir: Path, **felix_env: str) -> Iterator[Cluster]:
             ds.close()
 
 
+# Felix's dataplanes. A module runs on both with
+# ``pytest.mark.parametrize("policy_cluster", sorted(DATAPLANES), indirect=True, scope="module")``
+# (design/felix-bpf.md "Tests"); without it, on nftables.
+DATAPLANES = {"nftables": {}, "bpf": {"FELIX_BPFENABLED": "true"}}
+
+
 @pytest.fixture(scope="module")
-def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def policy_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """Felix with three workloads: client (ns1), server (ns1, named port), other (ns2)."""
     need_root()
+    dataplane = getattr(request, "param", "nftables")
+    if dataplane == "bpf" and not shutil.which("clang"):
+        pytest.skip("BPF dataplane needs clang")
     workdir = tmp_path_factory.mktemp("felix")
-    with cluster(workdir) as c:
+    with cluster(workdir, **DATAPLANES[dataplane]) as c:
         ports = [{"name": "http", "protocol": "TCP", "port": 8080}]
         with (
             workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as w1,
@@ -81,4 +94,7 @@ def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
             servers(w2, "tcp:8080", "tcp:9090", "udp:5353"),
         ):
             c.w.update(client=w1, server=w2, other=w3)
+            # Every workload programmed before the first test (BPF compiles take a while).
+            for w in (w1, w3):
+                eventually(lambda w=w: tcp(w, w2.ip, 8080), "ok")
             yield c

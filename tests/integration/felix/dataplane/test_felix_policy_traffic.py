@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from felix_dp_fixtures import Cluster
+from felix_dp_fixtures import DATAPLANES, Cluster
 from harness import (
     EXTERNAL_IP,
     HOST_UPLINK_IP,
@@ -30,7 +30,11 @@ from harness import (
     workload,
 )
 
-pytestmark = pytest.mark.root
+# The same matrix on both dataplanes (nftables chains, BPF programs): same answers.
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.parametrize("policy_cluster", sorted(DATAPLANES), indirect=True, scope="module"),
+]
 
 
 @contextlib.contextmanager

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Maps shared by the main programs and every generated policy program (pinned by name). */
+#ifndef CALI_MAPS_H
+#define CALI_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "cali_types.h"
+
+#ifndef CALI_CT_MAP_SIZE
+#define CALI_CT_MAP_SIZE 512000
+#endif
+#ifndef CALI_IPSETS_MAP_SIZE
+#define CALI_IPSETS_MAP_SIZE 1048576
+#endif
+#ifndef CALI_IFACE_MAP_SIZE
+#define CALI_IFACE_MAP_SIZE 1000
+#endif
+#ifndef CALI_HOSTIPS_MAP_SIZE
+#define CALI_HOSTIPS_MAP_SIZE 1024
+#endif
+#ifndef CALI_JUMP_MAP_SIZE
+#define CALI_JUMP_MAP_SIZE 16384
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct cali_ct_key);
+	__type(value, struct cali_ct_value);
+	__uint(max_entries, CALI_CT_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_ipset_key);
+	__type(value, __u32);
+	__uint(max_entries, CALI_IPSETS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_ipsets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct cali_iface);
+	__uint(max_entries, CALI_IFACE_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_iface SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, CALI_JUMP_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_jump_ing SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, CALI_JUMP_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_jump_egr SEC(".maps");
+
+/* This host's own IPv4 addresses (network order) -> 1: traffic from the host to a workload is
+ * not policed, as in the nftables dataplane (cali-OUTPUT "Host to workload: not policed"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, CALI_HOSTIPS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_hostips SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct cali_state);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_state SEC(".maps");
+
+static __always_inline struct cali_state *cali_state_get(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpy_state, &zero);
+}
+
+#endif

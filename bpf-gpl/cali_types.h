@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* calico-py eBPF dataplane: shared types (layouts mirrored in calico/felix/bpf/maps.py). */
+#ifndef CALI_TYPES_H
+#define CALI_TYPES_H
+
+#include <linux/types.h>
+
+/* Hooks, seen from the host namespace: from-WEP = TC ingress of cali* = pod egress policy. */
+#define CALI_HOOK_FROM_WEP 0
+#define CALI_HOOK_TO_WEP 1
+
+/* Conntrack key: canonical order, side A is the lower (addr, port) pair (native-int compare).
+ * ICMP: both ports hold the query id and proto carries the request type in bits 8-15, so each
+ * echo/timestamp/... exchange is its own flow (as in Linux conntrack) and its reply matches. */
+struct cali_ct_key {
+	__u32 proto;  /* host order; ICMP: 1 | request type << 8 */
+	__u32 addr_a; /* network order */
+	__u32 addr_b;
+	__u16 port_a; /* host order; 0 for ICMP */
+	__u16 port_b;
+};
+
+#define CALI_CT_LEG_A 0x1   /* side A's endpoint approved the flow */
+#define CALI_CT_LEG_B 0x2
+#define CALI_CT_FIN_SEEN 0x4
+#define CALI_CT_RST_SEEN 0x8
+
+struct cali_ct_value {
+	__u64 created;   /* bpf_ktime_get_ns() */
+	__u64 last_seen;
+	__u32 legs;      /* CALI_CT_* bits */
+	__u32 pad;
+};
+
+/* Per-interface state written by Felix: slots in the two jump maps, -1 = no policy yet. */
+#define CALI_IFACE_WEP 0x1
+#define CALI_IFACE_READY 0x2
+struct cali_iface {
+	__u32 flags;
+	__s32 ingress_slot; /* TC ingress hook (pod egress policy) */
+	__s32 egress_slot;  /* TC egress hook (pod ingress policy) */
+};
+
+/* IP set LPM key: prefixlen counts the bits after it; set id big-endian (two NBO words). */
+struct cali_ipset_key {
+	__u32 prefixlen;
+	__u32 id_hi;
+	__u32 id_lo;
+	__u32 addr;  /* network order */
+	__u16 port;  /* host order */
+	__u8 proto;
+	__u8 pad;
+};
+#define CALI_IPSET_FULL_PREFIX 128
+
+/* Scratch state handed from the main program to the policy program across the tail call. */
+struct cali_state {
+	__u32 ip_src;
+	__u32 ip_dst;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 has_ports;
+	__u8 hook;
+	__u8 tcp_flags;
+	__u16 icmp_id;   /* echo/timestamp/info identifier (host order), conntrack only */
+	__s32 pol_rc;    /* 1 allow, 2 deny */
+	__u32 my_leg;    /* CALI_CT_LEG_* this hook approves */
+	struct cali_ct_key ct_key;
+};
+
+#define CALI_POL_ALLOW 1
+#define CALI_POL_DENY 2
+
+#endif

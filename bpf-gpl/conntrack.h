@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Conntrack: canonical keys, per-leg approval, entry creation after a policy allow. */
+#ifndef CALI_CONNTRACK_H
+#define CALI_CONNTRACK_H
+
+#include <linux/in.h>
+#include <linux/pkt_cls.h>
+#include "cali_maps.h"
+
+/* Fill st->ct_key and st->my_leg. src is side A iff (src, sport) < (dst, dport), comparing
+ * the network-order address words as native integers, then the host-order ports. */
+/* ICMP query/reply pairs share the request's type: 0/8 echo, 13/14 timestamp, 15/16 info,
+ * 17/18 address mask. Other types (errors) key on their own type. */
+static __always_inline __u32 cali_icmp_request_type(__u8 type)
+{
+	switch (type) {
+	case 0:
+		return 8;
+	case 14:
+		return 13;
+	case 16:
+		return 15;
+	case 18:
+		return 17;
+	}
+	return type;
+}
+
+static __always_inline void cali_ct_fill_key(struct cali_state *st)
+{
+	__u16 sport = st->has_ports ? st->sport : 0;
+	__u16 dport = st->has_ports ? st->dport : 0;
+	__u32 proto = st->proto;
+
+	if (proto == IPPROTO_ICMP) {
+		sport = dport = st->icmp_id;
+		proto |= cali_icmp_request_type(st->icmp_type) << 8;
+	}
+	int src_is_a = st->ip_src < st->ip_dst || (st->ip_src == st->ip_dst && sport < dport);
+
+	st->ct_key.proto = proto;
+	if (src_is_a) {
+		st->ct_key.addr_a = st->ip_src;
+		st->ct_key.port_a = sport;
+		st->ct_key.addr_b = st->ip_dst;
+		st->ct_key.port_b = dport;
+	} else {
+		st->ct_key.addr_a = st->ip_dst;
+		st->ct_key.port_a = dport;
+		st->ct_key.addr_b = st->ip_src;
+		st->ct_key.port_b = sport;
+	}
+	/* from-WEP approves the source's leg, to-WEP the destination's. */
+	if (st->hook == CALI_HOOK_FROM_WEP)
+		st->my_leg = src_is_a ? CALI_CT_LEG_A : CALI_CT_LEG_B;
+	else
+		st->my_leg = src_is_a ? CALI_CT_LEG_B : CALI_CT_LEG_A;
+}
+
+static __always_inline __u32 cali_tcp_bits(const struct cali_state *st)
+{
+	__u32 bits = 0;
+	if (st->proto == 6 && (st->tcp_flags & 0x01))
+		bits |= CALI_CT_FIN_SEEN;
+	if (st->proto == 6 && (st->tcp_flags & 0x04))
+		bits |= CALI_CT_RST_SEEN;
+	return bits;
+}
+
+/* Policy said allow: approve this hook's leg, creating the entry if the flow is new. */
+static __always_inline int cali_ct_allow(struct cali_state *st)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct cali_ct_value *v = bpf_map_lookup_elem(&cpy_v4_ct, &st->ct_key);
+
+	st->pol_rc = CALI_POL_ALLOW;
+	if (v) {
+		__sync_fetch_and_or(&v->legs, st->my_leg | cali_tcp_bits(st));
+		v->last_seen = now;
+		return TC_ACT_UNSPEC;
+	}
+	struct cali_ct_value nv = {
+		.created = now,
+		.last_seen = now,
+		.legs = st->my_leg | cali_tcp_bits(st),
+	};
+	if (bpf_map_update_elem(&cpy_v4_ct, &st->ct_key, &nv, BPF_NOEXIST) != 0) {
+		v = bpf_map_lookup_elem(&cpy_v4_ct, &st->ct_key);
+		if (v)
+			__sync_fetch_and_or(&v->legs, st->my_leg);
+	}
+	return TC_ACT_UNSPEC;
+}
+
+#endif

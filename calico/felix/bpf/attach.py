@@ -1,0 +1,129 @@
+"""Attach/detach the main programs on an interface's clsact hooks (tc, direct-action).
+
+Fixed preference and handle, so a re-attach replaces our filter in place (no gap) and a detach
+finds it. TCX (kernel 6.6+) is not used yet: design/felix-bpf.md "Attach".
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+from calico.felix.bpf.libbpf import BPFError
+
+INGRESS_PARENT = 0xFFFFFFF2  # ffff:fff2, TC ingress: from the workload
+EGRESS_PARENT = 0xFFFFFFF3  # ffff:fff3, TC egress: towards the workload
+FILTER_PRIO = 1
+FILTER_HANDLE = 1
+
+
+def _ipr(netns: str | None) -> Any:
+    from pyroute2 import IPRoute
+
+    return IPRoute(netns=netns, flags=0) if netns else IPRoute()
+
+
+def _index(ipr: Any, iface: str) -> int:
+    links = ipr.link_lookup(ifname=iface)
+    if not links:
+        raise BPFError(f"interface {iface} not found")
+    return int(links[0])
+
+
+def attach(iface: str, from_fd: int, to_fd: int, netns: str | None = None) -> int:
+    """Ensure clsact and our two filters on ``iface``; returns its ifindex."""
+    from pyroute2 import NetlinkError
+
+    ipr = _ipr(netns)
+    try:
+        idx = _index(ipr, iface)
+        try:
+            ipr.tc("add", "clsact", idx)
+        except NetlinkError as e:
+            if e.code != errno.EEXIST:
+                raise
+        for parent, fd, name in (
+            (INGRESS_PARENT, from_fd, "calico_from_wep"),
+            (EGRESS_PARENT, to_fd, "calico_to_wep"),
+        ):
+            ipr.tc(
+                "replace-filter",
+                "bpf",
+                idx,
+                FILTER_HANDLE,
+                fd=fd,
+                name=name,
+                parent=parent,
+                prio=FILTER_PRIO,
+                direct_action=True,
+            )
+        return idx
+    except NetlinkError as e:
+        raise BPFError(f"attaching BPF programs to {iface} failed: {e}") from e
+    finally:
+        ipr.close()
+
+
+def detach(iface: str, netns: str | None = None) -> bool:
+    """Remove the clsact qdisc (and with it our filters); False if the iface is gone."""
+    from pyroute2 import NetlinkError
+
+    ipr = _ipr(netns)
+    try:
+        links = ipr.link_lookup(ifname=iface)
+        if not links:
+            return False
+        try:
+            ipr.tc("del", "clsact", links[0])
+        except NetlinkError as e:
+            if e.code not in (errno.ENOENT, errno.EINVAL):
+                raise BPFError(f"detaching BPF programs from {iface} failed: {e}") from e
+        return True
+    finally:
+        ipr.close()
+
+
+def attached_programs(iface: str, netns: str | None = None) -> dict[str, str]:
+    """Hook -> BPF program name of our filters (for tests and debug output)."""
+    ipr = _ipr(netns)
+    out: dict[str, str] = {}
+    try:
+        idx = _index(ipr, iface)
+        for hook, parent in (("ingress", INGRESS_PARENT), ("egress", EGRESS_PARENT)):
+            for msg in ipr.get_filters(idx, parent=parent):
+                opts = msg.get_attr("TCA_OPTIONS")
+                name = opts.get_attr("TCA_BPF_NAME") if opts is not None else None
+                if name:
+                    out[hook] = name
+    finally:
+        ipr.close()
+    return out
+
+
+def iface_names(netns: str | None = None) -> dict[int, str]:
+    """ifindex -> name of every link (to re-adopt a predecessor's ``cpy_iface`` entries)."""
+    ipr = _ipr(netns)
+    try:
+        return {int(link["index"]): str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links()}
+    finally:
+        ipr.close()
+
+
+OUR_PROGRAMS = ("calico_from_wep", "calico_to_wep")
+
+
+def detach_all(prefixes: tuple[str, ...], netns: str | None = None) -> list[str]:
+    """Detach our programs from every interface named ``prefix*`` that carries them (the
+    clean-up after BPF mode is switched off); returns the interfaces cleaned."""
+    cleaned = []
+    for name in sorted(iface_names(netns).values()):
+        if not name.startswith(prefixes):
+            continue
+        try:
+            progs = attached_programs(name, netns)
+        except BPFError:
+            continue  # vanished meanwhile
+        if set(progs.values()) & set(OUR_PROGRAMS):
+            detach(name, netns)
+            cleaned.append(name)
+    return cleaned

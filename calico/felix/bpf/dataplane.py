@@ -1,0 +1,151 @@
+"""The BPF dataplane core: maps, the main programs, per-interface slots and policy programs.
+
+Order for a new interface (no window where traffic passes unpoliced): attach the main programs
+first (with no ``cpy_iface`` entry they drop everything), load the policy programs into the
+interface's jump-map slots, then write the ``cpy_iface`` entry that makes the main programs
+tail-call them. A policy update only swaps the program in the slot (atomic for packets).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from calico.felix.bpf import attach
+from calico.felix.bpf.bpffs import BPFUnavailable, check_kernel, is_bpffs
+from calico.felix.bpf.build import Compiler
+from calico.felix.bpf.libbpf import BPFError, LoadedObject
+from calico.felix.bpf.maps import IFACE_READY, IFACE_VALUE, IFACE_WEP, PROG_FD, Maps, MapSizes
+
+log = logging.getLogger(__name__)
+
+HOOKS = ("ingress", "egress")  # TC hooks: ingress = pod egress policy, egress = pod ingress
+
+
+def _on_bpffs(path: str) -> bool:
+    """True if the nearest existing ancestor of ``path`` (or itself) is a bpffs."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return is_bpffs(path)
+
+
+class BPFDataplane:
+    def __init__(
+        self,
+        pin_dir: str,
+        cache_dir: str,
+        *,
+        sizes: MapSizes | None = None,
+        netns: str | None = None,
+    ) -> None:
+        check_kernel()
+        if not _on_bpffs(pin_dir):
+            raise BPFUnavailable(f"{pin_dir} is not on a bpffs mount")
+        os.makedirs(pin_dir, mode=0o700, exist_ok=True)
+        self.pin_dir = pin_dir
+        self.netns = netns
+        self.compiler = Compiler(cache_dir, (sizes or MapSizes()).defines())
+        self._main = LoadedObject(self.compiler.compile_file("tc.c"), pin_dir)
+        self.from_fd = self._main.program_fd("calico_from_wep")
+        self.to_fd = self._main.program_fd("calico_to_wep")
+        self.maps = Maps(pin_dir)
+        self._slots: dict[str, int] = {}  # iface -> slot (same index in both jump maps)
+        self._ifindex: dict[str, int] = {}
+        self.compile_seconds = 0.0
+        self.load_seconds = 0.0
+        self.adopted = self._adopt()
+
+    def _adopt(self) -> list[str]:
+        """Take over a predecessor's interfaces from the pinned ``cpy_iface`` map.
+
+        Their attached filters and jump-map programs keep enforcing the old policy (and the
+        pinned conntrack keeps established flows) until this Felix reprograms them into the
+        same slots; entries whose interface is gone are deleted with their slots.
+        """
+        names = attach.iface_names(self.netns)
+        adopted, stale = [], []
+        for key, value in list(self.maps.iface.items()):
+            (idx,) = PROG_FD.unpack(key)
+            _, slot, _ = IFACE_VALUE.unpack(value)
+            name = names.get(idx)
+            if name is None or name in self._ifindex:
+                stale.append((key, slot))
+                continue
+            self._ifindex[name], self._slots[name] = idx, slot
+            adopted.append(name)
+        live = set(self._slots.values())
+        for key, slot in stale:
+            self.maps.iface.delete(key)
+            if slot not in live:  # never a slot a live interface still uses
+                for hook in HOOKS:
+                    self.maps.jump[hook].delete(PROG_FD.pack(slot))
+        if adopted:
+            log.info("Adopted BPF state of %d interfaces from a previous run", len(adopted))
+        return sorted(adopted)
+
+    def close(self) -> None:
+        self.maps.close()
+        self._main.close()
+
+    # ---- interfaces ------------------------------------------------------------------------
+
+    def _slot(self, iface: str) -> int:
+        if iface not in self._slots:
+            used = set(self._slots.values())
+            self._slots[iface] = next(i for i in range(len(used) + 1) if i not in used)
+        return self._slots[iface]
+
+    def slot(self, iface: str) -> int | None:
+        return self._slots.get(iface)
+
+    def attach_iface(self, iface: str) -> int:
+        """Attach the main programs (deny-all until :meth:`set_policies`); returns ifindex."""
+        idx = attach.attach(iface, self.from_fd, self.to_fd, self.netns)
+        self.register(iface, idx)
+        return idx
+
+    def register(self, iface: str, idx: int) -> None:
+        """Record ``iface``'s ifindex (attach does this; BPF_PROG_TEST_RUN runs on lo, 1)."""
+        old = self._ifindex.get(iface)
+        if old is not None and old != idx:
+            self.maps.iface.delete(PROG_FD.pack(old))
+        self._ifindex[iface] = idx
+
+    def set_policies(self, iface: str, sources: dict[str, str]) -> None:
+        """Load hook -> policy C source into the interface's slots, then mark it ready."""
+        idx = self._ifindex.get(iface)
+        if idx is None:
+            raise BPFError(f"{iface}: set_policies before attach_iface")
+        slot = self._slot(iface)
+        for hook in HOOKS:
+            t0 = time.monotonic()
+            path = self.compiler.compile_source(sources[hook], f"pol_{hook}")
+            t1 = time.monotonic()
+            obj = LoadedObject(path, self.pin_dir)
+            try:
+                fd = obj.program_fd("calico_policy")
+                self.maps.jump[hook].update(PROG_FD.pack(slot), PROG_FD.pack(fd))
+            finally:
+                obj.close()  # the jump map keeps the program alive
+            self.compile_seconds += t1 - t0
+            self.load_seconds += time.monotonic() - t1
+        self.maps.iface.update(
+            PROG_FD.pack(idx), IFACE_VALUE.pack(IFACE_WEP | IFACE_READY, slot, slot)
+        )
+
+    def remove_iface(self, iface: str) -> None:
+        """Detach, then drop the interface's map entries and free its slot."""
+        attach.detach(iface, self.netns)
+        idx = self._ifindex.pop(iface, None)
+        if idx is not None:
+            self.maps.iface.delete(PROG_FD.pack(idx))
+        slot = self._slots.pop(iface, None)
+        if slot is not None:
+            for hook in HOOKS:
+                self.maps.jump[hook].delete(PROG_FD.pack(slot))
+
+    @property
+    def ifaces(self) -> list[str]:
+        return sorted(self._ifindex)

@@ -1,0 +1,201 @@
+"""BPF endpoint manager: workload interfaces get the BPF programs instead of nftables policy.
+
+Follows the same calc-graph messages as the nftables managers (policies, profiles, IP sets,
+workload endpoints) and the interface monitor. An interface is attached (deny-all) as soon as
+it exists and matches a workload endpoint; its policy programs are generated and loaded at
+deferred-work time whenever the endpoint, one of its policies or profiles changed; removal
+detaches. Failures are logged and retried at the next apply, never half-applied silently: the
+interface stays attached and therefore deny-all.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from calico.felix.bpf.dataplane import BPFDataplane
+from calico.felix.bpf.idalloc import IDAllocator
+from calico.felix.bpf.ipsets import BPFIPSets
+from calico.felix.bpf.libbpf import BPFError
+from calico.felix.bpf.polprog import EndpointPolicy, Generator
+from calico.felix.messages import (
+    ActivePolicyRemove,
+    ActivePolicyUpdate,
+    ActiveProfileRemove,
+    ActiveProfileUpdate,
+    Policy,
+    PolicyID,
+    Profile,
+    ToDataplane,
+    WorkloadEndpoint,
+    WorkloadEndpointID,
+    WorkloadEndpointRemove,
+    WorkloadEndpointUpdate,
+)
+
+log = logging.getLogger(__name__)
+_ONE = (1).to_bytes(4, "little")
+
+
+def _ipv4(text: str) -> str | None:
+    try:
+        addr = ipaddress.ip_interface(text.strip()).ip
+    except ValueError:
+        return None
+    return str(addr) if addr.version == 4 else None
+
+
+class BPFEndpointManager:
+    def __init__(self, dp: BPFDataplane, iface_prefixes: tuple[str, ...] = ("cali",)) -> None:
+        self.dp = dp
+        self.ipsets = BPFIPSets(dp.maps, IDAllocator())
+        self._prefixes = iface_prefixes
+        self.policies: dict[PolicyID, Policy] = {}
+        self.profiles: dict[str, Profile] = {}
+        self.weps: dict[WorkloadEndpointID, WorkloadEndpoint] = {}
+        self._iface_present: set[str] = set()
+        self._host_addrs: dict[str, set[str]] = {}
+        # A predecessor's host addresses (pinned map): those not re-reported go at first sync.
+        self._inherited_hostips: set[bytes] | None = set(dp.maps.hostips.keys())
+        self._attached: set[str] = set()
+        self._programmed: dict[str, dict[str, str]] = {}  # iface -> hook -> source
+        self._dirty: set[str] = set()
+        self.errors = 0
+
+    # ---- input ------------------------------------------------------------------------------
+
+    def on_update(self, msg: ToDataplane) -> None:
+        self.ipsets.on_update(msg)
+        if isinstance(msg, ActivePolicyUpdate):
+            self.policies[msg.id] = msg.policy
+            self._dirty_all()
+        elif isinstance(msg, ActivePolicyRemove):
+            self.policies.pop(msg.id, None)
+            self._dirty_all()
+        elif isinstance(msg, ActiveProfileUpdate):
+            self.profiles[msg.id.name] = msg.profile
+            self._dirty_all()
+        elif isinstance(msg, ActiveProfileRemove):
+            self.profiles.pop(msg.id.name, None)
+            self._dirty_all()
+        elif isinstance(msg, WorkloadEndpointUpdate):
+            old = self.weps.get(msg.id)
+            self.weps[msg.id] = msg.endpoint
+            self._dirty.add(msg.endpoint.name)
+            if old is not None and old.name != msg.endpoint.name:
+                self._dirty.add(old.name)
+        elif isinstance(msg, WorkloadEndpointRemove):
+            old = self.weps.pop(msg.id, None)
+            if old is not None:
+                self._dirty.add(old.name)
+
+    def _dirty_all(self) -> None:
+        # Regeneration is cheap to skip: unchanged sources are not reloaded (see _program).
+        self._dirty.update(ep.name for ep in self.weps.values())
+
+    def on_iface_state(self, name: str, state: str, index: int) -> None:
+        if not name.startswith(self._prefixes):
+            return
+        if state == "absent":
+            self._iface_present.discard(name)
+        else:
+            self._iface_present.add(name)
+        self._dirty.add(name)
+
+    def on_iface_addrs(self, name: str, addrs: set[str] | None) -> None:
+        """Host interfaces' IPv4 addresses -> ``cpy_v4_hostips`` (host-to-workload traffic is
+        not policed, as in nftables); written at once, like IP set members."""
+        if name.startswith(self._prefixes):
+            return
+        new = {a for a in (_ipv4(x) for x in addrs or ()) if a is not None}
+        old = self._host_addrs.pop(name, set())
+        if new:
+            self._host_addrs[name] = new
+        still = set().union(*self._host_addrs.values())
+        for addr in old - still:
+            self.dp.maps.hostips.delete(ipaddress.IPv4Address(addr).packed)
+        for addr in new - old:
+            self.dp.maps.hostips.update(ipaddress.IPv4Address(addr).packed, _ONE)
+
+    # ---- output -----------------------------------------------------------------------------
+
+    def _endpoint_for(self, iface: str) -> WorkloadEndpoint | None:
+        for wep_id in sorted(self.weps):
+            if self.weps[wep_id].name == iface:
+                return self.weps[wep_id]
+        return None
+
+    def complete_deferred_work(self) -> None:
+        # The loop applies only once the calc graph is in sync: a complete set of IP sets.
+        removed = self.ipsets.resync()
+        if removed:
+            log.info("Removed %d stale IP set entries left by a previous run", removed)
+        if self._inherited_hostips is not None:  # the interface monitor's first dump is in too
+            wanted = {
+                ipaddress.IPv4Address(a).packed for a in set().union(*self._host_addrs.values())
+            }
+            for key in self._inherited_hostips - wanted:
+                self.dp.maps.hostips.delete(key)
+            self._inherited_hostips = None
+        self._sync_dirty()
+
+    def _sync_dirty(self) -> list[str]:
+        retry: set[str] = set()
+        errors = []
+        for iface in sorted(self._dirty):
+            try:
+                self._sync_iface(iface)
+            except BPFError as e:
+                self.errors += 1
+                log.error("BPF programming of %s failed (will retry): %s", iface, e)
+                retry.add(iface)
+                errors.append(f"{iface}: {e}")
+        self._dirty = retry
+        return errors
+
+    # The loop's host-applier contract: a failure above is retried with the loop's backoff.
+    def apply(self) -> list[str]:
+        """Retry interfaces whose programming failed; their errors (empty: all done)."""
+        return self._sync_dirty() if self._dirty else []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._dirty)
+
+    def _sync_iface(self, iface: str) -> None:
+        ep = self._endpoint_for(iface)
+        if ep is None or iface not in self._iface_present:
+            # (also a predecessor's interface, adopted by the dataplane, that is not wanted)
+            if iface in self._attached or iface in self.dp.ifaces:
+                self.dp.remove_iface(iface)
+                self._attached.discard(iface)
+                self._programmed.pop(iface, None)
+            return
+        if iface not in self._attached:
+            # New: deny-all until the policy below is in. Adopted from a predecessor: keeps its
+            # slot, so its old policy enforces until the new program replaces it.
+            self.dp.attach_iface(iface)
+            self._attached.add(iface)
+            self._programmed.pop(iface, None)
+        sources = self.sources(ep)
+        if self._programmed.get(iface) != sources:
+            self.dp.set_policies(iface, sources)
+            self._programmed[iface] = sources
+
+    def sources(self, ep: WorkloadEndpoint) -> dict[str, str]:
+        gen = Generator(self.policies, self.profiles, self.ipsets.ids.get_or_alloc)
+        down = ep.state != "active"
+        return {
+            hook: gen.source(EndpointPolicy(ep.tiers, ep.profile_ids, inbound, down))
+            for hook, inbound in (("ingress", False), ("egress", True))
+        }
+
+    def is_programmed(self, iface: str) -> bool:
+        return iface in self._programmed
+
+    def close(self) -> None:
+        """Leave programs and pins in place: a restarted Felix takes over without a gap."""
+        self.dp.close()

@@ -1,0 +1,135 @@
+"""The pinned maps' names, sizes and byte layouts (mirrors ``bpf-gpl/cali_types.h``).
+
+Names are ours (``cpy_*``), not upstream's ``cali_*``: the layouts are simplified, and
+upstream's clean-up deletes any ``cali_*`` map it finds. All words are little-endian except
+addresses (network order) and the IP-set id (big-endian, so LPM prefixes cover it first).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import struct
+from dataclasses import dataclass
+
+from calico.felix.bpf.libbpf import PinnedMap
+
+CT_MAP = "cpy_v4_ct"
+IPSETS_MAP = "cpy_v4_ipsets"
+IFACE_MAP = "cpy_iface"
+JUMP_ING_MAP = "cpy_jump_ing"
+JUMP_EGR_MAP = "cpy_jump_egr"
+STATE_MAP = "cpy_state"
+HOSTIPS_MAP = "cpy_v4_hostips"
+
+CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
+CT_VALUE = struct.Struct("<QQII")  # created, last_seen, legs, pad
+IFACE_VALUE = struct.Struct("<Iii")  # flags, ingress slot, egress slot
+IPSET_KEY = struct.Struct("<I8s4sHBB")  # prefixlen, id (BE), addr, port, proto, pad
+IPSET_VALUE = struct.Struct("<I")
+PROG_FD = struct.Struct("<I")
+
+CT_LEG_A, CT_LEG_B, CT_FIN_SEEN, CT_RST_SEEN = 0x1, 0x2, 0x4, 0x8
+IFACE_WEP, IFACE_READY = 0x1, 0x2
+IPSET_ID_BITS = 64
+PROTO_NUMBERS = {"tcp": 6, "udp": 17, "sctp": 132}
+
+
+@dataclass(frozen=True)
+class CTEntry:
+    proto: int
+    addr_a: str
+    addr_b: str
+    port_a: int
+    port_b: int
+    created_ns: int
+    last_seen_ns: int
+    legs: int
+
+
+def ct_key(proto: int, src: str, dst: str, sport: int, dport: int) -> bytes:
+    """Canonical key: (src, sport) is side A iff it compares lower (native-int addresses)."""
+    s, d = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
+    si, di = int.from_bytes(s, "little"), int.from_bytes(d, "little")
+    if si < di or (si == di and sport < dport):
+        return CT_KEY.pack(proto, s, d, sport, dport)
+    return CT_KEY.pack(proto, d, s, dport, sport)
+
+
+def decode_ct(key: bytes, value: bytes) -> CTEntry:
+    proto, a, b, pa, pb = CT_KEY.unpack(key)
+    created, last_seen, legs, _ = CT_VALUE.unpack(value)
+    return CTEntry(
+        proto,
+        str(ipaddress.IPv4Address(a)),
+        str(ipaddress.IPv4Address(b)),
+        pa,
+        pb,
+        created,
+        last_seen,
+        legs,
+    )
+
+
+def ipset_key(set_id: int, member: str) -> bytes | None:
+    """LPM key of one IPv4 member (``10.0.0.0/8``, ``10.0.0.1``, ``10.0.0.1,tcp:80``).
+
+    None for IPv6 members and named ports of other protocols (upstream skips those too).
+    """
+    addr_text, _, proto_port = member.partition(",")
+    net = ipaddress.ip_network(addr_text.strip(), strict=False)
+    if net.version != 4:
+        return None
+    sid = set_id.to_bytes(8, "big")
+    if not proto_port:
+        return IPSET_KEY.pack(
+            IPSET_ID_BITS + net.prefixlen, sid, net.network_address.packed, 0, 0, 0
+        )
+    proto_name, _, port = proto_port.partition(":")
+    proto = PROTO_NUMBERS.get(proto_name.strip().lower())
+    if proto is None:
+        return None
+    return IPSET_KEY.pack(
+        IPSET_ID_BITS + 32 + 16 + 8, sid, net.network_address.packed, int(port), proto, 0
+    )
+
+
+@dataclass(frozen=True)
+class MapSizes:
+    conntrack: int = 512000
+    ipsets: int = 1048576
+    iface: int = 1000
+    jump: int = 16384
+
+    def defines(self) -> dict[str, int]:
+        return {
+            "CALI_CT_MAP_SIZE": self.conntrack,
+            "CALI_IPSETS_MAP_SIZE": self.ipsets,
+            "CALI_IFACE_MAP_SIZE": self.iface,
+            "CALI_JUMP_MAP_SIZE": self.jump,
+        }
+
+
+class Maps:
+    """Open handles on the pinned maps under ``pin_dir`` (they exist once an object loaded)."""
+
+    def __init__(self, pin_dir: str) -> None:
+        self.pin_dir = pin_dir
+        self.ct = PinnedMap(self._p(CT_MAP), CT_KEY.size, CT_VALUE.size)
+        self.ipsets = PinnedMap(self._p(IPSETS_MAP), IPSET_KEY.size, IPSET_VALUE.size)
+        self.iface = PinnedMap(self._p(IFACE_MAP), 4, IFACE_VALUE.size)
+        self.hostips = PinnedMap(self._p(HOSTIPS_MAP), 4, 4)
+        self.jump = {
+            "ingress": PinnedMap(self._p(JUMP_ING_MAP), 4, 4),
+            "egress": PinnedMap(self._p(JUMP_EGR_MAP), 4, 4),
+        }
+
+    def _p(self, name: str) -> str:
+        return os.path.join(self.pin_dir, name)
+
+    def close(self) -> None:
+        for m in (self.ct, self.ipsets, self.iface, self.hostips, *self.jump.values()):
+            m.close()
+
+    def conntrack(self) -> list[CTEntry]:
+        return [decode_ct(k, v) for k, v in self.ct.items()]

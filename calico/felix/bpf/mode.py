@@ -1,0 +1,128 @@
+"""``BPFEnabled=true``: swap workload policy from nftables chains to the BPF programs.
+
+What stays in nftables (upstream keeps its iptables rules too): the static chains, masquerade,
+host endpoints and their policy chains, and per-workload endpoint chains — but those become
+accept-only (conntrack checks, then a built-in allow profile), so a workload's verdict comes
+from its BPF programs alone while dispatch, routes, sysctls and status reporting stay the
+nftables managers' job. When the kernel or bpffs cannot run BPF, Felix logs why and keeps the
+nftables dataplane, as upstream overrides BPFEnabled to false. Design: design/felix-bpf.md
+"Felix".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from typing import Any
+
+from calico.felix.bpf import attach, bpffs
+from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
+from calico.felix.bpf.dataplane import BPFDataplane
+from calico.felix.bpf.endpoints import BPFEndpointManager
+from calico.felix.bpf.libbpf import BPFError
+from calico.felix.bpf.maps import MapSizes
+from calico.felix.messages import (
+    ActiveProfileUpdate,
+    Profile,
+    ProfileID,
+    Rule,
+    ToDataplane,
+    WorkloadEndpointUpdate,
+)
+
+log = logging.getLogger(__name__)
+
+BPFFS_ROOT = "/sys/fs/bpf"
+PIN_DIR = "/sys/fs/bpf/tc/globals"  # upstream's directory; our maps are named cpy_*
+OBJECT_CACHE = "/var/lib/calico/bpf"
+# Not a valid v3 name (underscore), so it can never collide with a datastore profile.
+ALLOW_PROFILE = "_bpf_policy"
+_ALLOW_ALL = Profile(inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule(action="allow"),))
+
+
+class NftablesWorkloadsAllow:
+    """Feeds the nftables endpoint manager workload endpoints whose chains only allow."""
+
+    def __init__(self, endpoints: Any, policies: Any) -> None:
+        self._endpoints = endpoints
+        policies.on_update(ActiveProfileUpdate(ProfileID(ALLOW_PROFILE), _ALLOW_ALL))
+
+    def on_update(self, msg: ToDataplane) -> None:
+        if isinstance(msg, WorkloadEndpointUpdate):
+            ep = dataclasses.replace(msg.endpoint, tiers=(), profile_ids=(ALLOW_PROFILE,))
+            msg = WorkloadEndpointUpdate(msg.id, ep)
+        self._endpoints.on_update(msg)
+
+    def complete_deferred_work(self) -> None:
+        self._endpoints.complete_deferred_work()
+
+
+def map_sizes(config: Any) -> MapSizes:
+    return MapSizes(
+        conntrack=int(config["BPFMapSizeConntrack"]),
+        ipsets=int(config["BPFMapSizeIPSets"]),
+        iface=int(config["BPFMapSizeIfState"]),
+    )
+
+
+def open_dataplane(config: Any) -> BPFDataplane:
+    """Kernel check, bpffs (mounted if missing), maps and main programs; BPFUnavailable/BPFError."""
+    bpffs.check_kernel()
+    if not bpffs.is_bpffs(BPFFS_ROOT):
+        if os.path.ismount(BPFFS_ROOT):
+            raise bpffs.BPFUnavailable(f"{BPFFS_ROOT} is mounted but is not a bpffs")
+        bpffs.mount_bpffs(BPFFS_ROOT)
+    return BPFDataplane(PIN_DIR, OBJECT_CACHE, sizes=map_sizes(config))
+
+
+def enable(config: Any, parts: Any) -> Any:
+    """``parts`` with BPF workload policy, or ``parts`` unchanged (logged) if BPF is unusable."""
+    try:
+        dp = open_dataplane(config)
+    except (bpffs.BPFUnavailable, BPFError) as e:
+        log.error(
+            "BPFEnabled=true but the BPF dataplane cannot run: %s; "
+            "falling back to the nftables dataplane",
+            e,
+        )
+        return parts
+    prefixes = tuple(config["InterfacePrefix"].split(","))
+    bpf = BPFEndpointManager(dp, prefixes)
+    try:
+        timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])
+    except ValueError as e:
+        log.error("Invalid BPFConntrackTimeouts (%s); using the defaults", e)
+        timeouts = Timeouts()
+    ConntrackScanner(dp.maps, timeouts).start()  # daemon thread, lives as long as Felix
+    shim = NftablesWorkloadsAllow(parts.endpoints, parts.policies)
+    managers = [m for m in parts.managers if m is not parts.endpoints]
+    managers.insert(managers.index(parts.policies), shim)
+    managers.insert(managers.index(shim), bpf)
+    log.info("BPF dataplane enabled: workload policy is enforced by BPF programs")
+    return dataclasses.replace(
+        parts,
+        managers=managers,
+        iface_listeners=[*parts.iface_listeners, bpf],
+        host_appliers=[*parts.host_appliers, bpf],
+    )
+
+
+def clean_up(config: Any) -> None:
+    """BPF mode off: detach our programs left on workload interfaces by a BPF-mode run and
+    remove our pins, so nftables alone decides. Cheap when there is nothing to do; failures
+    are logged (nftables still programs its chains)."""
+    prefixes = tuple(config["InterfacePrefix"].split(","))
+    try:
+        cleaned = attach.detach_all(prefixes)
+    except Exception as e:  # netlink trouble must not stop the nftables dataplane
+        log.error("Failed to remove BPF programs after BPF mode was turned off: %s", e)
+        return
+    if cleaned:
+        log.info("BPF mode off: detached BPF programs from %s", ", ".join(cleaned))
+    if os.path.isdir(PIN_DIR) and bpffs.is_bpffs(BPFFS_ROOT):
+        for name in os.listdir(PIN_DIR):
+            if name.startswith("cpy_"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(PIN_DIR, name))

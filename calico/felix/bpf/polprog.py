@@ -1,0 +1,225 @@
+"""Generate one endpoint's policy program (C, compiled per endpoint and direction).
+
+The walk is the nftables endpoint chain's (``calico.felix.rules.endpoints.endpoint_chain``):
+tiers in order, skipping tiers with no enforced (non-staged) policy for the direction; a
+policy's rules in order, the first matching allow/deny decides, ``pass``/``next-tier`` skips to
+the end of the tier, ``log`` continues; end of tier denies unless its default action is Pass;
+then the profiles (``pass`` in a profile continues with the next profile, as in nftables), then
+deny. Criteria are ANDed as in ``calico.felix.rules.matches.rule_match``; a rule that cannot
+match in IPv4 is left out. Each IP-set criterion is one LPM lookup by the set's 64-bit id; set
+membership lives in the map, so it never changes the program. Design: design/felix-bpf.md
+"Policy programs".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from calico.felix.messages import Policy, PolicyID, PortRange, Profile, Rule, TierInfo
+from calico.felix.rules.matches import ICMP_V4, ICMP_V6, protocol_number
+from calico.felix.rules.policy import is_staged
+
+
+@dataclass(frozen=True)
+class EndpointPolicy:
+    """Everything one direction of one endpoint's program depends on."""
+
+    tiers: tuple[TierInfo, ...]
+    profile_ids: tuple[str, ...]
+    inbound: bool  # True: the pod's ingress policy (to-WEP hook)
+    admin_down: bool = False
+
+
+def _nbo_word(addr: ipaddress.IPv4Address | ipaddress.IPv4Network) -> int:
+    """The u32 a BPF program sees when it loads these network-order bytes (little-endian)."""
+    if isinstance(addr, ipaddress.IPv4Network):
+        addr = addr.network_address
+    return int.from_bytes(addr.packed, "little")
+
+
+def _mask_word(prefixlen: int) -> int:
+    mask = (0xFFFFFFFF << (32 - prefixlen)) & 0xFFFFFFFF if prefixlen else 0
+    return int.from_bytes(mask.to_bytes(4, "big"), "little")
+
+
+def _v4_nets(nets: Sequence[str]) -> list[ipaddress.IPv4Network]:
+    out = []
+    for n in nets:
+        net = ipaddress.ip_network(n, strict=False)
+        if isinstance(net, ipaddress.IPv4Network):
+            out.append(net)
+    return out
+
+
+def _nets_expr(field: str, nets: Sequence[ipaddress.IPv4Network]) -> str:
+    terms = [
+        f"((st->{field} & 0x{_mask_word(n.prefixlen):08x}) == 0x{_nbo_word(n):08x})" for n in nets
+    ]
+    return "(" + " || ".join(terms) + ")"
+
+
+def _ports_expr(port: str, ports: Sequence[PortRange]) -> str:
+    terms = []
+    for pr in sorted(set(ports), key=lambda p: (p.first, p.last)):
+        if pr.first == pr.last:
+            terms.append(f"{port} == {pr.first}")
+        else:
+            terms.append(f"({port} >= {pr.first} && {port} <= {pr.last})")
+    return "(st->has_ports && (" + " || ".join(terms) + "))"
+
+
+class Generator:
+    """C source for an endpoint direction; ``ipset_id`` maps calc-graph set ids to 64-bit ids."""
+
+    def __init__(
+        self,
+        policies: Mapping[PolicyID, Policy],
+        profiles: Mapping[str, Profile],
+        ipset_id: Callable[[str], int],
+    ) -> None:
+        self._policies = policies
+        self._profiles = profiles
+        self._ipset_id = ipset_id
+        self.ipsets_used: set[str] = set()
+
+    def _set_lookup(self, set_id: str, side: str) -> str:
+        self.ipsets_used.add(set_id)
+        sid = self._ipset_id(set_id)
+        hi = int.from_bytes((sid >> 32).to_bytes(4, "big"), "little")
+        lo = int.from_bytes((sid & 0xFFFFFFFF).to_bytes(4, "big"), "little")
+        addr, port = (
+            ("ip_src", "CALI_SRC_PORT(st)") if side == "src" else ("ip_dst", "CALI_DST_PORT(st)")
+        )
+        return f"cali_ipset_has(0x{hi:08x}, 0x{lo:08x}, st->{addr}, {port}, st->proto)"
+
+    def rule_conditions(self, rule: Rule) -> list[str] | None:
+        """C conditions (all must hold), or None if the rule cannot match in IPv4."""
+        proto = None if rule.protocol is None else protocol_number(rule.protocol)
+        if rule.ip_version == 6 or proto == ICMP_V6:
+            return None
+        conds: list[str] = []
+        if proto is not None:
+            conds.append(f"st->proto == {proto}")
+        if rule.not_protocol is not None:
+            conds.append(f"st->proto != {protocol_number(rule.not_protocol)}")
+        for field, nets, not_nets in (
+            ("ip_src", rule.src_net, rule.not_src_net),
+            ("ip_dst", rule.dst_net, rule.not_dst_net),
+        ):
+            if nets:
+                mine = _v4_nets(nets)
+                if not mine:
+                    return None
+                conds.append(_nets_expr(field, mine))
+            theirs = _v4_nets(not_nets)
+            if theirs:
+                conds.append("!" + _nets_expr(field, theirs))
+        for side, ids, negate in (
+            ("src", rule.src_ip_set_ids, False),
+            ("src", rule.not_src_ip_set_ids, True),
+            ("dst", rule.dst_ip_set_ids, False),
+            ("dst", rule.not_dst_ip_set_ids, True),
+            ("src", rule.src_ip_port_set_ids, False),
+        ):
+            conds.extend(("!" if negate else "") + self._set_lookup(i, side) for i in ids)
+        for side, ports, named, not_ports, not_named in (
+            ("src", rule.src_ports, rule.src_named_port_ip_set_ids, rule.not_src_ports,
+             rule.not_src_named_port_ip_set_ids),
+            ("dst", rule.dst_ports, rule.dst_named_port_ip_set_ids, rule.not_dst_ports,
+             rule.not_dst_named_port_ip_set_ids),
+        ):  # fmt: skip
+            port = "st->sport" if side == "src" else "st->dport"
+            alts = [_ports_expr(port, ports)] if ports else []
+            alts += [self._set_lookup(i, side) for i in named]
+            if alts:
+                conds.append("(" + " || ".join(alts) + ")")
+            if not_ports:
+                conds.append("!" + _ports_expr(port, not_ports))
+            conds.extend("!" + self._set_lookup(i, side) for i in not_named)
+        conds.extend(self._set_lookup(i, "dst") for i in rule.dst_ip_port_set_ids)
+        for icmp, negated in ((rule.icmp, False), (rule.not_icmp, True)):
+            if icmp is None:
+                continue
+            if proto != ICMP_V4:
+                raise ValueError("an ICMP type match needs protocol icmp or icmpv6")
+            c = f"st->icmp_type == {icmp.type}"
+            if icmp.code is not None:
+                c = f"({c} && st->icmp_code == {icmp.code})"
+            conds.append(f"!({c})" if negated else c)
+        return conds
+
+    def _rules(self, out: list[str], rules: Sequence[Rule], label: str, on_pass: str) -> None:
+        for n, rule in enumerate(rules):
+            conds = self.rule_conditions(rule)
+            if conds is None:
+                continue
+            nxt = f"{label}_r{n}_next"
+            out.append(f"\t/* rule {n} {rule.rule_id} action {rule.action} */")
+            out.extend(f"\tif (!({c}))\n\t\tgoto {nxt};" for c in conds)
+            if rule.action == "allow":
+                out.append("\tgoto allow;")
+            elif rule.action == "deny":
+                out.append("\tgoto deny;")
+            elif rule.action in ("pass", "next-tier"):
+                out.append(f"\tgoto {on_pass};")
+            elif rule.action != "log":
+                raise ValueError(f"unknown rule action {rule.action!r}")
+            out.append(f"{nxt}:")
+
+    def body(self, ep: EndpointPolicy) -> list[str]:
+        out: list[str] = []
+        if ep.admin_down:
+            out.append("\tgoto deny; /* endpoint admin down */")
+        for t, tier in enumerate(ep.tiers):
+            ids = tier.ingress_policies if ep.inbound else tier.egress_policies
+            enforced = [p for p in ids if not is_staged(p)]
+            enforced = [p for p in enforced if not self._policies.get(p, Policy()).staged]
+            if not enforced:
+                continue
+            end = f"tier{t}_end"
+            out.append(f"\t/* tier {tier.name} */")
+            for p, pid in enumerate(enforced):
+                pol = self._policies.get(pid)
+                if pol is None:
+                    continue  # not (yet) active: as an empty chain, no rule matches
+                rules = pol.inbound_rules if ep.inbound else pol.outbound_rules
+                out.append(f"\t/* policy {pid.tier}/{pid.namespace}/{pid.name} */")
+                self._rules(out, rules, f"t{t}p{p}", end)
+            if tier.default_action != "Pass":
+                out.append(f"\tgoto deny; /* end of tier {tier.name} */")
+            out.append(f"{end}:")
+        for n, prof_id in enumerate(ep.profile_ids):
+            prof = self._profiles.get(prof_id, Profile())
+            rules = prof.inbound_rules if ep.inbound else prof.outbound_rules
+            out.append(f"\t/* profile {prof_id} */")
+            self._rules(out, rules, f"pro{n}", f"pro{n}_end")
+            out.append(f"pro{n}_end:")
+        out.append("\tgoto deny; /* no profile matched */")
+        return out
+
+    def source(self, ep: EndpointPolicy) -> str:
+        lines = [
+            "// SPDX-License-Identifier: GPL-2.0-or-later",
+            "/* Generated by calico/felix/bpf/polprog.py: do not edit. */",
+            '#include "policy.h"',
+            "",
+            'SEC("tc")',
+            "int calico_policy(struct __sk_buff *skb)",
+            "{",
+            "\tstruct cali_state *st = cali_state_get();",
+            "",
+            "\tif (!st)",
+            "\t\treturn TC_ACT_SHOT;",
+            *self.body(ep),
+            "allow:",
+            "\treturn cali_ct_allow(st);",
+            "deny:",
+            "\treturn cali_policy_deny(st);",
+            "}",
+            "",
+            'char _license[] SEC("license") = "GPL";',
+            "",
+        ]
+        return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""Felix with ``BPFEnabled=true``: the BPF programs, not nftables chains, decide workload policy.
+
+(The whole policy traffic matrix also runs in BPF mode: ``policy_cluster`` is parametrised.)
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from felix_dp_fixtures import cluster, need_root
+from harness import eventually, in_ns, servers, tcp, wep_doc, workload
+
+pytestmark = pytest.mark.root
+
+
+def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
+    need_root()
+    if not shutil.which("clang"):
+        pytest.skip("BPF dataplane needs clang")
+    with (
+        cluster(tmp_path, FELIX_BPFENABLED="true") as c,
+        workload(c.host, c.ds, "cl", "10.65.0.11", labels={"app": "cl"}) as client,
+        workload(c.host, c.ds, "sv", "10.65.0.12", labels={"app": "sv"}) as server,
+        servers(server, "tcp:8080"),
+    ):
+        assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
+        assert "BPF dataplane enabled" in c.felix.log_path.read_text()
+        for w in (client, server):
+            filters = in_ns(c.host, "tc", "filter", "show", "dev", w.iface, "ingress").stdout
+            assert "calico_from_wep" in filters
+            filters = in_ns(c.host, "tc", "filter", "show", "dev", w.iface, "egress").stdout
+            assert "calico_to_wep" in filters
+        c.ds.apply(
+            {
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "deny-sv", "namespace": "ns1"},
+                "spec": {"selector": "app == 'sv'", "types": ["Ingress"]},
+            }
+        )
+        assert eventually(lambda: tcp(client, server.ip, 8080), "timeout") == "timeout"
+        # the nftables endpoint chains carry no policy: only the built-in allow profile
+        ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+        tw = ruleset.split(f"chain filter-cali-tw-{server.iface}", 1)[1].split("}", 1)[0]
+        assert "cali-pi-" not in tw and "cali-pri-_bpf_policy" in tw
+        # removing the policy re-opens traffic (program regenerated, not nftables)
+        c.ds.delete("NetworkPolicy", "deny-sv", "ns1")
+        assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
+        # endpoint removed from the datastore: its interface's programs are detached
+        c.ds.delete("WorkloadEndpoint", client.wep_name, "ns1")
+
+        def attached() -> bool:
+            out = in_ns(c.host, "tc", "filter", "show", "dev", client.iface, "ingress")
+            return "calico_from_wep" in out.stdout
+
+        assert eventually(attached, False) is False
+        c.ds.apply(wep_doc(client, None))  # back, for the fixture's own clean-up
+        assert eventually(attached, True) is True
+
+
+def test_switching_bpf_off_detaches_programs(tmp_path: Path) -> None:
+    """BPFEnabled true -> false (a restart): our programs leave the interfaces and nftables
+    policy takes over again."""
+    need_root()
+    if not shutil.which("clang"):
+        pytest.skip("BPF dataplane needs clang")
+    with (
+        cluster(tmp_path, FELIX_BPFENABLED="true") as c,
+        workload(c.host, c.ds, "cl", "10.65.0.21", labels={"app": "cl"}) as client,
+        workload(c.host, c.ds, "sv", "10.65.0.22", labels={"app": "sv"}) as server,
+        servers(server, "tcp:8080"),
+    ):
+        assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
+
+        def programs() -> str:
+            return in_ns(c.host, "tc", "filter", "show", "dev", server.iface, "egress").stdout
+
+        assert "calico_to_wep" in programs()
+        c.felix.stop()
+        c.felix.env["FELIX_BPFENABLED"] = "false"
+        c.felix.start()
+        c.felix.wait_ready()
+        assert "calico_to_wep" not in programs()
+        assert "detached BPF programs from" in c.felix.log_path.read_text()
+        c.ds.apply(
+            {
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "deny-sv", "namespace": "ns1"},
+                "spec": {"selector": "app == 'sv'", "types": ["Ingress"]},
+            }
+        )
+        assert eventually(lambda: tcp(client, server.ip, 8080), "timeout") == "timeout"
+        ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+        tw = ruleset.split(f"chain filter-cali-tw-{server.iface}", 1)[1].split("}", 1)[0]
+        assert "cali-pi-" in tw  # nftables enforces again
+        c.ds.delete("NetworkPolicy", "deny-sv", "ns1")

@@ -1,0 +1,156 @@
+"""BPF dataplane userspace without a kernel: policy generation decisions, map key encodings,
+IP set ids, the fallback when BPF cannot run."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import struct
+
+import pytest
+
+from calico.felix.bpf import bpffs, mode
+from calico.felix.bpf.idalloc import IDAllocator
+from calico.felix.bpf.maps import CT_KEY, IPSET_KEY, ct_key, ipset_key
+from calico.felix.bpf.polprog import EndpointPolicy, Generator
+from calico.felix.messages import ICMPTypeCode, Policy, PolicyID, PortRange, Profile, Rule, TierInfo
+
+
+def gen(**policies: Policy) -> Generator:
+    ids = IDAllocator()
+    return Generator({PolicyID(k, tier="t"): v for k, v in policies.items()}, {}, ids.get_or_alloc)
+
+
+def test_rules_that_cannot_match_ipv4_are_left_out() -> None:
+    g = gen()
+    assert g.rule_conditions(Rule(action="allow", ip_version=6)) is None
+    assert g.rule_conditions(Rule(action="allow", protocol="icmpv6")) is None
+    assert g.rule_conditions(Rule(action="allow", src_net=("fd00::/8",))) is None
+    # a mixed list keeps its IPv4 part; an IPv6-only negation is dropped, not the rule
+    conds = g.rule_conditions(Rule(action="allow", src_net=("fd00::/8", "10.0.0.0/8")))
+    assert conds == ["(((st->ip_src & 0x000000ff) == 0x0000000a))"]
+    assert g.rule_conditions(Rule(action="allow", not_dst_net=("fd00::/8",))) == []
+
+
+def test_criteria_rendering_boundaries() -> None:
+    g = gen()
+    conds = g.rule_conditions(
+        Rule(
+            action="allow",
+            protocol="tcp",
+            src_net=("192.168.1.128/25",),
+            dst_ports=(PortRange(80, 80), PortRange(1000, 2000)),
+        )
+    )
+    assert conds == [
+        "st->proto == 6",
+        "(((st->ip_src & 0x80ffffff) == 0x8001a8c0))",
+        "((st->has_ports && (st->dport == 80 || (st->dport >= 1000 && st->dport <= 2000))))",
+    ]
+    assert g.rule_conditions(Rule(action="allow", src_net=("0.0.0.0/0",))) == [
+        "(((st->ip_src & 0x00000000) == 0x00000000))"
+    ]
+    conds = g.rule_conditions(Rule(action="allow", protocol="icmp", not_icmp=ICMPTypeCode(3, 1)))
+    assert conds == ["st->proto == 1", "!((st->icmp_type == 3 && st->icmp_code == 1))"]
+
+
+def test_bad_rules_raise_clear_errors() -> None:
+    g = gen()
+    with pytest.raises(ValueError, match="ICMP type match needs protocol"):
+        g.rule_conditions(Rule(action="allow", icmp=ICMPTypeCode(8)))
+    with pytest.raises(ValueError, match="unknown protocol"):
+        g.rule_conditions(Rule(action="allow", protocol="bogus"))
+    g = gen(p=Policy(inbound_rules=(Rule(action="frobnicate"),)))
+    ep = EndpointPolicy((TierInfo("t", ingress_policies=(PolicyID("p", tier="t"),)),), (), True)
+    with pytest.raises(ValueError, match="unknown rule action 'frobnicate'"):
+        g.source(ep)
+
+
+def test_program_structure_follows_the_endpoint_chain() -> None:
+    pid, staged = PolicyID("p", tier="t"), PolicyID("s", kind="StagedNetworkPolicy", tier="t")
+    g = Generator(
+        {pid: Policy(inbound_rules=(Rule(action="allow"),)), staged: Policy()},
+        {"prof": Profile(inbound_rules=(Rule(action="pass"),))},
+        IDAllocator().get_or_alloc,
+    )
+    tiers = (
+        TierInfo("t", ingress_policies=(pid,)),
+        TierInfo("onlystaged", ingress_policies=(staged,)),
+        TierInfo("passes", ingress_policies=(pid,), default_action="Pass"),
+        TierInfo("egressonly", egress_policies=(pid,)),
+    )
+    src = g.source(EndpointPolicy(tiers, ("prof",), True))
+    assert src.count("/* end of tier") == 1  # t only: staged-only and egress tiers vanish
+    assert "tier onlystaged" not in src and "tier egressonly" not in src
+    assert "goto pro0_end;" in src  # profile pass continues with the next profile
+    assert src.rstrip().endswith('char _license[] SEC("license") = "GPL";')
+    assert "goto deny; /* endpoint admin down */" in g.source(EndpointPolicy((), (), True, True))
+
+
+def test_ct_key_is_canonical() -> None:
+    k1 = ct_key(6, "10.0.0.1", "10.0.0.2", 40000, 80)
+    assert k1 == ct_key(6, "10.0.0.2", "10.0.0.1", 80, 40000)
+    proto, a, b, pa, pb = CT_KEY.unpack(k1)
+    assert (proto, a, b, pa, pb) == (6, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), 40000, 80)
+    # addresses compare as little-endian integers of their network-order bytes:
+    # 1.0.0.2 (0x0200_0001) > 2.0.0.1 (0x0100_0002), so 2.0.0.1 is side A
+    _, a, _, _, _ = CT_KEY.unpack(ct_key(17, "1.0.0.2", "2.0.0.1", 1, 2))
+    assert a == bytes([2, 0, 0, 1])
+    # equal addresses: lower port first; equal ports too: the source is side B
+    _, _, _, pa, pb = CT_KEY.unpack(ct_key(17, "10.0.0.1", "10.0.0.1", 9, 5))
+    assert (pa, pb) == (5, 9)
+
+
+def test_ipset_keys() -> None:
+    sid = 0x0102030405060708
+    prefix, id_be, addr, port, proto, pad = IPSET_KEY.unpack(ipset_key(sid, "10.1.0.0/16"))
+    assert (prefix, id_be, addr, port, proto, pad) == (
+        80,
+        bytes(range(1, 9)),
+        b"\n\x01\0\0",
+        0,
+        0,
+        0,
+    )
+    assert IPSET_KEY.unpack(ipset_key(sid, "10.1.2.3"))[0] == 96
+    assert IPSET_KEY.unpack(ipset_key(sid, "10.1.2.3,tcp:8080"))[:5] == (
+        120, bytes(range(1, 9)), b"\n\x01\x02\x03", 8080, 6
+    )  # fmt: skip
+    assert ipset_key(sid, "fd00::1/128") is None
+    assert ipset_key(sid, "10.1.2.3,icmp:0") is None
+    with pytest.raises(ValueError):
+        ipset_key(sid, "not-an-ip")
+
+
+def test_ipset_ids_are_upstreams_and_unique() -> None:
+    ids = IDAllocator()
+    want = struct.unpack("<Q", hashlib.sha256(b"\0" * 8 + b"s:abc").digest()[:8])[0]
+    assert ids.get_or_alloc("s:abc") == want
+    assert ids.get_or_alloc("s:abc") == want  # stable
+    other = IDAllocator()
+    other._owners[want] = "taken"  # a collision moves on to n = 1
+    n1 = struct.unpack("<Q", hashlib.sha256((1).to_bytes(8, "little") + b"s:abc").digest()[:8])[0]
+    assert other.get_or_alloc("s:abc") == n1
+    ids.release("s:abc")
+    assert ids.get("s:abc") is None
+
+
+def test_kernel_gate() -> None:
+    bpffs.check_kernel("6.18.44-fc")
+    bpffs.check_kernel("5.3.0")
+    with pytest.raises(bpffs.BPFUnavailable, match=r"kernel 5\.2 is older than 5\.3"):
+        bpffs.check_kernel("5.2.21-generic")
+    with pytest.raises(bpffs.BPFUnavailable, match="cannot parse"):
+        bpffs.check_kernel("weird")
+
+
+def test_enable_falls_back_to_nftables_when_bpffs_is_unusable(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # /proc is a mount point that is not a bpffs: upstream would use another path; we refuse.
+    monkeypatch.setattr(mode, "BPFFS_ROOT", "/proc")
+    parts = object()
+    with caplog.at_level(logging.ERROR):
+        assert mode.enable({"BPFEnabled": True}, parts) is parts
+    assert "/proc is mounted but is not a bpffs" in caplog.text
+    assert "falling back to the nftables dataplane" in caplog.text
