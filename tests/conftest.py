@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,17 @@ def clean_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("CNI_COMMAND", None)
     return env
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging() -> Iterator[None]:
+    """Put the root logger's level and handlers back after every test.
+
+    In-process CLI runs (``calicoctl --log-level``, daemons' ``main``) set the root level as the
+    real processes do; without this a later test's ``caplog`` sees nothing below that level.
+    """
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
