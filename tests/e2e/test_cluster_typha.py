@@ -1,9 +1,9 @@
-"""Three real nodes whose Felix syncs through ONE Typha (``calico node cluster up --typha``):
-Typha runs in the cluster's lan namespace against the cluster's etcd; pods talk across nodes;
-a policy change made with calicoctl reaches all three Felixes through Typha; and while Typha is
-down a policy change reaches none of them (no Felix watches the datastore itself), then arrives
-everywhere once Typha is back. Felix only: the bird backend (confd in ``calico node run``) is
-not on main yet — confd through Typha is covered by tests/integration/typha.
+"""Three real nodes whose Felix and confd sync through ONE Typha (``calico node cluster up
+--typha``, BGP backend, no-encap pool): Typha runs in the cluster's lan namespace against the
+cluster's etcd; every Felix and every confd streams from it, BIRD's mesh is Established and pods
+talk across nodes over BIRD's routes; a policy change made with calicoctl reaches all three
+Felixes through Typha; and while Typha is down a policy change reaches none of them (no Felix
+watches the datastore itself), then arrives everywhere once Typha is back.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     require_root()
     root = tmp_path_factory.mktemp("clty")
     addr = typha.address(cluster_spec.build("any", root))  # the router address: fixed
-    c = Cluster(root, extra_env={"FELIX_TYPHAADDR": addr})
+    c = Cluster(root, backend="bird", extra_env={"FELIX_TYPHAADDR": addr})
     # the harness builds its own spec; the same cluster with the Typha option on (so
     # lifecycle.prepare starts Typha before the nodes, as ``up --typha`` does)
     c.spec = dataclasses.replace(c.spec, typha=True)
     try:
-        c.up()
+        c.up(vxlan_mode="Never")
         yield c
     finally:
         c.down()
@@ -70,9 +70,13 @@ def metric(cluster: Cluster, sample: str) -> float:
     raise AssertionError(f"Typha has no metric {sample}")
 
 
-def felix_log(cluster: Cluster, index: int) -> str:
-    path: Path = cluster.node(index).log_dir / "felix" / "current"
+def service_log(cluster: Cluster, index: int, service: str = "felix") -> str:
+    path: Path = cluster.node(index).log_dir / service / "current"
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def felix_log(cluster: Cluster, index: int) -> str:
+    return service_log(cluster, index, "felix")
 
 
 PAIRS = (("a", "b"), ("b", "c"), ("c", "a"))
@@ -91,8 +95,13 @@ def test_every_felix_syncs_through_the_one_typha(
     addr = typha.address(cluster.spec)
     for i in (1, 2, 3):
         assert f"Syncing through Typha at {addr}" in felix_log(cluster, i), i
+        assert f"Syncing through Typha at {addr}" in service_log(cluster, i, "confd"), i
     assert metric(cluster, 'typha_connections_streaming{syncer="felix"}') == 3
-    assert metric(cluster, "typha_connections_active") == 3
+    assert metric(cluster, 'typha_connections_streaming{syncer="bgp"}') == 3
+    assert metric(cluster, "typha_connections_active") == 6
+    for i in (1, 2, 3):
+        ok, _ = poll(lambda i=i: cluster.bgp_status(i).count("Established") >= 2, 60, 1)
+        assert ok, f"node {i}'s BIRD mesh is not Established\n{cluster.bgp_status(i)}"
     ok, _ = all_pairs(pods, True, 30)
     assert ok, f"pods do not talk across nodes\n{cluster.diagnostics()}"
 
