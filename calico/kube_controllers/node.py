@@ -177,7 +177,7 @@ class NodeController:
             for h in self.calico.list(HostEndpoint).items
             if (h.metadata.labels or {}).get(CREATED_BY) == CREATED_BY_US
         }
-        for name, hep in existing.items():
+        for name in existing:
             if name not in wanted:
                 with contextlib.suppress(*_SOFT):
                     self.calico.delete(HostEndpoint, name)
