@@ -16,6 +16,7 @@ COMPONENTS: dict[str, str] = {
     "confd": "calico.confd.command:confd_command",
     "felix": "calico.felix.daemon:felix_command",
     "guardian": "calico.guardian.daemon:guardian_command",
+    "kube-controllers": "calico.kube_controllers.daemon:kube_controllers_command",
     "node": "calico.node.command:node_group",
     "typha": "calico.typha.daemon:typha_command",
 }

@@ -33,6 +33,7 @@ class KubeCache:
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {k: {} for k in kinds}
         self.status = SyncStatus.WAIT_FOR_DATASTORE
         self.generation = 0
+        self.stopped = False
         self.cond = threading.Condition()
         self.syncer = WatcherSyncer(backend, [ResourceType(k, _raw) for k in kinds], self)
 
@@ -40,18 +41,29 @@ class KubeCache:
         self.syncer.start()
 
     def stop(self) -> None:
+        """Stop watching. The syncer's closing synthetic deletes are ignored and the view
+        stays "not in sync", so no controller mistakes a shutdown for deleted nodes."""
+        with self.cond:
+            self.stopped = True
+            self.status = SyncStatus.WAIT_FOR_DATASTORE
+            self.generation += 1
+            self.cond.notify_all()
         self.syncer.stop(2.0)
 
     # -- SyncerCallbacks -------------------------------------------------------------------
 
     def on_status_updated(self, status: SyncStatus) -> None:
         with self.cond:
+            if self.stopped:
+                return
             self.status = status
             self.generation += 1
             self.cond.notify_all()
 
     def on_updates(self, updates: list[Update]) -> None:
         with self.cond:
+            if self.stopped:
+                return
             for u in updates:
                 key = u.key
                 assert isinstance(key, ResourceKey)

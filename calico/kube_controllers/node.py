@@ -104,6 +104,8 @@ def auto_hep(node: Node) -> HostEndpoint:
 
 
 class NodeController:
+    name = "node"
+
     def __init__(
         self,
         calico: Client,
@@ -148,6 +150,12 @@ class NodeController:
                     self._sync_labels(node, _kube_labels(view))
         self._reconcile_heps(kept if self.auto_heps else [])
         result = self.gc.run_pass(live, self.kube.pod_ips())
+        log.info(
+            "Node controller pass: %d nodes, %d addresses released, %d leak candidates",
+            len(live),
+            len(result.released),
+            result.candidates,
+        )
         if self.metrics is not None:
             self.metrics.record(result)
         return result

@@ -243,3 +243,17 @@ def test_nothing_released_while_the_kubernetes_view_is_not_in_sync(
     kube.status = kube.status.__class__.RESYNC_IN_PROGRESS
     assert ctrl.reconcile() is None
     assert len(_allocated(ipam)) == 1
+
+
+def test_a_stopping_view_never_looks_like_deleted_nodes(world: dict[str, Any]) -> None:
+    """The syncer's closing synthetic deletes must not reach the controller."""
+    api, ipam, kube, ctrl = world["api"], world["ipam"], world["kube"], world["ctrl"]
+    add_node(api, "node-a")
+    ip = _assign(ipam, "node-a", "ns1", "p")
+    add_pod(api, "ns1", "p", "node-a", ip)
+    wait_for(lambda: _in_sync_with(kube, 1, 1), what="sync")
+    kube.stop()
+    assert not kube.in_sync
+    assert kube.node_names() == {"node-a"}
+    assert ctrl.reconcile() is None
+    assert _allocated(ipam) == {ip}
