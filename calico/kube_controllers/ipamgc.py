@@ -22,15 +22,23 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from calico.datastore.errors import ResourceDoesNotExistError, UpdateConflictError
+from calico.datastore.errors import (
+    DatastoreError,
+    ResourceDoesNotExistError,
+    UpdateConflictError,
+)
 from calico.ipam import BadSequenceNumber, IPAMClient, ReleaseOptions
+from calico.ipam.blocks import IPNetwork
 from calico.ipam.errors import IPAMError
 from calico.ipam.pools import list_pools
 
 log = logging.getLogger(__name__)
+
+RELEASE_WORKERS = 8
 
 # (address, handle, sequence number): one allocation's identity across passes.
 AllocID = tuple[str, str, int]
@@ -83,7 +91,7 @@ class IPAMGarbageCollector:
         pools = list_pools(self.ipam.client)
         for pool in pools:
             result.pool_sizes[pool.name] = pool.cidr.num_addresses
-        release: list[tuple[ReleaseOptions, tuple[str, str]]] = []
+        release: list[tuple[ReleaseOptions, tuple[str, str], IPNetwork]] = []
         seen: set[AllocID] = set()
         dead_affinities: list[tuple[str, str]] = []
         for stored in self.ipam.store.list_blocks():
@@ -107,7 +115,7 @@ class IPAMGarbageCollector:
                     _bump(result.borrowed, key)
                 opt = ReleaseOptions(addr, attr.handle_id, alloc[2])
                 if node and dead_nodes_known and node not in live_nodes:
-                    release.append((opt, key))
+                    release.append((opt, key, block.cidr))
                     continue
                 ns, pod = owner.get("namespace"), owner.get("pod")
                 if not ns or not pod or not node:
@@ -118,7 +126,7 @@ class IPAMGarbageCollector:
                 first = self.leaks.setdefault(alloc, now)
                 if self.grace > 0 and now - first >= self.grace:
                     log.info("Releasing leaked IP %s (pod %s/%s gone)", addr, ns, pod)
-                    release.append((opt, key))
+                    release.append((opt, key, block.cidr))
                 else:
                     result.candidates += 1
                     _bump(result.gc_candidates, key)
@@ -129,26 +137,41 @@ class IPAMGarbageCollector:
         return result
 
     def _release(
-        self, release: Iterable[tuple[ReleaseOptions, tuple[str, str]]], result: PassResult
+        self, release: list[tuple[ReleaseOptions, tuple[str, str], IPNetwork]], result: PassResult
     ) -> None:
-        items = list(release)
-        if not items:
+        """Release block by block, blocks in parallel (every write is a CAS, and each pod has
+        its own handle, so concurrent blocks do not contend)."""
+        by_block: dict[IPNetwork, list[ReleaseOptions]] = {}
+        keys: dict[str, tuple[str, str]] = {}
+        for opt, key, cidr in release:
+            by_block.setdefault(cidr, []).append(opt)
+            keys[opt.address] = key
+        if not by_block:
             return
-        keys = {opt.address: key for opt, key in items}
-        try:
-            missing = set(self.ipam.release_ips([opt for opt, _ in items]))
-        except BadSequenceNumber:  # one was reallocated since the scan: go one by one
-            missing = set()
-            for opt, _ in items:
-                try:
-                    missing.update(self.ipam.release_ips([opt]))
-                except BadSequenceNumber:
-                    missing.add(opt.address)
-        for opt, _ in items:
-            if opt.address not in missing:
+        with ThreadPoolExecutor(min(RELEASE_WORKERS, len(by_block))) as pool:
+            done = list(pool.map(self._release_block, by_block.items()))
+        for freed in done:
+            for opt in freed:
                 result.released.append(opt.address)
                 _bump(result.reclaimed, keys[opt.address])
                 self.leaks.pop((opt.address, opt.handle or "", opt.sequence_number or 0), None)
+
+    def _release_block(self, item: tuple[IPNetwork, list[ReleaseOptions]]) -> list[ReleaseOptions]:
+        cidr, opts = item
+        try:
+            try:
+                missing = set(self.ipam.release_from_block(cidr, opts))
+            except BadSequenceNumber:  # one was reallocated since the scan: one by one
+                missing = set()
+                for opt in opts:
+                    try:
+                        missing.update(self.ipam.release_from_block(cidr, [opt]))
+                    except BadSequenceNumber:
+                        missing.add(opt.address)
+        except (IPAMError, DatastoreError) as exc:
+            log.warning("Could not release leaked addresses in %s: %s", cidr, exc)
+            return []
+        return [opt for opt in opts if opt.address not in missing]
 
     def _release_affinity(self, node: str, cidr: str, result: PassResult) -> None:
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from calico.api.cluster import Node
@@ -41,6 +42,7 @@ KUBE_LABELS = "projectcalico.org/kube-labels"
 CREATED_BY = "projectcalico.org/created-by"
 CREATED_BY_US = "calico-kube-controllers"
 AUTO_HEP_SUFFIX = "-auto-hep"
+WRITE_WORKERS = 8
 _SOFT = (UpdateConflictError, ResourceDoesNotExistError, ResourceAlreadyExistsError)
 
 
@@ -143,11 +145,14 @@ class NodeController:
                 self._delete_node(node)
         if self.sync_labels:
             views = self.kube.snapshot("Node")
+            jobs = []
             for node in kept:
                 ref = k8s_node_name(node)
                 view = views.get(("", ref)) if ref else None
                 if view is not None:
-                    self._sync_labels(node, _kube_labels(view))
+                    jobs.append((node, _kube_labels(view)))
+            with ThreadPoolExecutor(WRITE_WORKERS) as pool:  # independent CAS writes
+                list(pool.map(lambda job: self._sync_labels(*job), jobs))
         self._reconcile_heps(kept if self.auto_heps else [])
         result = self.gc.run_pass(live, self.kube.pod_ips())
         log.info(

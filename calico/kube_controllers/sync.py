@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from calico.api import parse_resource
@@ -38,6 +39,7 @@ from calico.model.resources import resource_prefix
 log = logging.getLogger(__name__)
 
 KNP_PREFIX = "knp.default."
+WRITE_WORKERS = 8
 _SOFT = (UpdateConflictError, ResourceDoesNotExistError, ResourceAlreadyExistsError)
 
 
@@ -157,7 +159,7 @@ class PodController:
         pods: dict[tuple[str, str], dict[str, Any]] = {}
         for (ns, _), view in self.kube.snapshot("WorkloadEndpoint").items():
             pods[(ns, view.get("spec", {}).get("pod", ""))] = view
-        writes = 0
+        jobs: list[tuple[str, str, int]] = []
         for kv in self.backend.list(resource_prefix("WorkloadEndpoint")).kvs:
             wep = json.loads(kv.value)
             spec, meta = wep.get("spec") or {}, wep.get("metadata") or {}
@@ -179,12 +181,18 @@ class PodController:
                     else:
                         spec[field] = value
                     changed = True
-            if not changed:
-                continue
-            wep["metadata"], wep["spec"] = meta, spec
-            try:
-                self.backend.update(kv.key, json.dumps(wep, sort_keys=True), kv.revision)
-                writes += 1
-            except _SOFT as exc:
-                log.info("workloadendpoint controller: %s", exc)
-        return writes
+            if changed:
+                wep["metadata"], wep["spec"] = meta, spec
+                jobs.append((kv.key, json.dumps(wep, sort_keys=True), kv.revision))
+        with ThreadPoolExecutor(WRITE_WORKERS) as pool:  # independent CAS writes
+            return sum(pool.map(self._write, jobs))
+
+    def _write(self, job: tuple[str, str, int]) -> int:
+        try:
+            self.backend.update(*job)
+            return 1
+        except _SOFT as exc:
+            log.info("workloadendpoint controller: %s", exc)
+        except DatastoreError as exc:
+            log.warning("workloadendpoint controller: write failed: %s", exc)
+        return 0

@@ -57,8 +57,10 @@ def _etcd_client(etcd_server: Any) -> Client:
     return Client(make_etcd_backend(etcd_server.endpoints, f"/kc-{uuid.uuid4().hex[:12]}"))
 
 
-def _view_count(kube: KubeCache, kind: str, prefix: str = "") -> int:
-    return sum(1 for _, n in kube.snapshot(kind) if n.startswith(prefix))
+def _view(kube: KubeCache, kind: str) -> set[tuple[str, str]]:
+    """The view's identities: waits compare exact sets (a count could match while the
+    previous example's objects are still being deleted)."""
+    return set(kube.snapshot(kind))
 
 
 def _mutate(obj: dict[str, Any], fate: str) -> dict[str, Any] | None:
@@ -118,8 +120,8 @@ def test_profile_controllers_converge_and_are_idempotent(
     wait_for(
         lambda: (
             kube.in_sync
-            and _view_count(kube, "Profile", "kns.") == len(namespaces)
-            and _view_count(kube, "Profile", "ksa.") == len(sas)
+            and {n for _, n in _view(kube, "Profile") if n.startswith(("kns.", "ksa."))}
+            == {f"kns.{ns}" for ns in namespaces} | {f"ksa.{ns}.{sa}" for ns, sa in sas}
         ),
         what="profiles in the view",
     )
@@ -189,7 +191,7 @@ def test_policy_controller_converges_and_is_idempotent(
     for (ns, name), app in policies.items():
         api.put_object("networking.k8s.io/v1", "networkpolicies", _np(name, ns, app))
     wait_for(
-        lambda: kube.in_sync and _view_count(kube, "KubernetesNetworkPolicy") == len(policies),
+        lambda: kube.in_sync and _view(kube, "KubernetesNetworkPolicy") == set(policies),
         what="policies in the view",
     )
     client = _etcd_client(etcd_server)
@@ -259,7 +261,11 @@ def test_pod_controller_converges_and_is_idempotent(
             },
         )
     wait_for(
-        lambda: kube.in_sync and _view_count(kube, "WorkloadEndpoint") == len(pods),
+        lambda: (
+            kube.in_sync
+            and {(ns, v["spec"]["pod"]) for (ns, _), v in kube.snapshot("WorkloadEndpoint").items()}
+            == {("ns1", p) for p in pods}
+        ),
         what="pods in the view",
     )
     client = _etcd_client(etcd_server)
