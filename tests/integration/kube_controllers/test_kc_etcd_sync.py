@@ -57,12 +57,6 @@ def _etcd_client(etcd_server: Any) -> Client:
     return Client(make_etcd_backend(etcd_server.endpoints, f"/kc-{uuid.uuid4().hex[:12]}"))
 
 
-def _view(kube: KubeCache, kind: str) -> set[tuple[str, str]]:
-    """The view's identities: waits compare exact sets (a count could match while the
-    previous example's objects are still being deleted)."""
-    return set(kube.snapshot(kind))
-
-
 def _mutate(obj: dict[str, Any], fate: str) -> dict[str, Any] | None:
     obj = json.loads(json.dumps(obj))
     if fate == "missing":
@@ -120,8 +114,23 @@ def test_profile_controllers_converge_and_are_idempotent(
     wait_for(
         lambda: (
             kube.in_sync
-            and {n for _, n in _view(kube, "Profile") if n.startswith(("kns.", "ksa."))}
-            == {f"kns.{ns}" for ns in namespaces} | {f"ksa.{ns}.{sa}" for ns, sa in sas}
+            and {
+                n: v["spec"].get("labelsToApply")
+                for (_, n), v in kube.snapshot("Profile").items()
+                if n.startswith(("kns.", "ksa."))
+            }
+            == {
+                **{
+                    f"kns.{ns}": {f"pcns.{k}": v for k, v in lab.items()}
+                    | {"pcns.projectcalico.org/name": ns}
+                    for ns, lab in namespaces.items()
+                },
+                **{
+                    f"ksa.{ns}.{sa}": {f"pcsa.{k}": v for k, v in lab.items()}
+                    | {"pcsa.projectcalico.org/name": sa}
+                    for (ns, sa), lab in sas.items()
+                },
+            }
         ),
         what="profiles in the view",
     )
@@ -191,7 +200,17 @@ def test_policy_controller_converges_and_is_idempotent(
     for (ns, name), app in policies.items():
         api.put_object("networking.k8s.io/v1", "networkpolicies", _np(name, ns, app))
     wait_for(
-        lambda: kube.in_sync and _view(kube, "KubernetesNetworkPolicy") == set(policies),
+        lambda: (
+            kube.in_sync
+            and {
+                k: v["spec"]["selector"]
+                for k, v in kube.snapshot("KubernetesNetworkPolicy").items()
+            }
+            == {
+                k: f"projectcalico.org/orchestrator == 'k8s' && app == '{app}'"
+                for k, app in policies.items()
+            }
+        ),
         what="policies in the view",
     )
     client = _etcd_client(etcd_server)
@@ -263,8 +282,14 @@ def test_pod_controller_converges_and_is_idempotent(
     wait_for(
         lambda: (
             kube.in_sync
-            and {(ns, v["spec"]["pod"]) for (ns, _), v in kube.snapshot("WorkloadEndpoint").items()}
-            == {("ns1", p) for p in pods}
+            and {
+                v["spec"]["pod"]: (
+                    {k: x for k, x in v["metadata"]["labels"].items() if "projectcalico" not in k},
+                    v["spec"].get("serviceAccountName", ""),
+                )
+                for v in kube.snapshot("WorkloadEndpoint").values()
+            }
+            == pods
         ),
         what="pods in the view",
     )
