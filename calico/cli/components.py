@@ -17,6 +17,7 @@ COMPONENTS: dict[str, str] = {
     "felix": "calico.felix.daemon:felix_command",
     "goldmane": "calico.goldmane.daemon:goldmane_command",
     "guardian": "calico.guardian.daemon:guardian_command",
+    "kube-controllers": "calico.kube_controllers.daemon:kube_controllers_command",
     "node": "calico.node.command:node_group",
     "typha": "calico.typha.daemon:typha_command",
 }

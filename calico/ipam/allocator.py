@@ -501,6 +501,11 @@ class IPAMClient:
             unallocated += self._release_in_block(cidr, items)
         return unallocated
 
+    def release_from_block(self, cidr: IPNetwork, opts: Iterable[ReleaseOptions]) -> list[str]:
+        """``release_ips`` for addresses the caller knows lie in block ``cidr`` (the GC found
+        them there in its scan): no per-address pool and block lookups."""
+        return self._release_in_block(cidr, [(ipaddress.ip_address(o.address), o) for o in opts])
+
     def _block_of(self, addr: IPAddress) -> IPNetwork | None:
         pool = pool_for_ip(list_pools(self.client), addr)
         if pool is not None:

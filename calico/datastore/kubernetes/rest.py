@@ -81,3 +81,10 @@ class Rest:
         if resp.status >= 400:
             raise parse_status(resp.status, resp.read(), f"GET {path}")
         return resp.response
+
+    def get_status(self, path: str, timeout: float | None = None) -> int:
+        """The HTTP status of a GET on a plain-text endpoint (kube-controllers' ``/healthz``
+        check); connection failures raise ConnectionFailedError."""
+        resp = self._call("GET", path, None, None, JSON, timeout or self.timeout)
+        resp.read()
+        return int(resp.status)
