@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -33,15 +33,32 @@ FATE = st.sampled_from(["missing", "same", "labels", "spec"])
 
 
 @pytest.fixture(scope="module")
-def kube_world() -> Iterator[tuple[FakeAPIServer, KubeCache]]:
+def kube_world() -> Iterator[tuple[FakeAPIServer, Callable[[], KubeCache]]]:
+    """The fake API server and a factory for a Kubernetes view listed afresh per example.
+
+    Each example starts its own view (and the factory stops the previous one): the test is
+    about the controllers converging from an arbitrary Calico-side start state. A view kept
+    across examples was seen, about one run in ten, to bring back a profile deleted with the
+    previous example (a watch-ordering fault in the Kubernetes datastore, recorded in
+    design/kube-controllers.md), which is not what this test measures.
+    """
     with FakeAPIServer(bookmark_interval=0.2) as api:
         backend = open_backend(kdd_config(api))
-        kube = KubeCache(backend)
-        kube.start()
+        views: list[KubeCache] = []
+
+        def fresh() -> KubeCache:
+            while views:
+                views.pop().stop()
+            kube = KubeCache(backend)
+            kube.start()
+            views.append(kube)
+            return kube
+
         try:
-            yield api, kube
+            yield api, fresh
         finally:
-            kube.stop()
+            while views:
+                views.pop().stop()
             backend.close()
 
 
@@ -96,14 +113,14 @@ def _essence(d: dict[str, Any]) -> tuple[Any, Any]:
     stale=st.lists(st.sampled_from(["kns.zz", "ksa.zz.q", "kns.old"]), unique=True),
 )
 def test_profile_controllers_converge_and_are_idempotent(
-    kube_world: tuple[FakeAPIServer, KubeCache],
+    kube_world: tuple[FakeAPIServer, Callable[[], KubeCache]],
     etcd_server: Any,
     namespaces: dict[str, dict[str, str]],
     sas: dict[tuple[str, str], dict[str, str]],
     fates: list[str],
     stale: list[str],
 ) -> None:
-    api, kube = kube_world
+    api, fresh_view = kube_world
     _reset(api)
     for ns, labels in namespaces.items():
         api.put_object("v1", "namespaces", {"metadata": {"name": ns, "labels": labels}})
@@ -111,6 +128,7 @@ def test_profile_controllers_converge_and_are_idempotent(
         api.put_object(
             "v1", "serviceaccounts", {"metadata": {"name": sa, "namespace": ns, "labels": labels}}
         )
+    kube = fresh_view()  # lists the state just written
     wait_for(
         lambda: (
             kube.in_sync
@@ -189,16 +207,17 @@ def _np(name: str, ns: str, app: str) -> dict[str, Any]:
     stale=st.lists(st.tuples(NAMES, NAMES), max_size=3, unique=True),
 )
 def test_policy_controller_converges_and_is_idempotent(
-    kube_world: tuple[FakeAPIServer, KubeCache],
+    kube_world: tuple[FakeAPIServer, Callable[[], KubeCache]],
     etcd_server: Any,
     policies: dict[tuple[str, str], str],
     fates: list[str],
     stale: list[tuple[str, str]],
 ) -> None:
-    api, kube = kube_world
+    api, fresh_view = kube_world
     _reset(api)
     for (ns, name), app in policies.items():
         api.put_object("networking.k8s.io/v1", "networkpolicies", _np(name, ns, app))
+    kube = fresh_view()  # lists the state just written
     wait_for(
         lambda: (
             kube.in_sync
@@ -258,12 +277,12 @@ def _clean_np(ns: str, name: str) -> dict[str, Any]:
     fates=st.lists(st.sampled_from(["missing", "same", "labels", "sa"]), min_size=4, max_size=4),
 )
 def test_pod_controller_converges_and_is_idempotent(
-    kube_world: tuple[FakeAPIServer, KubeCache],
+    kube_world: tuple[FakeAPIServer, Callable[[], KubeCache]],
     etcd_server: Any,
     pods: dict[str, tuple[dict[str, str], str]],
     fates: list[str],
 ) -> None:
-    api, kube = kube_world
+    api, fresh_view = kube_world
     _reset(api)
     add_node(api, "node-1")
     for name, (labels, sa) in pods.items():
@@ -279,6 +298,7 @@ def test_pod_controller_converges_and_is_idempotent(
                 "status": {"podIP": "10.0.0.1"},
             },
         )
+    kube = fresh_view()  # lists the state just written
     wait_for(
         lambda: (
             kube.in_sync
