@@ -3,39 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+from component_process import ComponentProcess
 
 
-class GoldmaneProcess:
+class GoldmaneProcess(ComponentProcess):
     def __init__(self, calico_bin: str, env: dict[str, str], log_path: Path) -> None:
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [calico_bin, "component", "goldmane"],
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_log(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = re.search(pattern, self.log())
-            if m:
-                return m
-            assert self.proc.poll() is None, f"goldmane exited early:\n{self.log()}"
-            time.sleep(0.05)
-        raise AssertionError(f"{pattern!r} not logged within {timeout}s:\n{self.log()}")
+        super().__init__(calico_bin, "goldmane", env, log_path)
 
     @property
     def port(self) -> int:
@@ -44,17 +22,6 @@ class GoldmaneProcess:
     @property
     def health_port(self) -> int:
         return int(self.wait_log(r"Health endpoint listening host=\S* port=(\d+)").group(1))
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
 
 @pytest.fixture
