@@ -8,61 +8,16 @@ up front for all four syncer types.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, Summary
-from prometheus_client.exposition import MetricsHandler
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
+from calico.prometheus import ExactCounter, MetricsServer
 from calico.syncer.definitions import SYNCER_TYPES
 
+__all__ = ["ExactCounter", "MetricsServer", "TyphaMetrics", "observe_many"]
+
 log = logging.getLogger(__name__)
-
-
-class _Child:
-    def __init__(self, parent: ExactCounter, labels: tuple[str, ...]) -> None:
-        self._parent, self._labels = parent, labels
-
-    def inc(self, amount: float = 1.0) -> None:
-        self._parent.add(self._labels, amount)
-
-
-class ExactCounter(Collector):
-    """A counter exported under exactly ``name``. Thread-safe."""
-
-    def __init__(self, name: str, doc: str, labelnames: tuple[str, ...] = ()) -> None:
-        self.name, self.doc, self.labelnames = name, doc, labelnames
-        self._values: dict[tuple[str, ...], float] = {}
-        self._lock = threading.Lock()
-        if not labelnames:
-            self._values[()] = 0.0
-
-    def labels(self, *labels: str) -> _Child:
-        with self._lock:
-            self._values.setdefault(labels, 0.0)
-        return _Child(self, labels)
-
-    def inc(self, amount: float = 1.0) -> None:
-        self.add((), amount)
-
-    def add(self, labels: tuple[str, ...], amount: float) -> None:
-        with self._lock:
-            self._values[labels] = self._values.get(labels, 0.0) + amount
-
-    def value(self, *labels: str) -> float:
-        with self._lock:
-            return self._values.get(labels, 0.0)
-
-    def collect(self) -> Iterator[Metric]:
-        metric = Metric(self.name, self.doc, "unknown")
-        with self._lock:
-            for labels, value in sorted(self._values.items()):
-                metric.add_sample(self.name, dict(zip(self.labelnames, labels, strict=True)), value)
-        yield metric
 
 
 class TyphaMetrics:
@@ -138,35 +93,6 @@ class TyphaMetrics:
         self.ping_latency = summary("typha_ping_latency", "Ping round trip.")
         self.kvs_per_msg = summary("typha_kvs_per_msg", "KVs per KVs message.")
         self.breadcrumb_size = summary("typha_breadcrumb_size", "Deltas per breadcrumb.")
-
-
-class MetricsServer:
-    """The Prometheus HTTP endpoint on its own thread."""
-
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        self._registry, self._host, self._port = registry, host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._httpd = ThreadingHTTPServer(
-            (self._host or "", self._port), MetricsHandler.factory(self._registry)
-        )
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
-        )
-        self._thread.start()
-        log.info("Prometheus metrics listening host=%r port=%d", self._host, self.port)
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1]) if self._httpd is not None else 0
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
 
 
 def observe_many(summary_child: Any, amount: float, n: int) -> None:

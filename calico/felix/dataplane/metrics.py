@@ -11,46 +11,15 @@ only ever sees local endpoints) through :class:`ClusterStatsGauges`.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Gauge, Summary
-from prometheus_client.exposition import MetricsHandler
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
 from calico.felix.calc.stats_collector import ClusterStats
+from calico.prometheus import ExactCounter, MetricsServer
+
+__all__ = ["ClusterStatsGauges", "ExactCounter", "FelixMetrics", "MetricsServer"]
 
 log = logging.getLogger(__name__)
-
-
-class ExactCounter(Collector):
-    """A (labelled) counter exported under exactly ``name``. Thread-safe."""
-
-    def __init__(self, name: str, doc: str, labelnames: tuple[str, ...] = ()) -> None:
-        self.name, self.doc, self.labelnames = name, doc, labelnames
-        self._values: dict[tuple[str, ...], float] = {}
-        self._lock = threading.Lock()
-        if not labelnames:
-            self._values[()] = 0.0
-
-    def inc(self, amount: float = 1.0, *labels: str) -> None:
-        with self._lock:
-            self._values[labels] = self._values.get(labels, 0.0) + amount
-
-    def value(self, *labels: str) -> float:
-        with self._lock:
-            return self._values.get(labels, 0.0)
-
-    def collect(self) -> Iterator[Metric]:
-        # "unknown" (untyped): prometheus-client renames a "counter" family's HELP/TYPE lines to
-        # <name>_total, which would no longer match the samples' upstream name.
-        metric = Metric(self.name, self.doc, "unknown")
-        with self._lock:
-            for labels, value in sorted(self._values.items()):
-                metric.add_sample(self.name, dict(zip(self.labelnames, labels, strict=True)), value)
-        yield metric
 
 
 class FelixMetrics:
@@ -115,36 +84,3 @@ class ClusterStatsGauges:
 
     def on_resync_started(self) -> None:
         self._metrics.resyncs_started.inc()
-
-
-class MetricsServer:
-    """Owns the Prometheus HTTP thread (``start``/``stop``), as the health server does."""
-
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        self._registry, self._host, self._port = registry, host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        handler = MetricsHandler.factory(self._registry)
-        self._httpd = ThreadingHTTPServer((self._host or "", self._port), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="prometheus",
-            daemon=True,
-        )
-        self._thread.start()
-        log.info("Prometheus metrics listening host=%r port=%d", self._host, self.port)
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1]) if self._httpd is not None else 0
-
-    def stop(self, timeout: float = 2.0) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout)
