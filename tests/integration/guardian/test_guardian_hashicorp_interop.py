@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -68,7 +69,17 @@ def test_python_client_interoperates_with_hashicorp_server(go_peer: str) -> None
     assert proc.returncode == 0, (lines, err)
     assert "GO-OPEN-OK" in lines and "GO-PING-OK" in lines and "GO-DONE" in lines
     assert "GO-ECHO 1048576 <nil>" in lines
-    assert "yamux:" not in err, err  # hashicorp logged no warning or error about us
+    complaints = [line for line in err.splitlines() if "yamux:" in line]
+    assert [c for c in complaints if not _LATE_CREDIT.search(c)] == [], err
+
+
+# The one warning the protocol itself allows: a window update (type 1, no flags) we sent while
+# the peer's closing FIN was still in flight to us. hashicorp forgets a stream the moment both
+# FINs have crossed, so the credit lands on a stream it no longer knows; hashicorp peers race
+# the same way. We stop crediting as soon as we have seen the FIN (stream._credit_window).
+_LATE_CREDIT = re.compile(
+    r"\[WARN\] yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:[12] Length:\d+$"
+)
 
 
 async def _client(port: int) -> None:
