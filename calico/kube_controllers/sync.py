@@ -39,7 +39,7 @@ from calico.model.resources import resource_prefix
 log = logging.getLogger(__name__)
 
 KNP_PREFIX = "knp.default."
-WRITE_WORKERS = 8
+WRITE_WORKERS = 16
 _SOFT = (UpdateConflictError, ResourceDoesNotExistError, ResourceAlreadyExistsError)
 
 
