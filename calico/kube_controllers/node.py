@@ -21,7 +21,6 @@ import contextlib
 import ipaddress
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from calico.api import parse_resource
@@ -38,6 +37,7 @@ from calico.datastore.errors import (
 from calico.kube_controllers.ipamgc import IPAMGarbageCollector, PassResult
 from calico.kube_controllers.kubecache import KubeCache
 from calico.kube_controllers.metrics import IPAMMetrics
+from calico.kube_controllers.writes import cas_write_all
 from calico.model.resources import resource_prefix
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,6 @@ KUBE_LABELS = "projectcalico.org/kube-labels"
 CREATED_BY = "projectcalico.org/created-by"
 CREATED_BY_US = "calico-kube-controllers"
 AUTO_HEP_SUFFIX = "-auto-hep"
-WRITE_WORKERS = 16
 _SOFT = (UpdateConflictError, ResourceDoesNotExistError, ResourceAlreadyExistsError)
 
 
@@ -197,8 +196,7 @@ class NodeController:
                 job = label_sync_write(kv, data, _kube_labels(view)) if view else None
                 if job is not None:
                     jobs.append(job)
-            with ThreadPoolExecutor(WRITE_WORKERS) as pool:  # independent CAS writes
-                list(pool.map(self._write_labels, jobs))
+            cas_write_all(self.calico.backend, jobs, "node label sync")
         # host endpoints follow the nodes as just synced (label_sync_write edits ``data``)
         nodes = [parse_resource(d, source=kv.key) for kv, d in kept] if self.auto_heps else []
         self._reconcile_heps(nodes)  # type: ignore[arg-type]
@@ -217,15 +215,6 @@ class NodeController:
         log.info("Kubernetes node %s is gone: deleting its Calico Node", name)
         with contextlib.suppress(ResourceDoesNotExistError, UpdateConflictError):
             self.calico.delete(Node, name)
-
-    def _write_labels(self, job: tuple[str, str, int]) -> None:
-        """One compare-and-swap on the revision listed; a conflict waits for the next pass."""
-        try:
-            self.calico.backend.update(*job)
-        except _SOFT:
-            log.info("Node at %s changed while syncing labels; next pass retries", job[0])
-        except DatastoreError as exc:
-            log.warning("Could not sync labels of the node at %s: %s", job[0], exc)
 
     def _reconcile_heps(self, nodes: list[Node]) -> None:
         wanted = {hep.metadata.name: hep for hep in map(auto_hep, nodes)}
