@@ -253,6 +253,7 @@ class Builder:
                     "source_addr": cfg.node_ip,
                     "passive": ip > cfg.node_ip,
                     "restart_time": self._mesh_restart(),
+                    "password": ks.get(f"{G}/node_mesh_password", ""),
                 }
                 name = "Mesh_" + ip.replace("." if v == 4 else ":", "_")
                 peers.append(Peer(name, self._peer_lines(cfg, p, "mesh", cfg.as_number)))

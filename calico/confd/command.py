@@ -7,9 +7,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from calico.datastore.config import DatastoreConfig
 
 log = logging.getLogger(__name__)
 DEFAULT_CONFDIR = "/etc/calico/confd"
@@ -25,6 +30,29 @@ def _log_level(env: dict[str, str]) -> int:
         "fatal": logging.CRITICAL,
         "panic": logging.CRITICAL,
     }.get(text, logging.INFO)
+
+
+def _secret_source(
+    config: DatastoreConfig, env: dict[str, str], on_change: Callable[[str], None]
+) -> Any:
+    """Where BGP passwords come from: a Secret watcher on the Kubernetes API, or nothing
+    (upstream: "Failed to create secret watcher, not running under Kubernetes?")."""
+    from calico.confd.passwords import NoSecretSource, SecretPasswords
+    from calico.datastore.errors import DatastoreConfigError
+    from calico.datastore.kubernetes.rest import Rest
+    from calico.datastore.kubernetes.secrets import (
+        SecretWatcher,
+        api_configuration,
+        secret_namespace,
+    )
+
+    try:
+        api = api_configuration(config, env)
+    except DatastoreConfigError as exc:
+        log.warning("No Kubernetes API for BGP password Secrets (%s); passwords not rendered", exc)
+        return NoSecretSource()
+    watcher = SecretWatcher(Rest(api), secret_namespace(env), on_change)
+    return SecretPasswords(watcher)
 
 
 @click.command("confd")
@@ -59,16 +87,19 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     except (ConfigError, ValueError) as exc:  # incl. bad Typha TLS settings
         raise click.ClickException(str(exc)) from None
     backend = None
+    try:
+        config = daemon_datastore_config()
+    except DatastoreConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     if typha is None:  # through Typha confd needs no datastore access
         try:
-            backend = open_backend(daemon_datastore_config())
-        except DatastoreConfigError as exc:
-            raise click.ClickException(str(exc)) from None
+            backend = open_backend(config)
         except Exception as exc:  # datastore unreachable etc.: clear message, exit 1
             raise click.ClickException(f"cannot open the datastore: {exc}") from None
     confd = Confd(
         backend, renderer, nodename, env, status_path=birdctl.status_file(env), typha=typha
     )
+    confd.passwords = _secret_source(config, env, confd.secret_changed)
     signal.signal(signal.SIGTERM, lambda *_: confd.stop_event.set())
     log.info("confd starting for node %s (confdir %s)", nodename, confdir)
     try:

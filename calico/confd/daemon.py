@@ -14,6 +14,7 @@ from typing import Any
 from calico import birdctl
 from calico.backoff import Backoff
 from calico.confd import keyspace
+from calico.confd.passwords import NoSecretSource
 from calico.confd.renderer import Renderer, RenderError
 from calico.confd.state import BGPState
 from calico.model.ipam_keys import BlockAffinityKey
@@ -73,6 +74,12 @@ class Confd:
         self.stop_event = threading.Event()
         self.status_path = status_path
         self.last_error: str | None = None
+        self.passwords: Any = NoSecretSource()
+        self.hold_until: float | None = None
+
+    def secret_changed(self, name: str) -> None:
+        """A watched Secret changed (called on its watch thread): re-resolve passwords."""
+        self.cb.q.put(("secret", name))
 
     def _drain(self, timeout: float) -> bool:
         """Apply queued syncer events; True when anything confd uses changed."""
@@ -82,7 +89,9 @@ class Confd:
         except queue.Empty:
             return False
         while True:
-            if kind == "status":
+            if kind == "secret":
+                changed = True
+            elif kind == "status":
                 if payload is SyncStatus.IN_SYNC and not self.in_sync:
                     log.info("BGP syncer in sync")
                     self.in_sync = True
@@ -99,9 +108,14 @@ class Confd:
         if self.status_path is not None:
             birdctl.write_status(self.status_path, dict(self.renderer.errors))
 
-    def step(self) -> bool:
-        """Rebuild the key space and render what it touched; True on success."""
-        ks = keyspace.build(self.state, self.nodename, self.env)
+    def step(self) -> bool | None:
+        """Rebuild the key space and render what it touched; True on success, None when
+        held back until ``hold_until`` (a referenced Secret not read yet)."""
+        self.passwords.begin()
+        ks = keyspace.build(self.state, self.nodename, self.env, self.passwords.lookup)
+        self.hold_until = self.passwords.end()
+        if self.hold_until is not None:
+            return None
         self.renderer.update(ks)
         gspec = self.state.global_config()
         try:
@@ -129,7 +143,11 @@ class Confd:
                 if not pending and not due:
                     continue
                 pending = False
-                if self.step():
+                result = self.step()
+                if result is None:  # waiting for a Secret (or its deadline)
+                    retry_at = self.hold_until
+                    continue
+                if result:
                     backoff.reset()
                     retry_at = None
                     if run_once:
@@ -144,3 +162,4 @@ class Confd:
             return 0
         finally:
             self.syncer.stop()
+            self.passwords.stop()

@@ -13,7 +13,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from calico.confd.peers import DEFAULT_AS, NodeInfo, PeerComputer
+from calico.confd.peers import (
+    DEFAULT_AS,
+    NodeInfo,
+    PasswordLookup,
+    PeerComputer,
+    no_passwords,
+    password_for,
+)
 from calico.confd.state import BGPState
 
 KeySpace = dict[str, str]
@@ -80,8 +87,14 @@ def _service_cidrs(spec: Any | None) -> tuple[list[str], list[str], list[str]]:
     )
 
 
-def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) -> KeySpace:
-    """Every key confd's templates may read, for node ``nodename``."""
+def build(
+    state: BGPState,
+    nodename: str,
+    env: Mapping[str, str] | None = None,
+    passwords: PasswordLookup = no_passwords,
+) -> KeySpace:
+    """Every key confd's templates may read, for node ``nodename``; ``passwords`` resolves
+    ``secretKeyRef`` passwords (BGPPeer ``password``, BGPConfiguration ``nodeMeshPassword``)."""
     env = env or {}
     ks: KeySpace = {}
     g = "/calico/bgp/v1/global"
@@ -94,6 +107,9 @@ def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) 
     ks[f"{g}/node_mesh"] = json.dumps({"enabled": mesh is not False})
     ks[f"{g}/loglevel"] = _loglevel(gspec.log_severity_screen if gspec else None)
     global_port = gspec.listen_port if gspec and gspec.listen_port else 0
+    mesh_password = password_for(gspec.node_mesh_password, passwords) if gspec else None
+    if mesh_password is not None:
+        ks[f"{g}/node_mesh_password"] = mesh_password
     if global_port:
         ks[f"{g}/listen_port"] = str(global_port)
     for version in (4, 6):
@@ -135,7 +151,7 @@ def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) 
                     ks[f"{h}/prefix_advertisements/ip_v{version}"] = adv
         infos[name] = NodeInfo(**{**info.__dict__, "listen_port": port})
 
-    computed = PeerComputer(infos, global_as, global_port).compute(state.peers)
+    computed = PeerComputer(infos, global_as, global_port, passwords).compute(state.peers)
     for version, tables in computed.items():
         for owner, peers in tables.items():
             base = (

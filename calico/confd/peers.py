@@ -10,7 +10,7 @@ Manual``, nodes matched that way get the peering back to the local side.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,21 @@ from calico import selector
 from calico.durations import parse_duration
 
 DEFAULT_AS = "64512"
+
+# (Secret name, key) -> the password, or None when the Secret or the key is missing.
+PasswordLookup = Callable[[str, str], str | None]
+
+
+def no_passwords(name: str, key: str) -> None:
+    """The lookup without a Secret source (no Kubernetes API): every password is missing."""
+    return None
+
+
+def password_for(ref: Any, lookup: PasswordLookup) -> str | None:
+    """A ``BGPPassword`` resolved through ``lookup`` (None: no password line)."""
+    if ref is None or ref.secret_key_ref is None:
+        return None
+    return lookup(ref.secret_key_ref.name, ref.secret_key_ref.key)
 
 
 @dataclass(frozen=True)
@@ -64,8 +79,15 @@ def _matches(expr: str | None, labels: dict[str, str]) -> bool:
 class PeerComputer:
     """Computes ``{"global": {key: peer}, "<node>": {key: peer}}`` per IP version."""
 
-    def __init__(self, nodes: dict[str, NodeInfo], global_as: str, global_port: int) -> None:
+    def __init__(
+        self,
+        nodes: dict[str, NodeInfo],
+        global_as: str,
+        global_port: int,
+        passwords: PasswordLookup = no_passwords,
+    ) -> None:
         self.nodes = nodes
+        self.passwords = passwords
         self.global_as = global_as
         self.global_port = global_port
         self._by_ip = {ip: n for n in nodes.values() for ip in (n.ipv4, n.ipv6) if ip}
@@ -142,7 +164,7 @@ class PeerComputer:
         next_hop = spec.next_hop_mode or ""
         return {
             "local_as_num": str(spec.local_as_number) if spec.local_as_number else "",
-            "password": None,
+            "password": password_for(spec.password, self.passwords),
             "source_addr": spec.source_address or "UseNodeIP",
             "restart_time": _seconds(spec.max_restart_time),
             "keepalive_time": _seconds(spec.keepalive_time),

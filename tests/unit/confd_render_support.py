@@ -1,4 +1,6 @@
-"""Render a golden scenario (base.yaml + <case>/input.yaml [+ env]) into a scratch confdir."""
+"""Render a golden scenario (base.yaml + <case>/input.yaml [+ env] [+ secrets.yaml]) into a
+scratch confdir. ``secrets.yaml`` holds Kubernetes Secret manifests (namespace kube-system)
+that ``secretKeyRef`` passwords resolve against."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 from calico.api.io import load_file
 from calico.confd import keyspace
+from calico.confd.peers import PasswordLookup, no_passwords
 from calico.confd.renderer import Renderer
 from calico.confd.state import BGPState, state_from_resources
 
@@ -41,6 +44,22 @@ def scenario_env(case: Path) -> dict[str, str]:
     return env
 
 
+def scenario_passwords(case: Path) -> PasswordLookup:
+    import yaml
+
+    from calico.datastore.kubernetes.secrets import DEFAULT_NAMESPACE, secret_data
+
+    path = case / "secrets.yaml"
+    if not path.exists():
+        return no_passwords
+    secrets = {
+        doc["metadata"]["name"]: secret_data(doc)
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc["metadata"].get("namespace", DEFAULT_NAMESPACE) == DEFAULT_NAMESPACE
+    }
+    return lambda name, key: secrets.get(name, {}).get(key)
+
+
 def make_renderer(confdir: Path, env: dict[str, str], krt_tunnel: bool = False) -> Renderer:
     """A Renderer on a fresh copy of the shipped confdir, with reloads switched off."""
     if confdir.exists():
@@ -53,10 +72,14 @@ def make_renderer(confdir: Path, env: dict[str, str], krt_tunnel: bool = False) 
 
 
 def render_state(
-    state: BGPState, confdir: Path, env: dict[str, str], krt_tunnel: bool = False
+    state: BGPState,
+    confdir: Path,
+    env: dict[str, str],
+    krt_tunnel: bool = False,
+    passwords: PasswordLookup = no_passwords,
 ) -> Renderer:
     r = make_renderer(confdir, env, krt_tunnel)
-    r.update(keyspace.build(state, NODE, env))
+    r.update(keyspace.build(state, NODE, env, passwords))
     g = state.global_config()
     r.process(g.spec if g else None, state.filters)
     return r
