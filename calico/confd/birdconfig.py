@@ -281,6 +281,8 @@ class Builder:
         ip = d["ip"]
         if not ip or ip == cfg.node_ip:
             return None
+        if d.get("local_bgp_peer"):
+            prefix = "Local_Workload"
         name = f"{prefix}_" + ip.replace("." if cfg.version == 4 else ":", "_")
         port = int(d.get("port") or 0)
         if port > 0:

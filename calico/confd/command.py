@@ -68,6 +68,7 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     """Render BIRD's configuration from the datastore and reload BIRD when it changes."""
     from calico import birdctl
     from calico.confd.daemon import Confd
+    from calico.confd.localpeers import StatusDir, StatusDirWatcher, status_dir
     from calico.confd.renderer import Renderer
     from calico.confd.resources import ConfigError
     from calico.datastore.daemon_config import daemon_datastore_config
@@ -100,6 +101,7 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
         backend, renderer, nodename, env, status_path=birdctl.status_file(env), typha=typha
     )
     confd.passwords = _secret_source(config, env, confd.secret_changed)
+    confd.workloads = StatusDirWatcher(StatusDir(status_dir(env)), confd.workloads_changed)
     signal.signal(signal.SIGTERM, lambda *_: confd.stop_event.set())
     log.info("confd starting for node %s (confdir %s)", nodename, confdir)
     try:

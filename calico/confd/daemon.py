@@ -76,10 +76,16 @@ class Confd:
         self.last_error: str | None = None
         self.passwords: Any = NoSecretSource()
         self.hold_until: float | None = None
+        # calico.confd.localpeers.StatusDirWatcher (None: no local workload peers)
+        self.workloads: Any = None
 
     def secret_changed(self, name: str) -> None:
         """A watched Secret changed (called on its watch thread): re-resolve passwords."""
         self.cb.q.put(("secret", name))
+
+    def workloads_changed(self) -> None:
+        """The endpoint status files' local peers changed (called on the watcher's thread)."""
+        self.cb.q.put(("workloads", None))
 
     def _drain(self, timeout: float) -> bool:
         """Apply queued syncer events; True when anything confd uses changed."""
@@ -89,7 +95,7 @@ class Confd:
         except queue.Empty:
             return False
         while True:
-            if kind == "secret":
+            if kind in ("secret", "workloads"):
                 changed = True
             elif kind == "status":
                 if payload is SyncStatus.IN_SYNC and not self.in_sync:
@@ -112,7 +118,8 @@ class Confd:
         """Rebuild the key space and render what it touched; True on success, None when
         held back until ``hold_until`` (a referenced Secret not read yet)."""
         self.passwords.begin()
-        ks = keyspace.build(self.state, self.nodename, self.env, self.passwords.lookup)
+        workloads = self.workloads.active() if self.workloads is not None else []
+        ks = keyspace.build(self.state, self.nodename, self.env, self.passwords.lookup, workloads)
         self.hold_until = self.passwords.end()
         if self.hold_until is not None:
             return None
@@ -129,6 +136,8 @@ class Confd:
         return True
 
     def run(self, run_once: bool = False, poll: float = 0.5) -> int:
+        if self.workloads is not None:
+            self.workloads.start()
         self.syncer.start()
         try:
             backoff = Backoff(RETRY_MIN, RETRY_MAX)
@@ -163,3 +172,5 @@ class Confd:
         finally:
             self.syncer.stop()
             self.passwords.stop()
+            if self.workloads is not None:
+                self.workloads.stop()

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from calico.confd.localpeers import LocalWorkload
 from calico.confd.peers import (
     DEFAULT_AS,
     NodeInfo,
@@ -92,9 +93,11 @@ def build(
     nodename: str,
     env: Mapping[str, str] | None = None,
     passwords: PasswordLookup = no_passwords,
+    workloads: list[LocalWorkload] | None = None,
 ) -> KeySpace:
     """Every key confd's templates may read, for node ``nodename``; ``passwords`` resolves
-    ``secretKeyRef`` passwords (BGPPeer ``password``, BGPConfiguration ``nodeMeshPassword``)."""
+    ``secretKeyRef`` passwords (BGPPeer ``password``, BGPConfiguration ``nodeMeshPassword``),
+    ``workloads`` are this node's local workload peers (endpoint status files)."""
     env = env or {}
     ks: KeySpace = {}
     g = "/calico/bgp/v1/global"
@@ -151,7 +154,9 @@ def build(
                     ks[f"{h}/prefix_advertisements/ip_v{version}"] = adv
         infos[name] = NodeInfo(**{**info.__dict__, "listen_port": port})
 
-    computed = PeerComputer(infos, global_as, global_port, passwords).compute(state.peers)
+    computed = PeerComputer(infos, global_as, global_port, passwords, workloads).compute(
+        state.peers
+    )
     for version, tables in computed.items():
         for owner, peers in tables.items():
             base = (

@@ -1,6 +1,7 @@
-"""Render a golden scenario (base.yaml + <case>/input.yaml [+ env] [+ secrets.yaml]) into a
-scratch confdir. ``secrets.yaml`` holds Kubernetes Secret manifests (namespace kube-system)
-that ``secretKeyRef`` passwords resolve against."""
+"""Render a golden scenario (base.yaml + <case>/input.yaml [+ env] [+ secrets.yaml]
+[+ endpoint-status/]) into a scratch confdir. ``secrets.yaml`` holds Kubernetes Secret
+manifests (namespace kube-system) that ``secretKeyRef`` passwords resolve against;
+``endpoint-status/`` holds kube-master's endpoint status files (local workload peers)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from calico.api.io import load_file
 from calico.confd import keyspace
+from calico.confd.localpeers import LocalWorkload, StatusDir
 from calico.confd.peers import PasswordLookup, no_passwords
 from calico.confd.renderer import Renderer
 from calico.confd.state import BGPState, state_from_resources
@@ -60,6 +62,12 @@ def scenario_passwords(case: Path) -> PasswordLookup:
     return lambda name, key: secrets.get(name, {}).get(key)
 
 
+def scenario_workloads(case: Path) -> list[LocalWorkload]:
+    status = StatusDir(case / "endpoint-status")
+    status.scan()
+    return status.active()
+
+
 def make_renderer(confdir: Path, env: dict[str, str], krt_tunnel: bool = False) -> Renderer:
     """A Renderer on a fresh copy of the shipped confdir, with reloads switched off."""
     if confdir.exists():
@@ -77,9 +85,10 @@ def render_state(
     env: dict[str, str],
     krt_tunnel: bool = False,
     passwords: PasswordLookup = no_passwords,
+    workloads: list[LocalWorkload] | None = None,
 ) -> Renderer:
     r = make_renderer(confdir, env, krt_tunnel)
-    r.update(keyspace.build(state, NODE, env, passwords))
+    r.update(keyspace.build(state, NODE, env, passwords, workloads))
     g = state.global_config()
     r.process(g.spec if g else None, state.filters)
     return r

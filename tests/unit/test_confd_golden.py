@@ -2,7 +2,8 @@
 the recorded ones (blank lines ignored, as upstream's comparison), contain the lines its
 ``expect`` file names from the documented behaviour (``!`` = must not contain), and pass
 ``bird -p -c`` / ``bird6 -p -c``. A ``secrets.yaml`` holds the Secrets passwords resolve
-against. ``UPDATE_EXPECTED_DATA=true`` rewrites the recordings."""
+against, ``endpoint-status/`` the node's endpoint status files (local workload peers).
+``UPDATE_EXPECTED_DATA=true`` rewrites the recordings."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from confd_render_support import (
     scenario_env,
     scenario_passwords,
     scenario_state,
+    scenario_workloads,
 )
 
 CASES = sorted(p for p in GOLDEN.iterdir() if (p / "input.yaml").is_file())
@@ -38,7 +40,11 @@ def test_at_least_25_scenarios() -> None:
 def test_golden(case: Path, tmp_path: Path) -> None:
     confdir = tmp_path / "confd"
     render_state(
-        scenario_state(case), confdir, scenario_env(case), passwords=scenario_passwords(case)
+        scenario_state(case),
+        confdir,
+        scenario_env(case),
+        passwords=scenario_passwords(case),
+        workloads=scenario_workloads(case),
     )
     out = confdir / "config"
     expected_dir = case / "expected"
