@@ -32,13 +32,18 @@ def _log_level(env: dict[str, str]) -> int:
     }.get(text, logging.INFO)
 
 
-def _secret_source(
-    config: DatastoreConfig, env: dict[str, str], on_change: Callable[[str], None]
-) -> Any:
-    """Where BGP passwords come from: a Secret watcher on the Kubernetes API, or nothing
+def _kubernetes_sources(
+    config: DatastoreConfig,
+    env: dict[str, str],
+    secret_changed: Callable[[str], None],
+    services_changed: Callable[[], None],
+) -> tuple[Any, Any]:
+    """Where BGP passwords and Services come from: watchers on the Kubernetes API, or nothing
     (upstream: "Failed to create secret watcher, not running under Kubernetes?")."""
     from calico.confd.passwords import NoSecretSource, SecretPasswords
+    from calico.confd.routegen import RouteGenerator
     from calico.datastore.errors import DatastoreConfigError
+    from calico.datastore.kubernetes.collection import CollectionWatcher
     from calico.datastore.kubernetes.rest import Rest
     from calico.datastore.kubernetes.secrets import (
         SecretWatcher,
@@ -49,10 +54,16 @@ def _secret_source(
     try:
         api = api_configuration(config, env)
     except DatastoreConfigError as exc:
-        log.warning("No Kubernetes API for BGP password Secrets (%s); passwords not rendered", exc)
-        return NoSecretSource()
-    watcher = SecretWatcher(Rest(api), secret_namespace(env), on_change)
-    return SecretPasswords(watcher)
+        log.warning(
+            "No Kubernetes API for BGP password Secrets and Services (%s); passwords and "
+            "per-service routes not rendered",
+            exc,
+        )
+        return NoSecretSource(), None
+    rest = Rest(api)
+    watcher = SecretWatcher(rest, secret_namespace(env), secret_changed)
+    routegen = RouteGenerator(lambda path, cb: CollectionWatcher(rest, path, cb), services_changed)
+    return SecretPasswords(watcher), routegen
 
 
 @click.command("confd")
@@ -100,7 +111,9 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     confd = Confd(
         backend, renderer, nodename, env, status_path=birdctl.status_file(env), typha=typha
     )
-    confd.passwords = _secret_source(config, env, confd.secret_changed)
+    confd.passwords, confd.routegen = _kubernetes_sources(
+        config, env, confd.secret_changed, confd.services_changed
+    )
     confd.workloads = StatusDirWatcher(StatusDir(status_dir(env)), confd.workloads_changed)
     signal.signal(signal.SIGTERM, lambda *_: confd.stop_event.set())
     log.info("confd starting for node %s (confdir %s)", nodename, confdir)

@@ -78,10 +78,16 @@ class Confd:
         self.hold_until: float | None = None
         # calico.confd.localpeers.StatusDirWatcher (None: no local workload peers)
         self.workloads: Any = None
+        # calico.confd.routegen.RouteGenerator (None: no Kubernetes API for Services)
+        self.routegen: Any = None
 
     def secret_changed(self, name: str) -> None:
         """A watched Secret changed (called on its watch thread): re-resolve passwords."""
         self.cb.q.put(("secret", name))
+
+    def services_changed(self) -> None:
+        """A Service or EndpointSlice changed (called on its watch thread)."""
+        self.cb.q.put(("services", None))
 
     def workloads_changed(self) -> None:
         """The endpoint status files' local peers changed (called on the watcher's thread)."""
@@ -95,7 +101,7 @@ class Confd:
         except queue.Empty:
             return False
         while True:
-            if kind in ("secret", "workloads"):
+            if kind in ("secret", "workloads", "services"):
                 changed = True
             elif kind == "status":
                 if payload is SyncStatus.IN_SYNC and not self.in_sync:
@@ -116,11 +122,19 @@ class Confd:
 
     def step(self) -> bool | None:
         """Rebuild the key space and render what it touched; True on success, None when
-        held back until ``hold_until`` (a referenced Secret not read yet)."""
+        held back until ``hold_until`` (a referenced Secret, or the Services, not read yet)."""
         self.passwords.begin()
         workloads = self.workloads.active() if self.workloads is not None else []
-        ks = keyspace.build(self.state, self.nodename, self.env, self.passwords.lookup, workloads)
-        self.hold_until = self.passwords.end()
+        k8s, svc_hold = None, None
+        if self.routegen is not None:
+            g = self.state.global_config()
+            wanted = any(keyspace.advertised_cidrs(g.spec if g else None, self.env))
+            k8s, svc_hold = self.routegen.snapshot(wanted)
+        ks = keyspace.build(
+            self.state, self.nodename, self.env, self.passwords.lookup, workloads, k8s
+        )
+        holds = [t for t in (self.passwords.end(), svc_hold) if t is not None]
+        self.hold_until = min(holds) if holds else None
         if self.hold_until is not None:
             return None
         self.renderer.update(ks)
@@ -174,3 +188,5 @@ class Confd:
             self.passwords.stop()
             if self.workloads is not None:
                 self.workloads.stop()
+            if self.routegen is not None:
+                self.routegen.stop()

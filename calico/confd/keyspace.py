@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from calico.confd import services as svc_routes
 from calico.confd.localpeers import LocalWorkload
 from calico.confd.peers import (
     DEFAULT_AS,
@@ -88,16 +89,29 @@ def _service_cidrs(spec: Any | None) -> tuple[list[str], list[str], list[str]]:
     )
 
 
+def advertised_cidrs(spec: Any | None, env: Mapping[str, str]) -> tuple[list[str], ...]:
+    """(cluster, external, load balancer) CIDRs as configured, single IPs included, with
+    ``CALICO_ADVERTISE_CLUSTER_IPS`` overriding ``serviceClusterIPs``."""
+    cluster = [b.cidr for b in (spec.service_cluster_ips or [])] if spec else []
+    if env.get("CALICO_ADVERTISE_CLUSTER_IPS"):
+        cluster = [c.strip() for c in env["CALICO_ADVERTISE_CLUSTER_IPS"].split(",") if c.strip()]
+    external = [b.cidr for b in (spec.service_external_ips or [])] if spec else []
+    lbs = [b.cidr for b in (spec.service_load_balancer_ips or [])] if spec else []
+    return cluster, external, lbs
+
+
 def build(
     state: BGPState,
     nodename: str,
     env: Mapping[str, str] | None = None,
     passwords: PasswordLookup = no_passwords,
     workloads: list[LocalWorkload] | None = None,
+    k8s_services: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> KeySpace:
     """Every key confd's templates may read, for node ``nodename``; ``passwords`` resolves
     ``secretKeyRef`` passwords (BGPPeer ``password``, BGPConfiguration ``nodeMeshPassword``),
-    ``workloads`` are this node's local workload peers (endpoint status files)."""
+    ``workloads`` are this node's local workload peers (endpoint status files),
+    ``k8s_services`` the (Services, EndpointSlices) for per-service advertisement."""
     env = env or {}
     ks: KeySpace = {}
     g = "/calico/bgp/v1/global"
@@ -190,6 +204,15 @@ def build(
     for cidr in sorted(set(cluster + external + lbs)):
         v6 = ipaddress.ip_network(cidr).version == 6
         ks[f"/calico/rejectcidrs{'v6' if v6 else ''}/{seg(cidr)}"] = cidr
+    if k8s_services is not None:
+        node_ref = env.get("CALICO_K8S_NODE_REF") or nodename
+        c_all, e_all, l_all = advertised_cidrs(gspec, env)
+        per_service = svc_routes.service_routes(
+            k8s_services[0], k8s_services[1], node_ref, c_all, e_all, l_all, excluded
+        )
+        for cidr in sorted(per_service):
+            v6 = ipaddress.ip_network(cidr).version == 6
+            ks[f"/calico/staticroutes{'v6' if v6 else ''}/{seg(cidr)}"] = cidr
 
     for name, res in state.filters.items():
         ks[f"/calico/resources/v3/projectcalico.org/bgpfilters/{name}"] = json.dumps(

@@ -1,7 +1,8 @@
 """Render a golden scenario (base.yaml + <case>/input.yaml [+ env] [+ secrets.yaml]
 [+ endpoint-status/]) into a scratch confdir. ``secrets.yaml`` holds Kubernetes Secret
 manifests (namespace kube-system) that ``secretKeyRef`` passwords resolve against;
-``endpoint-status/`` holds kube-master's endpoint status files (local workload peers)."""
+``endpoint-status/`` holds kube-master's endpoint status files (local workload peers);
+``k8s.yaml`` the Services and EndpointSlices for per-service advertisement."""
 
 from __future__ import annotations
 
@@ -68,6 +69,20 @@ def scenario_workloads(case: Path) -> list[LocalWorkload]:
     return status.active()
 
 
+def scenario_k8s(case: Path) -> tuple[dict, dict] | None:
+    import yaml
+
+    from calico.datastore.kubernetes.collection import object_key
+
+    path = case / "k8s.yaml"
+    if not path.exists():
+        return None
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    services = {object_key(d): d for d in docs if d["kind"] == "Service"}
+    slices = {object_key(d): d for d in docs if d["kind"] == "EndpointSlice"}
+    return services, slices
+
+
 def make_renderer(confdir: Path, env: dict[str, str], krt_tunnel: bool = False) -> Renderer:
     """A Renderer on a fresh copy of the shipped confdir, with reloads switched off."""
     if confdir.exists():
@@ -86,9 +101,10 @@ def render_state(
     krt_tunnel: bool = False,
     passwords: PasswordLookup = no_passwords,
     workloads: list[LocalWorkload] | None = None,
+    k8s: tuple[dict, dict] | None = None,
 ) -> Renderer:
     r = make_renderer(confdir, env, krt_tunnel)
-    r.update(keyspace.build(state, NODE, env, passwords, workloads))
+    r.update(keyspace.build(state, NODE, env, passwords, workloads, k8s))
     g = state.global_config()
     r.process(g.spec if g else None, state.filters)
     return r

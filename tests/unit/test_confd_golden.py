@@ -2,7 +2,8 @@
 the recorded ones (blank lines ignored, as upstream's comparison), contain the lines its
 ``expect`` file names from the documented behaviour (``!`` = must not contain), and pass
 ``bird -p -c`` / ``bird6 -p -c``. A ``secrets.yaml`` holds the Secrets passwords resolve
-against, ``endpoint-status/`` the node's endpoint status files (local workload peers).
+against, ``endpoint-status/`` the node's endpoint status files (local workload peers),
+``k8s.yaml`` Services and EndpointSlices (per-service advertisement).
 ``UPDATE_EXPECTED_DATA=true`` rewrites the recordings."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from confd_render_support import (
     GOLDEN,
     render_state,
     scenario_env,
+    scenario_k8s,
     scenario_passwords,
     scenario_state,
     scenario_workloads,
@@ -45,6 +47,7 @@ def test_golden(case: Path, tmp_path: Path) -> None:
         scenario_env(case),
         passwords=scenario_passwords(case),
         workloads=scenario_workloads(case),
+        k8s=scenario_k8s(case),
     )
     out = confdir / "config"
     expected_dir = case / "expected"
