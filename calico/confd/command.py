@@ -82,6 +82,7 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     from calico.confd.localpeers import StatusDir, StatusDirWatcher, status_dir
     from calico.confd.renderer import Renderer
     from calico.confd.resources import ConfigError
+    from calico.datastore.config import DatastoreConfig
     from calico.datastore.daemon_config import daemon_datastore_config
     from calico.datastore.errors import DatastoreConfigError
     from calico.datastore.factory import open_backend
@@ -102,7 +103,11 @@ def confd_command(run_once: bool, confdir: str, keep_stage_file: bool) -> None:
     try:
         config = daemon_datastore_config()
     except DatastoreConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        if typha is None:
+            raise click.ClickException(str(exc)) from None
+        # Through Typha the datastore settings are unused; only the Kubernetes API for
+        # Secrets/Services is looked up (KUBECONFIG or in-cluster).
+        config = DatastoreConfig()
     if typha is None:  # through Typha confd needs no datastore access
         try:
             backend = open_backend(config)
