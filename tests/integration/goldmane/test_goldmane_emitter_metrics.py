@@ -7,17 +7,18 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 import requests
-from conftest import GoldmaneProcess
 from http_sink import Sink
 
 from calico.proto.goldmane import api_pb2 as pb
 from calico.proto.goldmane import api_pb2_grpc as pb_grpc
 
-Start = Callable[[dict[str, str]], GoldmaneProcess]
+# The directory's conftest fixture; not imported by name (``conftest`` is ambiguous in a full run).
+Start = Callable[[dict[str, str]], Any]
 
 
 @pytest.fixture
