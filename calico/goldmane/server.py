@@ -28,6 +28,7 @@ from calico.proto.goldmane import api_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 BEHIND_RETRY = 0.01  # a late rollover is retried this soon, until caught up
+RECEIPT = pb.FlowReceipt()  # empty and immutable in use: one instance answers every update
 
 
 def peer_host(peer: str) -> str:
@@ -91,7 +92,7 @@ class Goldmane:
     def rollover(self) -> None:
         began = time.perf_counter()
         self.rollover_late_ms += max(0.0, self.clock() - self.ring.next_rollover) * 1000
-        self.streams.publish(self.ring.rollover())
+        self.streams.publish(self.ring.rollover(collect=len(self.streams) > 0))
         self.emit()
         self.rollovers += 1
         self.rollover_ms += (time.perf_counter() - began) * 1000
@@ -198,7 +199,7 @@ class FlowCollectorService(pb_grpc.FlowCollectorServicer):
         try:
             async for update in request_iterator:
                 self.gm.receive(peer, update.flow)
-                yield pb.FlowReceipt()
+                yield RECEIPT
         finally:
             self.gm.collectors -= 1
             log.info("Flow collector %s disconnected", peer)
