@@ -33,16 +33,21 @@ def _read(path: str, var: str) -> bytes:
         raise ConfigError(f"{var}: cannot read {path}: {exc.strerror}") from None
 
 
+# A restarted Goldmane is found again within seconds (gRPC's default backs off to 120 s, and
+# meanwhile every request and every reopened browser stream would fail).
+CHANNEL_OPTIONS = [("grpc.max_reconnect_backoff_ms", 5000)]
+
+
 def goldmane_channel(cfg: WhiskerConfig) -> grpc.Channel:
     """mTLS to Goldmane with TLS_CERT_PATH/TLS_KEY_PATH (CA_CERT_PATH verifies it), else plain."""
     if not cfg.goldmane_tls:
-        return grpc.insecure_channel(cfg.goldmane_host)
+        return grpc.insecure_channel(cfg.goldmane_host, options=CHANNEL_OPTIONS)
     creds = grpc.ssl_channel_credentials(
         root_certificates=_read(cfg.ca_cert_path, "CA_CERT_PATH"),
         private_key=_read(cfg.tls_key_path, "TLS_KEY_PATH"),
         certificate_chain=_read(cfg.tls_cert_path, "TLS_CERT_PATH"),
     )
-    return grpc.secure_channel(cfg.goldmane_host, creds)
+    return grpc.secure_channel(cfg.goldmane_host, creds, options=CHANNEL_OPTIONS)
 
 
 def server_context(cfg: WhiskerConfig) -> ssl.SSLContext | None:

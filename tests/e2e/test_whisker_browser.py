@@ -7,10 +7,19 @@ FlowCollector gRPC API exactly as Felix sends them. The screenshot is left in th
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from cdp_browser import Browser
 from whisker_support import GoldmaneProc, WhiskerProc, allowed_flow, denied_flow, push
+
+
+def free_port() -> int:
+    """A port for Goldmane that it can bind again after a restart (the kernel picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 ROWS = "[...document.querySelectorAll('#flow-rows tr.flow-row')]"
 
@@ -19,12 +28,8 @@ def test_whisker_shows_flows_filters_denied_and_the_policy_trace(
     calico_bin: str, tmp_path: Path
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PORT", "HOST", "HEALTH_PORT")}
-    goldmane = GoldmaneProc(
-        calico_bin,
-        "goldmane",
-        {**env, "PORT": "0", "HEALTH_PORT": "0", "AGGREGATION_WINDOW": "1s"},
-        tmp_path / "goldmane.log",
-    )
+    gm_env = {**env, "PORT": str(free_port()), "HEALTH_PORT": "0", "AGGREGATION_WINDOW": "1s"}
+    goldmane = GoldmaneProc(calico_bin, "goldmane", gm_env, tmp_path / "goldmane.log")
     whisker = browser = None
     try:
         whisker = WhiskerProc(
@@ -94,6 +99,20 @@ def test_whisker_shows_flows_filters_denied_and_the_policy_trace(
         assert ports == ["82", "81"]  # newest first
         png = browser.screenshot(tmp_path / "whisker.png")
         assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+        # Goldmane restarts (same port, empty): the page reopens its stream by itself, without
+        # duplicating rows, and shows what the new Goldmane receives.
+        assert goldmane.stop() == 0
+        browser.wait_for("document.getElementById('stream-state').textContent === 'reconnecting'")
+        goldmane = GoldmaneProc(calico_bin, "goldmane", gm_env, tmp_path / "goldmane-2.log")
+        goldmane.wait_log(r"gRPC server listening")
+        browser.wait_for("document.getElementById('stream-state').textContent === 'live'")
+        browser.wait_for(f"{ROWS}.length === 0")
+        assert push(goldmane.port, [denied_flow()]) == 1
+        browser.wait_for(
+            f"(() => {{ const r = {ROWS}; return r.length === 1 &&"
+            " r[0].cells[8].textContent === '81'; })()"
+        )
     finally:
         if browser is not None:
             browser.close()

@@ -7,6 +7,7 @@ const COLUMNS = ["start_time", "end_time", "action", "source_namespace", "source
   "dest_namespace", "dest_name", "protocol", "dest_port", "reporter"];
 const HINT_REFRESH_MS = 10000;
 const COUNT_REFRESH_MS = 5000;
+const RECONNECT_MS = 2000;
 
 const state = { paused: false, pending: [], source: null, rows: 0 };
 const $ = (id) => document.getElementById(id);
@@ -157,7 +158,14 @@ function connect() {
     const flow = JSON.parse(event.data);
     if (state.paused) state.pending.push(flow); else addRow(flow);
   };
-  source.onerror = () => { setState("reconnecting"); };
+  // On a dropped stream (Goldmane or the backend restarting) reopen it ourselves rather than
+  // let EventSource retry the same URL: its backfill would duplicate the rows already shown.
+  source.onerror = () => {
+    if (state.source !== source) return;
+    source.close();
+    setState("reconnecting");
+    setTimeout(() => { if (state.source === source) connect(); }, RECONNECT_MS);
+  };
 }
 
 function togglePause() {
