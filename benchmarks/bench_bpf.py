@@ -1,8 +1,9 @@
-"""BPF dataplane benchmark: policy program regeneration for one endpoint with 100 policies.
+"""BPF dataplane benchmarks: program regeneration, TCP throughput and TTFR against nftables.
 
-Run as ``python benchmarks/bench_bpf.py`` (the load line needs root and clang). Dataset: one
-workload endpoint whose ingress and egress tiers hold 100 policies, each with an IP-set
-selector rule on a port range and a CIDR rule, plus a namespace profile. Metrics:
+Run as ``python benchmarks/bench_bpf.py`` (the load, throughput and TTFR lines need root,
+clang and, for throughput, iperf3). Part 1 (regeneration) dataset: one workload endpoint whose
+ingress and egress tiers hold 100 policies, each with an IP-set selector rule on a port range
+and a CIDR rule, plus a namespace profile. Metrics:
 
 * ``bpf_polprog_generate_ms``: generating both hooks' C sources (target <= 50 ms); baseline =
   the nftables renderer producing the same policies' chains plus the endpoint chains.
@@ -10,12 +11,30 @@ selector rule on a port range and a CIDR rule, plus a namespace profile. Metrics
   same request served by the object cache (how regeneration without a change is cheap).
 * ``bpf_polprog_load_ms``: libbpf load + jump-map update of one generated program; baseline =
   the same for the deny-all program (no rules).
+
+Part 2 runs a real Felix (``calico component felix`` in a host netns, the harness of
+``benchmarks/bench_felix.py``) once per dataplane, same workloads and policies:
+
+* ``bpf_tput_1000_policies_bps`` / ``nft_tput_1000_policies_bps``: iperf3 between two
+  workloads with 1,000 ingress policies applying to the server (only the last allows
+  iperf3's port; a second listener on a port none allows proves the policies are in force).
+  Baseline for both: **no policy** = the nftables dataplane with the server relabelled so that
+  no policy applies, measured alternately (ABBA) with the nftables runs; the BPF line also
+  reports its own no-policy runs (programs attached, profile-only). Target BPF >= 0.95.
+* ``bpf_ttfr_p50_s`` / ``bpf_ttfr_p99_s``: time to first response of new workloads (WEP
+  written at 10/s, 100 standing policies over ten label groups) in BPF mode; baseline = the
+  same figure measured on nftables in the same run. Includes clang for each distinct policy
+  source: the namespace name carries this run's pid, so the selectors, hence the IP set ids,
+  hence the generated sources are new and Felix's object cache (content-addressed) misses
+  once per label group, as it would for a newly written policy set.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -134,5 +153,160 @@ def load_bench(tmp: str, source: str, empty_gen: Generator) -> None:
         bpffs.unmount(mnt)
 
 
+TPUT_POLICIES = 1000
+TPUT_PAIRS = 4
+TTFR_NEW = 30
+TTFR_POLICIES = 100
+IPERF_PORT, BLOCKED_PORT = 5201, 5202
+
+
+def felix_benches() -> None:
+    """Part 2: throughput and TTFR on both dataplanes (needs root, clang, iperf3)."""
+    if os.geteuid() != 0 or not shutil.which("clang"):
+        print("# bpf: not root or no clang, Felix throughput/TTFR skipped", file=sys.stderr)
+        return
+    import bench_felix as bf  # the Felix harness and its helpers (same directory)
+
+    bf.NAMESPACE = f"bb{os.getpid()}"  # new selectors -> cold object cache (see docstring)
+
+    if shutil.which("iperf3"):
+        tput = {mode: throughput(bf, mode) for mode in ("nftables", "bpf")}
+        none = tput["nftables"]["none"]
+        for mode, metric in (("bpf", "bpf_tput_1000_policies_bps"),
+                             ("nftables", "nft_tput_1000_policies_bps")):  # fmt: skip
+            runs = tput[mode]
+            emit(
+                "bpf",
+                metric,
+                statistics.median(runs["with"]),
+                statistics.median(none),
+                target_ratio=0.95 if mode == "bpf" else None,
+                policies=TPUT_POLICIES,
+                runs_with=[round(x) for x in runs["with"]],
+                runs_no_policy=[round(x) for x in none],
+                runs_same_mode_no_policy=[round(x) for x in runs["none"]],
+                program_1000_policies_s=round(runs["program_s"], 2),
+            )
+    else:
+        print("# bpf: iperf3 missing, throughput skipped", file=sys.stderr)
+    ttfr = {mode: ttfr_run(bf, mode) for mode in ("nftables", "bpf")}
+    for q, name in ((0.5, "bpf_ttfr_p50_s"), (0.99, "bpf_ttfr_p99_s")):
+        emit(
+            "bpf",
+            name,
+            bf.pct(ttfr["bpf"], q),
+            bf.pct(ttfr["nftables"], q),
+            n=TTFR_NEW,
+            policies=TTFR_POLICIES,
+            failed_bpf=sum(1 for x in ttfr["bpf"] if x == float("inf")),
+            failed_nft=sum(1 for x in ttfr["nftables"] if x == float("inf")),
+        )
+
+
+def _mode_env(felix: object, mode: str) -> None:
+    felix.env["FELIX_BPFENABLED"] = "true" if mode == "bpf" else "false"  # type: ignore[attr-defined]
+
+
+def throughput(bf: object, mode: str) -> dict:
+    """Medians' inputs for one dataplane: iperf3 runs with the policies applying and not."""
+    fh = bf.fh  # type: ignore[attr-defined]
+    ns_name = bf.NAMESPACE  # type: ignore[attr-defined]
+    with (
+        bf.host_env(f"tput-{mode}") as (host, ds, felix, _),  # type: ignore[attr-defined]
+        fh.workload(host, ds, "server", "10.65.0.2", namespace=ns_name,
+                    labels={"app": "unpoliced"}) as server,
+        fh.workload(host, ds, "client", "10.65.0.3", namespace=ns_name,
+                    labels={"role": "client"}) as client,
+    ):  # fmt: skip
+        _mode_env(felix, mode)
+        felix.start()
+        felix.wait_ready()
+        procs = [
+            subprocess.Popen(
+                ["ip", "netns", "exec", server.ns, "iperf3", "-s", "-p", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for port in (IPERF_PORT, BLOCKED_PORT)
+        ]
+
+        def reach() -> tuple[bool, bool]:
+            return tuple(  # type: ignore[return-value]
+                bf.try_connect_port(client.ns, server.ip, p)  # type: ignore[attr-defined]
+                for p in (IPERF_PORT, BLOCKED_PORT)
+            )
+
+        def policed(on: bool) -> None:
+            server.labels["app"] = "server" if on else "unpoliced"
+            ds.apply(fh.wep_doc(server))
+            fh.eventually(reach, (True, not on), timeout=600, pause=0.3)
+
+        try:
+            fh.eventually(reach, (True, True), timeout=60)
+            t0 = time.perf_counter()
+            for doc in bf.tput_policies(TPUT_POLICIES):  # type: ignore[attr-defined]
+                ds.apply(doc)
+            policed(True)
+            program_s = time.perf_counter() - t0
+            if mode == "bpf":
+                assert "BPF dataplane enabled" in felix.log_path.read_text()
+            none: list[float] = []
+            with_pol: list[float] = []
+            for i in range(TPUT_PAIRS):  # ABBA order: no position advantage for either
+                for on in (False, True) if i % 2 == 0 else (True, False):
+                    policed(on)
+                    (with_pol if on else none).append(bf.iperf(client, server.ip))  # type: ignore[attr-defined]
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait(10)
+    return {"none": none, "with": with_pol, "program_s": program_s}
+
+
+def ttfr_run(bf: object, mode: str) -> list[float]:
+    """TTFR of ``TTFR_NEW`` new workloads (inf = never connected) on one dataplane."""
+    fh = bf.fh  # type: ignore[attr-defined]
+    ns_name, port = bf.NAMESPACE, bf.PORT  # type: ignore[attr-defined]
+    with bf.host_env(f"ttfr-{mode}") as (host, ds, felix, _):  # type: ignore[attr-defined]
+        _mode_env(felix, mode)
+        for doc in bf.standing_policies(TTFR_POLICIES):  # type: ignore[attr-defined]
+            ds.apply(doc)
+        with (
+            fh.workload(host, ds, "server", "10.65.0.2", namespace=ns_name,
+                        labels={"app": "server"}) as server,
+            fh.workload(host, ds, "warm", "10.65.0.3", namespace=ns_name,
+                        labels=bf.client_labels(0)) as warm,  # type: ignore[attr-defined]
+            fh.servers(server, f"tcp:{port}"),
+            bf.bulk_workloads(host, "c", TTFR_NEW, bf.client_labels) as new,  # type: ignore[attr-defined]
+        ):  # fmt: skip
+            felix.start()
+            felix.wait_ready()
+            fh.eventually(
+                lambda: bf.try_connect_from(warm.ns, server.ip),  # type: ignore[attr-defined]
+                True,
+                timeout=60,
+            )
+            probers = [bf.Prober(w.ns, server.ip, limit=30.0) for w in new]  # type: ignore[attr-defined]
+            for p in probers:
+                p.start()
+                p.ready.wait(5)
+            starts: list[float] = []
+            t_base = time.perf_counter()
+            for i, (w, p) in enumerate(zip(new, probers, strict=True)):
+                delay = t_base + i / 10.0 - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                p.go.set()
+                starts.append(time.perf_counter())
+                ds.apply(fh.wep_doc(w))
+            for p in probers:
+                p.join(35)
+            return [
+                p.done - t0 if p.done else float("inf")
+                for p, t0 in zip(probers, starts, strict=True)
+            ]
+
+
 if __name__ == "__main__":
     main()
+    felix_benches()

@@ -79,6 +79,7 @@ def lib() -> ctypes.CDLL:
         "bpf_map_delete_elem": ([ci, vp], ci),
         "bpf_map_get_next_key": ([ci, vp, vp], ci),
         "bpf_prog_test_run_opts": ([ci, ctypes.POINTER(_TestRunOpts)], ci),
+        "libbpf_num_possible_cpus": ([], ci),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(handle, name)
@@ -175,6 +176,14 @@ class PinnedMap:
             value = self.lookup(key)
             if value is not None:
                 yield key, value
+
+
+def possible_cpus() -> int:
+    """How many per-CPU slots a per-CPU map value has from userspace (libbpf's count)."""
+    n = lib().libbpf_num_possible_cpus()
+    if n <= 0:
+        raise BPFError(f"cannot count possible CPUs: {_errno_text(n)}")
+    return n
 
 
 def run_once(prog_fd: int, packet: bytes) -> int:

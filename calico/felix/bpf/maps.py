@@ -12,7 +12,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from calico.felix.bpf.libbpf import PinnedMap
+from calico.felix.bpf.libbpf import PinnedMap, possible_cpus
 
 CT_MAP = "cpy_v4_ct"
 IPSETS_MAP = "cpy_v4_ipsets"
@@ -21,6 +21,8 @@ JUMP_ING_MAP = "cpy_jump_ing"
 JUMP_EGR_MAP = "cpy_jump_egr"
 STATE_MAP = "cpy_state"
 HOSTIPS_MAP = "cpy_v4_hostips"
+COUNTERS_MAP = "cpy_counters"
+RULE_CTRS_MAP = "cpy_rule_ctrs"
 
 CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
 CT_VALUE = struct.Struct("<QQII")  # created, last_seen, legs, pad
@@ -28,6 +30,20 @@ IFACE_VALUE = struct.Struct("<Iii")  # flags, ingress slot, egress slot
 IPSET_KEY = struct.Struct("<I8s4sHBB")  # prefixlen, id (BE), addr, port, proto, pad
 IPSET_VALUE = struct.Struct("<I")
 PROG_FD = struct.Struct("<I")
+CTR_KEY = struct.Struct("<II")  # ifindex, hook (0 = TC ingress / from-WEP, 1 = TC egress)
+RULE_ID = struct.Struct("<Q")
+# Same order as CALI_CTR_* in bpf-gpl/cali_types.h.
+COUNTER_NAMES = (
+    "total",
+    "accepted_by_conntrack",
+    "accepted_by_policy",
+    "dropped_by_policy",
+    "dropped_no_policy",
+    "dropped_unsupported",
+    "accepted_host_traffic",
+)
+CTR_VALUE = struct.Struct(f"<{len(COUNTER_NAMES)}Q")
+HOOK_NUMBERS = {"ingress": 0, "egress": 1}
 
 CT_LEG_A, CT_LEG_B, CT_FIN_SEEN, CT_RST_SEEN = 0x1, 0x2, 0x4, 0x8
 IFACE_WEP, IFACE_READY = 0x1, 0x2
@@ -123,13 +139,61 @@ class Maps:
             "ingress": PinnedMap(self._p(JUMP_ING_MAP), 4, 4),
             "egress": PinnedMap(self._p(JUMP_EGR_MAP), 4, 4),
         }
+        ncpu = possible_cpus()
+        self.ncpu = ncpu
+        # Per-CPU maps: userspace reads and writes one value per possible CPU, 8-byte aligned.
+        self.counters = PinnedMap(self._p(COUNTERS_MAP), CTR_KEY.size, CTR_VALUE.size * ncpu)
+        self.rule_ctrs = PinnedMap(self._p(RULE_CTRS_MAP), RULE_ID.size, 8 * ncpu)
 
     def _p(self, name: str) -> str:
         return os.path.join(self.pin_dir, name)
 
     def close(self) -> None:
-        for m in (self.ct, self.ipsets, self.iface, self.hostips, *self.jump.values()):
+        for m in (
+            self.ct,
+            self.ipsets,
+            self.iface,
+            self.hostips,
+            self.counters,
+            self.rule_ctrs,
+            *self.jump.values(),
+        ):
             m.close()
+
+    def reset_counters(self, ifindex: int, hook: str) -> None:
+        """Create (or zero) the interface's counters for ``hook``: programs only count into
+        entries Felix made, so the map never fills with unknown interfaces."""
+        key = CTR_KEY.pack(ifindex, HOOK_NUMBERS[hook])
+        self.counters.update(key, bytes(CTR_VALUE.size * self.ncpu))
+
+    def delete_counters(self, ifindex: int) -> None:
+        for hook in HOOK_NUMBERS.values():
+            self.counters.delete(CTR_KEY.pack(ifindex, hook))
+
+    def read_counters(self, ifindex: int) -> dict[str, dict[str, int]] | None:
+        """hook -> counter name -> sum over CPUs; None if the interface has no entries."""
+        out: dict[str, dict[str, int]] = {}
+        for hook, num in HOOK_NUMBERS.items():
+            raw = self.counters.lookup(CTR_KEY.pack(ifindex, num))
+            if raw is None:
+                continue
+            sums = [0] * len(COUNTER_NAMES)
+            for cpu in range(self.ncpu):
+                vals = CTR_VALUE.unpack_from(raw, cpu * CTR_VALUE.size)
+                sums = [a + b for a, b in zip(sums, vals, strict=True)]
+            out[hook] = dict(zip(COUNTER_NAMES, sums, strict=True))
+        return out or None
+
+    def counter_ifindexes(self) -> list[int]:
+        return sorted({CTR_KEY.unpack(k)[0] for k in self.counters.keys()})  # noqa: SIM118
+
+    def rule_hits(self) -> dict[int, int]:
+        """Rule ID -> hits summed over CPUs."""
+        out = {}
+        for key, raw in self.rule_ctrs.items():
+            (rid,) = RULE_ID.unpack(key)
+            out[rid] = sum(struct.unpack(f"<{self.ncpu}Q", raw))
+        return out
 
     def conntrack(self) -> list[CTEntry]:
         return [decode_ct(k, v) for k, v in self.ct.items()]
