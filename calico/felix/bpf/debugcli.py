@@ -2,9 +2,9 @@
 ``calico-node -bpf`` (calico-bpf): conntrack, IP sets, interface state, per-interface counters
 and an interface's policy with rule hit counts. Design: design/felix-bpf.md "Debug commands".
 
-Reads the maps from their bpffs pins (``--pin-dir``, Felix's by default), so it must run where
-Felix's bpffs is visible, in the network namespace of the interfaces it names. Interface names
-come from netlink in that namespace.
+Reads the maps from their bpffs pins (``--pin-dir``, Felix's by default) or, when those are not
+visible, through the programs attached in this network namespace (by program and map id, as
+bpftool does). Run it in the interfaces' network namespace: names come from netlink there.
 """
 
 from __future__ import annotations
@@ -24,16 +24,23 @@ PROTO_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 132: "sctp", 136: "udplite"}
 
 
 @contextmanager
-def _maps(pin_dir: str) -> Iterator[object]:
+def _maps(pin_dir: str | None) -> Iterator[object]:
+    """The pins in ``pin_dir``; without one, Felix's pin directory if this process sees it,
+    else the maps of the programs attached in this netns (found by id: Felix's bpffs may be
+    private to its mount namespace, as under ``ip netns exec``)."""
     from calico.felix.bpf.libbpf import BPFError
     from calico.felix.bpf.maps import Maps
 
-    if not os.path.isdir(pin_dir):
-        raise click.ClickException(
-            f"no BPF maps at {pin_dir}: is Felix running with BPFEnabled=true here?"
-        )
     try:
-        maps = Maps(pin_dir)
+        if pin_dir is None and not os.path.isdir(DEFAULT_PIN_DIR):
+            maps = Maps.discover()
+        else:
+            pin_dir = pin_dir or DEFAULT_PIN_DIR
+            if not os.path.isdir(pin_dir):
+                raise click.ClickException(
+                    f"no BPF maps at {pin_dir}: is Felix running with BPFEnabled=true here?"
+                )
+            maps = Maps(pin_dir)
     except BPFError as e:
         raise click.ClickException(f"cannot open the BPF maps: {e}") from None
     try:
@@ -61,9 +68,9 @@ def _echo_json(obj: object) -> None:
 
 pin_dir_option = click.option(
     "--pin-dir",
-    default=DEFAULT_PIN_DIR,
-    show_default=True,
-    help="bpffs directory holding the dataplane's pinned maps.",
+    default=None,
+    help=f"bpffs directory of the pinned maps [default: {DEFAULT_PIN_DIR} if visible, else "
+    "the maps of the programs attached in this network namespace].",
 )
 json_option = click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
 
@@ -81,7 +88,7 @@ def conntrack_group() -> None:
 @conntrack_group.command("dump")
 @pin_dir_option
 @json_option
-def conntrack_dump(pin_dir: str, output: str) -> None:
+def conntrack_dump(pin_dir: str | None, output: str) -> None:
     """Every conntrack entry: flow, approved legs, FIN/RST seen, age and idle time."""
     from calico.felix.bpf.maps import CT_FIN_SEEN, CT_LEG_A, CT_LEG_B, CT_RST_SEEN
 
@@ -130,7 +137,7 @@ def ipsets_group() -> None:
 @ipsets_group.command("dump")
 @pin_dir_option
 @json_option
-def ipsets_dump(pin_dir: str, output: str) -> None:
+def ipsets_dump(pin_dir: str | None, output: str) -> None:
     """Members by 64-bit set id: CIDRs, and ``addr,proto:port`` for named-port members."""
     from calico.felix.bpf.maps import IPSET_ID_BITS, IPSET_KEY
 
@@ -164,7 +171,7 @@ def ifstate_group() -> None:
 @ifstate_group.command("dump")
 @pin_dir_option
 @json_option
-def ifstate_dump(pin_dir: str, output: str) -> None:
+def ifstate_dump(pin_dir: str | None, output: str) -> None:
     """Per ifindex: name, flags (workload, ready) and the policy jump-map slots."""
     from calico.felix.bpf.maps import IFACE_READY, IFACE_VALUE, IFACE_WEP, PROG_FD
 
@@ -205,7 +212,7 @@ def counters_group() -> None:
 @pin_dir_option
 @json_option
 @click.option("--iface", default=None, help="Only this interface.")
-def counters_dump(pin_dir: str, output: str, iface: str | None) -> None:
+def counters_dump(pin_dir: str | None, output: str, iface: str | None) -> None:
     """Packets seen, accepted (conntrack / policy / host traffic) and dropped, per TC hook."""
     names = _iface_names()
     with _maps(pin_dir) as maps:
@@ -246,7 +253,7 @@ def policy_group() -> None:
 )
 @click.argument("iface")
 @click.argument("hook", type=click.Choice(["ingress", "egress", "all"]), default="all")
-def policy_dump(pin_dir: str, output: str, listing_dir: str, iface: str, hook: str) -> None:
+def policy_dump(pin_dir: str | None, output: str, listing_dir: str, iface: str, hook: str) -> None:
     """IFACE's rules in program order with their hit counts, for one TC HOOK (ingress = the
     workload's egress policy) or both."""
     from calico.felix.bpf.dataplane import listing_path

@@ -10,9 +10,16 @@ from __future__ import annotations
 import ipaddress
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from calico.felix.bpf.libbpf import PinnedMap, possible_cpus
+from calico.felix.bpf.libbpf import (
+    BPFError,
+    PinnedMap,
+    open_map_by_id,
+    possible_cpus,
+    program_map_ids,
+)
 
 CT_MAP = "cpy_v4_ct"
 IPSETS_MAP = "cpy_v4_ipsets"
@@ -126,24 +133,53 @@ class MapSizes:
         }
 
 
-class Maps:
-    """Open handles on the pinned maps under ``pin_dir`` (they exist once an object loaded)."""
+class _Unused(PinnedMap):
+    """A map no attached program uses (found-by-id mode): empty, read-only."""
 
-    def __init__(self, pin_dir: str) -> None:
+    def __init__(self, name: str, key_size: int, value_size: int) -> None:
+        self.path, self.key_size, self.value_size, self.fd = name, key_size, value_size, -1
+
+    def keys(self) -> Iterator[bytes]:
+        return iter(())
+
+    def lookup(self, key: bytes) -> bytes | None:
+        return None
+
+    def update(self, key: bytes, value: bytes, flags: int = 0) -> None:
+        raise BPFError(f"{self.path} is not used by any attached program")
+
+    def delete(self, key: bytes) -> bool:
+        return False
+
+
+class Maps:
+    """Open handles on the pinned maps under ``pin_dir`` (they exist once an object loaded),
+    or, with ``fds`` (name -> fd, see :func:`discover`), on maps found through programs."""
+
+    def __init__(self, pin_dir: str, fds: dict[str, int] | None = None) -> None:
         self.pin_dir = pin_dir
-        self.ct = PinnedMap(self._p(CT_MAP), CT_KEY.size, CT_VALUE.size)
-        self.ipsets = PinnedMap(self._p(IPSETS_MAP), IPSET_KEY.size, IPSET_VALUE.size)
-        self.iface = PinnedMap(self._p(IFACE_MAP), 4, IFACE_VALUE.size)
-        self.hostips = PinnedMap(self._p(HOSTIPS_MAP), 4, 4)
+        self._fds = fds
+        self.ct = self._open(CT_MAP, CT_KEY.size, CT_VALUE.size)
+        self.ipsets = self._open(IPSETS_MAP, IPSET_KEY.size, IPSET_VALUE.size)
+        self.iface = self._open(IFACE_MAP, 4, IFACE_VALUE.size)
+        self.hostips = self._open(HOSTIPS_MAP, 4, 4)
         self.jump = {
-            "ingress": PinnedMap(self._p(JUMP_ING_MAP), 4, 4),
-            "egress": PinnedMap(self._p(JUMP_EGR_MAP), 4, 4),
+            "ingress": self._open(JUMP_ING_MAP, 4, 4),
+            "egress": self._open(JUMP_EGR_MAP, 4, 4),
         }
         ncpu = possible_cpus()
         self.ncpu = ncpu
         # Per-CPU maps: userspace reads and writes one value per possible CPU, 8-byte aligned.
-        self.counters = PinnedMap(self._p(COUNTERS_MAP), CTR_KEY.size, CTR_VALUE.size * ncpu)
-        self.rule_ctrs = PinnedMap(self._p(RULE_CTRS_MAP), RULE_ID.size, 8 * ncpu)
+        self.counters = self._open(COUNTERS_MAP, CTR_KEY.size, CTR_VALUE.size * ncpu)
+        self.rule_ctrs = self._open(RULE_CTRS_MAP, RULE_ID.size, 8 * ncpu)
+
+    def _open(self, name: str, key_size: int, value_size: int) -> PinnedMap:
+        if self._fds is None:
+            return PinnedMap(self._p(name), key_size, value_size)
+        fd = self._fds.pop(name, None)
+        if fd is None:
+            return _Unused(name, key_size, value_size)
+        return PinnedMap(name, key_size, value_size, fd=fd)
 
     def _p(self, name: str) -> str:
         return os.path.join(self.pin_dir, name)
@@ -194,6 +230,48 @@ class Maps:
             (rid,) = RULE_ID.unpack(key)
             out[rid] = sum(struct.unpack(f"<{self.ncpu}Q", raw))
         return out
+
+    @classmethod
+    def discover(cls, netns: str | None = None) -> Maps:
+        """The maps of the dataplane whose main programs are attached in ``netns``, found by
+        program id (no bpffs needed): the main programs' maps, then those of the policy
+        programs in the jump maps (IP sets, rule counters). BPFError if nothing is attached."""
+        from calico.felix.bpf import attach
+
+        progs = attach.attached_program_ids(netns)
+        if not progs:
+            raise BPFError("no calico BPF programs attached to any interface here")
+        fds: dict[str, int] = {}
+        seen: set[int] = set()
+
+        def add(prog_id: int) -> None:
+            for map_id in program_map_ids(prog_id):
+                if map_id in seen:
+                    continue
+                seen.add(map_id)
+                name, fd = open_map_by_id(map_id)
+                if name in fds or not name.startswith("cpy_"):
+                    os.close(fd)
+                else:
+                    fds[name] = fd
+
+        for prog_id in progs.values():
+            add(prog_id)
+        for jump in (JUMP_ING_MAP, JUMP_EGR_MAP):
+            if jump not in fds:
+                continue
+            jmap = PinnedMap(jump, 4, 4, fd=os.dup(fds[jump]))
+            try:
+                policy_ids = {PROG_FD.unpack(v)[0] for _, v in jmap.items()}
+            finally:
+                jmap.close()
+            for pid in sorted(policy_ids):  # userspace reads a prog array slot as a prog id
+                add(pid)
+        try:
+            return cls("", fds)
+        finally:
+            for fd in fds.values():  # any we did not use
+                os.close(fd)
 
     def conntrack(self) -> list[CTEntry]:
         return [decode_ct(k, v) for k, v in self.ct.items()]

@@ -243,6 +243,29 @@ def test_dump_commands_show_maps(topo: Topo) -> None:
     assert text.returncode == 0 and text.stdout.endswith(f"{len(flows)} entries\n")
 
 
+def test_maps_found_through_attached_programs_without_pins(topo: Topo) -> None:
+    """No --pin-dir, and the pins are not at Felix's default path (as for a Felix under
+    ``ip netns exec``, whose bpffs is private): the commands find the same maps by program and
+    map id, the policy programs' ones (IP sets, rule counters) included."""
+    program(topo, RULES)
+    assert udp(topo, 7070) == "ok"
+    for args in (
+        ("ifstate", "dump"),
+        ("ipsets", "dump"),
+        ("policy", "dump", topo.ifaces[1], "--listing-dir", topo.listing_dir),
+    ):
+        found = cli(topo, *args, "-o", "json")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout) == cli_json(topo, *args)
+    sid = topo.mgr.ipsets.ids.get("s:clients")
+    assert f"0x{sid:016x}" in json.loads(cli(topo, "ipsets", "dump", "-o", "json").stdout)
+    # a netns with none of our programs attached
+    with ns.netns("calbde") as empty:
+        out = ns.in_ns(empty, CALICO, "bpf", "conntrack", "dump", check=False, timeout=60)
+    assert out.returncode == 1
+    assert "no calico BPF programs attached to any interface here" in out.stderr
+
+
 def test_debug_command_errors(topo: Topo) -> None:
     program(topo, RULES)
     out = cli(topo, "counters", "dump", "--iface", "nosuch0", "--pin-dir", topo.pin_dir)
