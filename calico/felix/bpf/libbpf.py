@@ -132,8 +132,8 @@ class PinnedMap:
     """A map opened from its bpffs pin, with fixed key/value sizes for raw byte I/O."""
 
     def __init__(self, path: str, key_size: int, value_size: int, fd: int | None = None) -> None:
-        """``fd``: an already open map (found by id, see :func:`program_maps`); ``path`` is
-        then only its name in messages."""
+        """``fd``: an already open map (found by id, ``calico.felix.bpf.maps.Maps.discover``);
+        ``path`` is then only its name in messages."""
         self.path, self.key_size, self.value_size = path, key_size, value_size
         if fd is None:
             fd = lib().bpf_obj_get(path.encode())
