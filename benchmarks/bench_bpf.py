@@ -130,6 +130,7 @@ def main() -> None:
             print("# bpf: not root, load line skipped", file=sys.stderr)
             return
         load_bench(tmp, sources["egress"], Generator({}, {}, ids.get_or_alloc))
+        fastpath_bench(tmp)
 
 
 def load_bench(tmp: str, source: str, empty_gen: Generator) -> None:
@@ -155,6 +156,87 @@ def load_bench(tmp: str, source: str, empty_gen: Generator) -> None:
             dp.close()
     finally:
         bpffs.unmount(mnt)
+
+
+FAST_REPEAT = 200_000
+
+
+def _packet(src: str, dst: str, sport: int, dport: int, flags: int) -> bytes:
+    """Ethernet + IPv4 + TCP header (what the programs parse)."""
+    import ipaddress
+    import struct
+
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, flags, 1024, 0, 0)
+    addrs = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 1, 0, 64, 6, 0, *addrs)
+    return b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00" + ip + tcp
+
+
+def fastpath_bench(tmp: str) -> None:
+    """Per-packet CPU cost inside the kernel (BPF_PROG_TEST_RUN, ``FAST_REPEAT`` runs): the
+    noise-free complement to the iperf3 lines. An endpoint whose ingress has the throughput
+    benchmark's 1,000 policies (the last one allows the client's set on 5201, rule counters on
+    as Felix's default) against the same endpoint with no policy (profile allow only):
+
+    * ``bpf_established_ns_per_pkt``: an ACK of a tracked flow (the conntrack fast path; the
+      policy count should not matter: target ratio <= 1.05);
+    * ``bpf_new_flow_ns_per_pkt``: a SYN (always re-policed), walking all 1,000 policies.
+    """
+    from calico.felix.bpf import bpffs
+    from calico.felix.bpf.dataplane import BPFDataplane
+    from calico.felix.bpf.libbpf import time_run
+    from calico.felix.bpf.maps import IPSET_VALUE, ipset_key
+
+    client, server = "10.0.0.1", "10.0.0.2"
+    pols = {}
+    for i in range(TPUT_POLICIES):
+        last = i == TPUT_POLICIES - 1
+        port = 5201 if last else 10000 + i
+        rule = Rule(
+            action="allow",
+            protocol="tcp",
+            src_ip_set_ids=("s:client" if last else f"s:x{i}",),
+            dst_ports=(PortRange(port, port),),
+        )
+        pols[PolicyID(f"tp-{i:04d}", tier="default")] = Policy(inbound_rules=(rule,))
+    allow = {"allow": Profile(inbound_rules=(Rule(action="allow"),),
+                              outbound_rules=(Rule(action="allow"),))}  # fmt: skip
+    ids = IDAllocator()
+    tiers = (TierInfo("default", ingress_policies=tuple(pols)),)
+    mnt = os.path.join(tmp, "bpffs-fast")
+    bpffs.mount_bpffs(mnt)
+    try:
+        dp = BPFDataplane(os.path.join(mnt, "globals"), os.path.join(tmp, "cache"))
+        try:
+            dp.register("lo", 1)
+            key = ipset_key(ids.get_or_alloc("s:client"), f"{client}/32")
+            assert key is not None
+            dp.maps.ipsets.update(key, IPSET_VALUE.pack(1))
+            results: dict[str, dict[str, float]] = {}
+            for label, ep_tiers in (("policies", tiers), ("none", ())):
+                gen = Generator(pols, allow, ids.get_or_alloc, rule_counters=True)
+                srcs = {
+                    "ingress": gen.source(EndpointPolicy((), ("allow",), False)),
+                    "egress": gen.source(EndpointPolicy(ep_tiers, ("allow",), True)),
+                }
+                dp.set_policies("lo", srcs)
+                for k in list(dp.maps.ct.keys()):
+                    dp.maps.ct.delete(k)
+                syn = _packet(client, server, 40000, 5201, 0x02)
+                ack = _packet(client, server, 40000, 5201, 0x10)
+                rc_syn, ns_syn = time_run(dp.to_fd, syn, FAST_REPEAT)
+                rc_ack, ns_ack = time_run(dp.to_fd, ack, FAST_REPEAT)
+                assert rc_syn == rc_ack == -1, (label, rc_syn, rc_ack)  # allowed: TC_ACT_UNSPEC
+                results[label] = {"syn": ns_syn, "ack": ns_ack}
+        finally:
+            dp.close()
+    finally:
+        bpffs.unmount(mnt)
+    extra = {"policies": TPUT_POLICIES, "repeat": FAST_REPEAT}
+    emit("bpf", "bpf_established_ns_per_pkt", results["policies"]["ack"],
+         results["none"]["ack"], target_ratio=1.05, **extra)  # fmt: skip
+    emit("bpf", "bpf_new_flow_ns_per_pkt", results["policies"]["syn"],
+         results["none"]["syn"], **extra)  # fmt: skip
 
 
 TPUT_POLICIES = 1000

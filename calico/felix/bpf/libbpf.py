@@ -237,6 +237,25 @@ def possible_cpus() -> int:
     return n
 
 
+def time_run(prog_fd: int, packet: bytes, repeat: int) -> tuple[int, int]:
+    """(return value, mean ns per run) of ``repeat`` in-kernel runs on ``packet``: the
+    per-packet CPU cost without any scheduler or NIC noise (benchmarks)."""
+    data = ctypes.create_string_buffer(packet, len(packet))
+    out = ctypes.create_string_buffer(len(packet) + 256)
+    opts = _TestRunOpts(
+        sz=ctypes.sizeof(_TestRunOpts),
+        data_in=ctypes.cast(data, ctypes.c_void_p),
+        data_size_in=len(packet),
+        data_out=ctypes.cast(out, ctypes.c_void_p),
+        data_size_out=len(out),
+        repeat=repeat,
+    )
+    rc = lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts))
+    if rc:
+        raise BPFError(f"BPF_PROG_TEST_RUN failed: {_errno_text(rc)}")
+    return ctypes.c_int32(opts.retval).value, int(opts.duration)
+
+
 def run_once(prog_fd: int, packet: bytes) -> int:
     """Run a SCHED_CLS program once on ``packet`` (BPF_PROG_TEST_RUN); its return value, signed.
 
