@@ -1,6 +1,6 @@
 """ServiceIndex: the members of the ``svc:`` / ``svcnoport:`` IP sets that rules with
 ``services: {name, namespace}`` use, from Kubernetes EndpointSlices (upstream's
-felix/serviceindex; design/felix-calc.md "Services").
+felix/serviceindex; design/felix-calc-nodes.md "ServiceIndex").
 
 An EndpointSlice belongs to the service ``<its namespace>/<label kubernetes.io/service-name>``.
 A ``svcnoport:`` set (source match) holds every endpoint address as a host CIDR; a ``svc:`` set
