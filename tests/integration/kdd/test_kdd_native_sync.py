@@ -265,3 +265,26 @@ def test_services_and_endpoint_slices_feed_the_service_sets(api: FakeAPIServer) 
         "10.0.0.1,tcp:8080",
         "10.0.0.2,tcp:8080",
     )
+
+
+def test_felix_status_reports_are_skipped_on_kubernetes(
+    api: FakeAPIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Upstream skips Felix's status keys in KDD silently: no thread, no request, no warning."""
+    import logging
+
+    from calico.felix.status import StatusReporter
+
+    backend = KubernetesBackend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": api.url}))
+    before = api.requests
+    reporter = StatusReporter(backend, "node1", interval=0.01)
+    with caplog.at_level(logging.INFO, logger="calico.felix.status"):
+        reporter.start()
+    try:
+        assert reporter._thread is None
+        assert api.requests == before
+        assert [r.levelname for r in caplog.records] == ["INFO"]
+        assert "Kubernetes datastore" in caplog.records[0].getMessage()
+    finally:
+        reporter.stop()
+        backend.close()
