@@ -21,7 +21,12 @@ from calico.model.processors.endpoints import (
     workload_endpoint,
 )
 from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
-from calico.model.processors.passthrough import Processor, for_node, resource_passthrough
+from calico.model.processors.passthrough import (
+    Processor,
+    for_node,
+    kubernetes_raw,
+    resource_passthrough,
+)
 from calico.model.processors.policy import (
     global_network_policy,
     kubernetes_cluster_network_policy,
@@ -78,6 +83,7 @@ __all__ = [
     "ipam_block",
     "kubernetes_cluster_network_policy",
     "kubernetes_network_policy",
+    "kubernetes_raw",
     "network_policy",
     "network_set",
     "node",
