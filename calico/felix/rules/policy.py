@@ -23,6 +23,7 @@ from calico.felix.rules.exprs import (
     mark_set,
 )
 from calico.felix.rules.matches import RuleMatch, is_family_specific, rule_match
+from calico.felix.rules.nflog import OWNER_POLICY, OWNER_PROFILE, nflog, rule_prefix
 
 POLICY_INBOUND_PREFIX = "cali-pi-"
 POLICY_OUTBOUND_PREFIX = "cali-po-"
@@ -97,10 +98,17 @@ class RuleRenderContext:
         kind: str = "",
         name: str = "",
         namespace: str = "",
+        nflog_owner: str = "",
+        nflog_name: str = "",
+        inbound: bool = True,
     ) -> None:
         self.config = config
         self.layer = layer
         self.untracked = untracked
+        # Flow logs: verdicts also go to NFLOG with a prefix naming owner, direction and rule.
+        self.nflog_owner = nflog_owner if config.flow_logs else ""
+        self.nflog_name = nflog_name
+        self.inbound = inbound
         # Kernel log lines read "calico-packet: IN=..." as upstream's do; nft caps prefixes at 127.
         self.log_prefix = (
             config.log_prefix.replace("%t", tier)
@@ -115,15 +123,23 @@ class RuleRenderContext:
             return REJECT
         return DROP
 
-    def actions(self, action: str) -> list[Expr]:
+    def _nflog(self, action: str, index: int) -> list[Expr]:
+        if not self.nflog_owner:
+            return []
+        prefix = rule_prefix(action, self.nflog_owner, self.inbound, index, self.nflog_name)
+        return [nflog(self.inbound, prefix)]
+
+    def actions(self, action: str, index: int = 0) -> list[Expr]:
+        """Statements for a rule with ``action``; ``index`` is its position in the rule list
+        (only the NFLOG prefix of flow logs uses it)."""
         cfg = self.config
         if action == "allow":
             pre = [NOTRACK] if self.untracked else []
-            return [*pre, mark_set(cfg.mark_accept), RETURN]
+            return [*pre, mark_set(cfg.mark_accept), *self._nflog(action, index), RETURN]
         if action in ("pass", "next-tier"):
-            return [mark_set(cfg.mark_pass), RETURN]
+            return [mark_set(cfg.mark_pass), *self._nflog(action, index), RETURN]
         if action == "deny":
-            return [self.deny()]
+            return [*self._nflog(action, index), self.deny()]
         if action == "log":
             out: list[Expr] = []
             if cfg.log_rate_limit:
@@ -161,9 +177,11 @@ def _assemble(
     return out
 
 
-def render_rule(rule: Rule, versions: Sequence[int], ctx: RuleRenderContext) -> list[NftRule]:
+def render_rule(
+    rule: Rule, versions: Sequence[int], ctx: RuleRenderContext, index: int = 0
+) -> list[NftRule]:
     """All nft rules for one policy rule across the requested families (possibly none)."""
-    actions = ctx.actions(rule.action)
+    actions = ctx.actions(rule.action, index)
     comment = f"rule {rule.rule_id}" if rule.rule_id else ""
     out: list[NftRule] = []
     if not is_family_specific(rule) and set(versions) == {4, 6}:
@@ -184,8 +202,8 @@ def render_rules(
     rules: Iterable[Rule], versions: Sequence[int], ctx: RuleRenderContext
 ) -> list[NftRule]:
     out: list[NftRule] = []
-    for rule in rules:
-        out.extend(render_rule(rule, versions, ctx))
+    for index, rule in enumerate(rules):
+        out.extend(render_rule(rule, versions, ctx, index))
     return out
 
 
@@ -196,23 +214,29 @@ def policy_chains(
     if policy.staged or is_staged(policy_id):
         return []
     layer = policy_layer(policy)
-    ctx = RuleRenderContext(
-        config,
-        layer,
-        untracked=policy.untracked,
-        tier=policy_id.tier or policy.tier,
-        kind=short_kind(policy_id),
-        name=policy_id.name,
-        namespace=policy_id.namespace,
-    )
+
+    def ctx(inbound: bool) -> RuleRenderContext:
+        return RuleRenderContext(
+            config,
+            layer,
+            untracked=policy.untracked,
+            tier=policy_id.tier or policy.tier,
+            kind=short_kind(policy_id),
+            name=policy_id.name,
+            namespace=policy_id.namespace,
+            nflog_owner=OWNER_POLICY,
+            nflog_name=policy_chain_id(policy_id),
+            inbound=inbound,
+        )
+
     return [
         Chain(
             policy_chain_name(policy_id, True, layer, config.max_name_len),
-            render_rules(policy.inbound_rules, versions, ctx),
+            render_rules(policy.inbound_rules, versions, ctx(True)),
         ),
         Chain(
             policy_chain_name(policy_id, False, layer, config.max_name_len),
-            render_rules(policy.outbound_rules, versions, ctx),
+            render_rules(policy.outbound_rules, versions, ctx(False)),
         ),
     ]
 
@@ -221,14 +245,25 @@ def profile_chains(
     config: RenderConfig, profile_id: str, profile: Profile, versions: Sequence[int]
 ) -> list[Chain]:
     """Inbound and outbound filter-layer chains for a profile (profiles only apply there)."""
-    ctx = RuleRenderContext(config, "filter", kind="pro", name=profile_id)
+
+    def ctx(inbound: bool) -> RuleRenderContext:
+        return RuleRenderContext(
+            config,
+            "filter",
+            kind="pro",
+            name=profile_id,
+            nflog_owner=OWNER_PROFILE,
+            nflog_name=profile_id,
+            inbound=inbound,
+        )
+
     return [
         Chain(
             profile_chain_name(profile_id, True, "filter", config.max_name_len),
-            render_rules(profile.inbound_rules, versions, ctx),
+            render_rules(profile.inbound_rules, versions, ctx(True)),
         ),
         Chain(
             profile_chain_name(profile_id, False, "filter", config.max_name_len),
-            render_rules(profile.outbound_rules, versions, ctx),
+            render_rules(profile.outbound_rules, versions, ctx(False)),
         ),
     ]

@@ -1,0 +1,160 @@
+"""The collector's wiring: NFLOG reader, conntrack poller and flusher on one thread, the
+Goldmane client on another, policy/endpoint lookups fed from the dataplane message stream.
+
+One thread owns the aggregator (no locks on the hot path): it reads NFLOG batches with a short
+timeout and, between them, polls conntrack every ``poll_interval`` and flushes every
+``flush_interval``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from calico.felix.collector import conntrack
+from calico.felix.collector.aggregator import Aggregator, hits_to_proto
+from calico.felix.collector.client import FlowClient, TLSFiles
+from calico.felix.collector.lookups import Hit, Lookups
+from calico.felix.collector.nflog import FiveTuple, NflogPacket, NflogReader
+from calico.felix.rules.nflog import NFLOG_INBOUND_GROUP, NFLOG_OUTBOUND_GROUP
+from calico.proto.goldmane import api_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class TraceBuilder:
+    """Groups a packet's NFLOG hits (pass hits, then one terminal verdict) into a trace."""
+
+    def __init__(self, lookups: Lookups) -> None:
+        self.lookups = lookups
+        self._pending: dict[tuple[bool, FiveTuple], list[Hit]] = {}
+        self.unknown = 0
+
+    def add(self, pkt: NflogPacket) -> tuple[bool, list[Hit]] | None:
+        """(inbound, trace) once the packet's terminal hit arrives; None before that."""
+        inbound = pkt.group == NFLOG_INBOUND_GROUP
+        hit = self.lookups.rule(pkt.prefix)
+        if hit is None:
+            self.unknown += 1
+            return None
+        key = (inbound, pkt.tuple)
+        hits = self._pending.setdefault(key, [])
+        hits.append(hit)
+        if not hit.terminal:
+            if len(hits) > 64:  # a pass chain that never ends: forget it
+                del self._pending[key]
+            return None
+        del self._pending[key]
+        return inbound, hits
+
+
+class Collector:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        flush_interval: float,
+        poll_interval: float = 5.0,
+        reader_factory: Callable[[], Any] | None = None,
+        ct_dump: Callable[[], Any] = conntrack.dump,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.lookups = Lookups()
+        self.traces = TraceBuilder(self.lookups)
+        self.agg = Aggregator(clock)
+        self.flush_interval = flush_interval
+        self.poll_interval = min(poll_interval, flush_interval)
+        self.reader_factory = reader_factory or (
+            lambda: NflogReader([NFLOG_INBOUND_GROUP, NFLOG_OUTBOUND_GROUP])
+        )
+        self.ct_dump = ct_dump
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.flows_pushed = 0
+
+    def on_messages(self, batch: Iterable[object]) -> None:
+        self.lookups.on_messages(batch)
+
+    def handle(self, packets: Iterable[NflogPacket]) -> None:
+        for pkt in packets:
+            done = self.traces.add(pkt)
+            if done is None:
+                continue
+            inbound, hits = done
+            tup = pkt.tuple
+            src, dst = self.lookups.endpoint(tup.src), self.lookups.endpoint(tup.dst)
+            local_ip = tup.dst if inbound else tup.src
+
+            def trigger(h: Hit, ip: str = local_ip, inb: bool = inbound) -> Hit | None:
+                return self.lookups.trigger(ip, h.tier, inb)
+
+            proto_hits = hits_to_proto(hits, trigger)
+            key = self.agg.key_for(inbound, tup, src, dst, proto_hits, hits[-1].action)
+            self.agg.on_verdict(inbound, tup, key, pkt.length)
+
+    def poll_conntrack(self) -> None:
+        try:
+            table = self.ct_dump()
+        except OSError as e:
+            log.warning("Conntrack dump failed: %s", e)
+            return
+        self.agg.on_conntrack(table)
+
+    def flush(self) -> list[pb.Flow]:
+        self.poll_conntrack()
+        flows = self.agg.flush()
+        for flow in flows:
+            self.client.push(flow)
+        self.flows_pushed += len(flows)
+        return flows
+
+    def start(self) -> None:
+        reader = self.reader_factory()  # bind errors surface to the caller
+        self.client.start()
+        self._thread = threading.Thread(
+            target=self._run, args=(reader,), name="flow-collector", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.client.stop(timeout)
+
+    def _run(self, reader: Any) -> None:
+        next_poll = time.monotonic() + self.poll_interval
+        next_flush = time.monotonic() + self.flush_interval
+        try:
+            while not self._stop.is_set():
+                wait = max(0.0, min(next_poll, next_flush) - time.monotonic())
+                self.handle(reader.read(min(wait, 0.5)))
+                now = time.monotonic()
+                if now >= next_flush:
+                    self.flush()
+                    next_flush = now + self.flush_interval
+                    next_poll = now + self.poll_interval
+                elif now >= next_poll:
+                    self.poll_conntrack()
+                    next_poll = now + self.poll_interval
+        except Exception:
+            log.exception("Flow collector failed")
+        finally:
+            reader.close()
+
+
+def from_config(config: Any) -> Collector:
+    """The collector for a Felix config with ``FlowLogsGoldmaneServer`` set; Goldmane's client
+    TLS reuses Felix's Typha client files, as upstream."""
+    tls = TLSFiles(
+        cert=config["TyphaCertFile"] or "",
+        key=config["TyphaKeyFile"] or "",
+        ca=config["TyphaCAFile"] or "",
+    )
+    client = FlowClient(config["FlowLogsGoldmaneServer"], tls=tls)
+    return Collector(client, flush_interval=float(config["FlowLogsFlushInterval"]))
