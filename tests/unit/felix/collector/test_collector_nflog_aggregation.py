@@ -1,0 +1,314 @@
+"""NFLOG wire parsing (property-tested against an encoder), trace building, aggregation."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import struct
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calico.felix.collector.aggregator import Aggregator
+from calico.felix.collector.client import ResendCache
+from calico.felix.collector.collector import Collector
+from calico.felix.collector.conntrack import CtCounters, entries_from_messages
+from calico.felix.collector.nflog import FiveTuple, NflogPacket, parse_ip, parse_messages
+from calico.felix.messages import (
+    ActivePolicyUpdate,
+    ActiveProfileUpdate,
+    Policy,
+    PolicyID,
+    Profile,
+    ProfileID,
+    Rule,
+    TierInfo,
+    WorkloadEndpoint,
+    WorkloadEndpointID,
+    WorkloadEndpointUpdate,
+)
+from calico.proto.goldmane import api_pb2 as pb
+
+
+def ipv4(src: str, dst: str, proto: int, sport: int, dport: int, total: int) -> bytes:
+    hdr = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        total,
+        0,
+        0,
+        64,
+        proto,
+        0,
+        ipaddress.IPv4Address(src).packed,
+        ipaddress.IPv4Address(dst).packed,
+    )
+    return hdr + struct.pack("!HH", sport, dport) + b"\0" * 16
+
+
+def attr(t: int, v: bytes) -> bytes:
+    raw = struct.pack("=HH", 4 + len(v), t) + v
+    return raw + b"\0" * ((-len(raw)) % 4)
+
+
+def nflog_msg(group: int, prefix: str, payload: bytes) -> bytes:
+    body = struct.pack("=BB", socket.AF_INET, 0) + struct.pack("!H", group)
+    body += attr(1, b"\x08\x00\x03\x00") + attr(10, prefix.encode() + b"\0") + attr(9, payload)
+    return struct.pack("=IHHII", 16 + len(body), 4 << 8, 0, 0, 0) + body
+
+
+ips = st.ip_addresses(v=4).map(str)
+ports = st.integers(0, 65535)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 2),
+            st.text("APDREI0123456789|/abc.-", max_size=63),
+            ips,
+            ips,
+            st.sampled_from([6, 17]),
+            ports,
+            ports,
+            st.integers(28, 65535),
+        ),
+        max_size=8,
+    )
+)
+def test_parse_messages_round_trip(items) -> None:
+    data = b"".join(
+        nflog_msg(g, p, ipv4(s, d, proto, sp, dp, total))
+        for g, p, s, d, proto, sp, dp, total in items
+    )
+    # A trailing NLMSG_DONE (batched delivery) is skipped.
+    data += struct.pack("=IHHII", 16, 3, 0, 0, 0)
+    got = parse_messages(data)
+    assert got == [
+        NflogPacket(g, p, FiveTuple(proto, s, d, sp, dp), total)
+        for g, p, s, d, proto, sp, dp, total in items
+    ]
+
+
+@given(st.binary(max_size=200))
+def test_parse_messages_never_raises_on_garbage(data: bytes) -> None:
+    parse_messages(data)
+
+
+def test_parse_ip_icmp_and_v6_and_short() -> None:
+    tup, total = parse_ip(ipv4("10.0.0.1", "10.0.0.2", 1, 0x0800, 7, 84))
+    assert tup == FiveTuple(1, "10.0.0.1", "10.0.0.2", 0, 0) and total == 84
+    v6 = struct.pack("!IHBB", 6 << 28, 20, 6, 64) + ipaddress.IPv6Address("fd00::1").packed
+    v6 += ipaddress.IPv6Address("fd00::2").packed + struct.pack("!HH", 1234, 80)
+    assert parse_ip(v6) == (FiveTuple(6, "fd00::1", "fd00::2", 1234, 80), 60)
+    assert parse_ip(b"\x45" * 19) is None
+    assert parse_ip(b"") is None
+
+
+def test_conntrack_entries_decode_counters_and_post_nat_view() -> None:
+    def tup(src, dst, sport, dport):
+        return {
+            "attrs": [
+                ("CTA_TUPLE_IP", {"attrs": [("CTA_IP_V4_SRC", src), ("CTA_IP_V4_DST", dst)]}),
+                (
+                    "CTA_TUPLE_PROTO",
+                    {
+                        "attrs": [
+                            ("CTA_PROTO_NUM", 6),
+                            ("CTA_PROTO_SRC_PORT", sport),
+                            ("CTA_PROTO_DST_PORT", dport),
+                        ]
+                    },
+                ),
+            ]
+        }
+
+    msg = {
+        "attrs": [
+            ("CTA_TUPLE_ORIG", tup("10.0.0.1", "10.96.0.1", 5000, 80)),
+            ("CTA_TUPLE_REPLY", tup("10.0.0.2", "10.0.0.1", 8080, 5000)),  # DNAT to the pod
+            (
+                "CTA_COUNTERS_ORIG",
+                {"attrs": [("CTA_COUNTERS_PACKETS", 3), ("CTA_COUNTERS_BYTES", 180)]},
+            ),
+            (
+                "CTA_COUNTERS_REPLY",
+                {"attrs": [("CTA_COUNTERS_PACKETS", 2), ("CTA_COUNTERS_BYTES", 120)]},
+            ),
+        ]
+    }
+    [(orig, seen, counters)] = list(entries_from_messages([msg, {"attrs": []}]))
+    assert orig == FiveTuple(6, "10.0.0.1", "10.96.0.1", 5000, 80)
+    assert seen == FiveTuple(6, "10.0.0.1", "10.0.0.2", 5000, 8080)
+    assert counters == CtCounters(3, 180, 2, 120)
+
+
+NP = PolicyID("flows", "NetworkPolicy", namespace="ns1", tier="default")
+T1 = PolicyID("t1pol", "GlobalNetworkPolicy", tier="t1")
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.flows: list[pb.Flow] = []
+
+    def push(self, flow: pb.Flow) -> None:
+        self.flows.append(flow)
+
+
+def collector(now: list[float], ct: dict) -> Collector:
+    c = Collector(FakeClient(), flush_interval=1, ct_dump=lambda: ct, clock=lambda: now[0])
+    c.on_messages(
+        [
+            ActivePolicyUpdate(T1, Policy(inbound_rules=(Rule(action="pass"),))),
+            ActivePolicyUpdate(
+                NP,
+                Policy(namespace="ns1", inbound_rules=(Rule(action="allow"), Rule(action="deny"))),
+            ),
+            ActiveProfileUpdate(
+                ProfileID("kns.ns1"), Profile(outbound_rules=(Rule(action="allow"),))
+            ),
+            *[
+                WorkloadEndpointUpdate(
+                    WorkloadEndpointID("k8s", f"ns1/{name}", "eth0"),
+                    WorkloadEndpoint(
+                        state="active",
+                        name=f"cali{name}",
+                        ipv4_nets=(f"{ip}/32",),
+                        profile_ids=("kns.ns1",),
+                        tiers=(TierInfo("t1", (T1,)), TierInfo("default", (NP,))),
+                    ),
+                )
+                for name, ip in (("client", "10.65.0.1"), ("server", "10.65.0.2"))
+            ],
+        ]
+    )
+    return c
+
+
+TUP = FiveTuple(6, "10.65.0.1", "10.65.0.2", 40000, 8080)
+
+
+def test_trace_across_tiers_and_conntrack_counts() -> None:
+    now, ct = [1000.0], {}
+    c = collector(now, ct)
+    c.handle([NflogPacket(1, "PPI0|gnp/t1pol", TUP, 60)])
+    assert c.flush() == []  # a pass hit alone is not a verdict yet
+    c.handle(
+        [NflogPacket(1, "API0|np/ns1/flows", TUP, 60), NflogPacket(2, "ARE0|kns.ns1", TUP, 60)]
+    )
+    ct[TUP] = CtCounters(5, 400, 4, 300)
+    now[0] = 1001.0
+    flows = {f.Key.reporter: f for f in c.flush()}
+    dst, src = flows[pb.Dst], flows[pb.Src]
+    assert [
+        (h.kind, h.name, h.tier, h.action, h.policy_index, h.rule_index)
+        for h in dst.Key.policies.enforced_policies
+    ] == [
+        (pb.GlobalNetworkPolicy, "t1pol", "t1", pb.Pass, 0, 0),
+        (pb.CalicoNetworkPolicy, "flows", "default", pb.Allow, 1, 0),
+    ]
+    assert list(dst.Key.policies.pending_policies) == list(dst.Key.policies.enforced_policies)
+    assert (dst.Key.source_name, dst.Key.source_namespace, dst.Key.dest_name) == (
+        "client",
+        "ns1",
+        "server",
+    )
+    assert (dst.packets_in, dst.bytes_in, dst.packets_out, dst.bytes_out) == (5, 400, 4, 300)
+    assert (src.packets_out, src.bytes_out, src.packets_in, src.bytes_in) == (5, 400, 4, 300)
+    assert src.Key.policies.enforced_policies[0].kind == pb.Profile
+    assert (dst.num_connections_started, dst.num_connections_live, dst.start_time) == (1, 1, 1000)
+    # Next interval: only the delta, still live; then the entry vanishes: completed.
+    ct[TUP] = CtCounters(7, 500, 4, 300)
+    now[0] = 1002.0
+    dst = {f.Key.reporter: f for f in c.flush()}[pb.Dst]
+    assert (dst.packets_in, dst.bytes_in, dst.packets_out, dst.num_connections_started) == (
+        2,
+        100,
+        0,
+        0,
+    )
+    del ct[TUP]
+    now[0] = 1003.0
+    dst = {f.Key.reporter: f for f in c.flush()}[pb.Dst]
+    assert (dst.num_connections_completed, dst.num_connections_live) == (1, 0)
+    now[0] = 1004.0
+    assert c.flush() == []  # nothing left to report
+
+
+def test_denied_packets_counted_from_nflog_and_end_of_tier_trigger() -> None:
+    now = [50.0]
+    c = collector(now, {})
+    deny = FiveTuple(6, "10.65.0.1", "10.65.0.2", 40001, 9090)
+    c.handle(
+        [NflogPacket(1, "PPI0|gnp/t1pol", deny, 60), NflogPacket(1, "DPI1|np/ns1/flows", deny, 60)]
+        * 3
+    )
+    other = FiveTuple(6, "10.65.0.1", "10.65.0.2", 40002, 22)
+    c.handle(
+        [NflogPacket(1, "PPI0|gnp/t1pol", other, 60), NflogPacket(1, "DPI|default", other, 60)]
+    )
+    flows = {f.Key.dest_port: f for f in c.flush()}
+    f = flows[9090]
+    assert (f.Key.action, f.packets_in, f.bytes_in, f.packets_out) == (pb.Deny, 3, 180, 0)
+    assert (f.num_connections_started, f.num_connections_completed) == (1, 1)
+    eot = flows[22].Key.policies.enforced_policies[-1]
+    assert (eot.kind, eot.tier, eot.name, eot.rule_index) == (pb.EndOfTier, "default", "flows", -1)
+    assert (eot.trigger.kind, eot.trigger.name, eot.trigger.namespace) == (
+        pb.CalicoNetworkPolicy,
+        "flows",
+        "ns1",
+    )
+
+
+def test_unknown_prefix_and_unknown_addresses() -> None:
+    c = collector([0.0], {})
+    c.handle([NflogPacket(1, "API9|np/ns1/gone", TUP, 60)])
+    assert c.traces.unknown == 1
+    ext = FiveTuple(6, "8.8.8.8", "10.65.0.2", 1, 8080)
+    c.handle(
+        [NflogPacket(1, "PPI0|gnp/t1pol", ext, 60), NflogPacket(1, "DPI1|np/ns1/flows", ext, 60)]
+    )
+    [f] = c.flush()
+    assert (f.Key.source_name, f.Key.source_type, f.Key.dest_type) == (
+        "pub",
+        pb.Network,
+        pb.WorkloadEndpoint,
+    )
+
+
+def test_policy_update_replaces_prefixes() -> None:
+    c = collector([0.0], {})
+    assert c.lookups.rule("DPI1|np/ns1/flows") is not None
+    c.on_messages(
+        [ActivePolicyUpdate(NP, Policy(namespace="ns1", inbound_rules=(Rule(action="allow"),)))]
+    )
+    assert c.lookups.rule("DPI1|np/ns1/flows") is None
+    assert c.lookups.rule("API0|np/ns1/flows").action == pb.Allow
+
+
+def test_resend_cache_expires_at_the_window() -> None:
+    now = [0.0]
+    cache = ResendCache(lambda: now[0], window=300)
+    cache.add(pb.Flow(start_time=1))
+    now[0] = 200.0
+    cache.add(pb.Flow(start_time=2))
+    now[0] = 300.0
+    assert [f.start_time for f in cache.flows()] == [1, 2]  # exactly 300 s old: still kept
+    now[0] = 300.5
+    assert [f.start_time for f in cache.flows()] == [2]
+
+
+def test_aggregator_retransmitted_syn_counts_once() -> None:
+    agg = Aggregator(lambda: 0.0)
+    key = agg.key_for(
+        True,
+        TUP,
+        *(collector([0], {}).lookups.endpoint(ip) for ip in (TUP.src, TUP.dst)),
+        [],
+        pb.Allow,
+    )
+    agg.on_verdict(True, TUP, key, 60)
+    agg.on_verdict(True, TUP, key, 60)
+    [f] = agg.flush()
+    assert f.num_connections_started == 1
