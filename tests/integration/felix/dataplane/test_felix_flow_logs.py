@@ -110,64 +110,65 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
         "FELIX_FLOWLOGSGOLDMANESERVER": f"127.0.0.1:{port}",
         "FELIX_FLOWLOGSFLUSHINTERVAL": "1",
     }
-    with cluster(workdir, **env) as c, goldmane(c.host, port, workdir / "goldmane.log"):
-        with (
-            workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as client,
-            workload(c.host, c.ds, "server", "10.65.0.2", labels={"app": "server"}) as server,
-            servers(server, "tcp:8080", "tcp:9090"),
-        ):
-            eventually(lambda: tcp(client, server.ip, 8080), "ok")
-            c.ds.apply(POLICY)
-            eventually(lambda: tcp(client, server.ip, 9090), "timeout")
-            assert tcp(client, server.ip, 8080) == "ok"
+    with (
+        cluster(workdir, **env) as c,
+        goldmane(c.host, port, workdir / "goldmane.log"),
+        workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as client,
+        workload(c.host, c.ds, "server", "10.65.0.2", labels={"app": "server"}) as server,
+        servers(server, "tcp:8080", "tcp:9090"),
+    ):
+        eventually(lambda: tcp(client, server.ip, 8080), "ok")
+        c.ds.apply(POLICY)
+        eventually(lambda: tcp(client, server.ip, 9090), "timeout")
+        assert tcp(client, server.ip, 8080) == "ok"
 
-            allowed = (
-                "Dst",
-                "Allow",
-                "ns1/client",
-                "ns1/server",
-                8080,
-                ("CalicoNetworkPolicy", "ns1", "flows-policy", "default", "Allow", 0),
-            )
-            denied = (
-                "Dst",
-                "Deny",
-                "ns1/client",
-                "ns1/server",
-                9090,
-                ("CalicoNetworkPolicy", "ns1", "flows-policy", "default", "Deny", 1),
-            )
+        allowed = (
+            "Dst",
+            "Allow",
+            "ns1/client",
+            "ns1/server",
+            8080,
+            ("CalicoNetworkPolicy", "ns1", "flows-policy", "default", "Allow", 0),
+        )
+        denied = (
+            "Dst",
+            "Deny",
+            "ns1/client",
+            "ns1/server",
+            9090,
+            ("CalicoNetworkPolicy", "ns1", "flows-policy", "default", "Deny", 1),
+        )
 
-            def seen() -> bool:
-                got = {summary(f) for f in listed(c.host, port)}
-                return allowed in got and denied in got
+        def seen() -> bool:
+            got = {summary(f) for f in listed(c.host, port)}
+            return allowed in got and denied in got
 
-            try:
-                eventually(seen, True, timeout=30, pause=0.5)
-            except AssertionError:
-                raise AssertionError(
-                    f"flows: {json.dumps(listed(c.host, port), indent=1)}\n{c.felix.log()}"
-                ) from None
-            flows = [f for f in listed(c.host, port) if summary(f) in (allowed, denied)]
-            by_action = {f["Key"]["action"]: f for f in flows}
-            # The allowed connection was counted from conntrack, both ways.
-            assert int(by_action["Allow"].get("packets_in", 0)) >= 1
-            assert int(by_action["Allow"].get("num_connections_started", 0)) >= 1
-            # Denied packets are counted from NFLOG (they never get a conntrack entry).
-            assert int(by_action["Deny"].get("packets_in", 0)) >= 1
-            assert "packets_out" not in by_action["Deny"]
+        try:
+            eventually(seen, True, timeout=30, pause=0.5)
+        except AssertionError:
+            raise AssertionError(
+                f"flows: {json.dumps(listed(c.host, port), indent=1)}\n{c.felix.log()}"
+            ) from None
+        flows = [f for f in listed(c.host, port) if summary(f) in (allowed, denied)]
+        by_action = {f["Key"]["action"]: f for f in flows}
+        # The allowed connection was counted from conntrack, both ways.
+        assert int(by_action["Allow"].get("packets_in", 0)) >= 1
+        assert int(by_action["Allow"].get("num_connections_started", 0)) >= 1
+        # Denied packets are counted from NFLOG (they never get a conntrack entry).
+        assert int(by_action["Deny"].get("packets_in", 0)) >= 1
+        assert "packets_out" not in by_action["Deny"]
 
-            ctl = [CALICO, "ctl", "flows", "--server", f"127.0.0.1:{port}"]
-            table = in_ns(c.host, *ctl).stdout
-            assert "default|CalicoNetworkPolicy:ns1/flows-policy|allow|0" in table
-            assert "default|CalicoNetworkPolicy:ns1/flows-policy|deny|1" in table
-            only_denied = in_ns(c.host, *ctl, "--denied").stdout
-            assert "flows-policy|deny|1" in only_denied
-            assert "|allow|" not in only_denied
-            by_policy = in_ns(c.host, *ctl, "--policy", "ns1/flows-policy", "-o", "json").stdout
-            rows = [json.loads(line) for line in by_policy.splitlines()]
-            assert {r["Key"]["action"] for r in rows} == {"Allow", "Deny"}
-            assert in_ns(c.host, *ctl, "--namespace", "nope").stdout.splitlines()[1:] == []
+        ctl = [CALICO, "ctl", "flows", "--server", f"127.0.0.1:{port}"]
+        table = in_ns(c.host, *ctl).stdout
+        assert "default|CalicoNetworkPolicy:ns1/flows-policy|allow|0" in table
+        assert "default|CalicoNetworkPolicy:ns1/flows-policy|deny|1" in table
+        only_denied = in_ns(c.host, *ctl, "--denied").stdout
+        assert "flows-policy|deny|1" in only_denied
+        assert "|allow|" not in only_denied
+        by_policy = in_ns(c.host, *ctl, "--policy", "ns1/flows-policy", "-o", "json").stdout
+        rows = [json.loads(line) for line in by_policy.splitlines()]
+        assert {r["Key"]["action"] for r in rows} == {"Allow", "Deny"}
+        assert in_ns(c.host, *ctl, "--namespace", "nope").stdout.splitlines()[1:] == []
         # Goldmane gone: calicoctl says so in one line and exits 1.
     gone = subprocess.run(
         [CALICO, "ctl", "flows", "--server", f"127.0.0.1:{free_port()}", "--timeout", "1"],

@@ -1,0 +1,118 @@
+"""Felix throughput with flow collection on vs off (root, iperf3 needed).
+
+Two workloads under a policy that allows the server's ports; a real ``calico component
+goldmane`` in the host namespace. Felix is restarted between runs with ``FlowLogsGoldmaneServer``
+set (on) or unset (off), in ABBA order so both see the same noise. Per run: iperf3 bulk
+throughput (bits/s), and the rate of short TCP connections (each one's first packet is NFLOGged
+and later counted from conntrack, so this is where collection costs most). Value = on,
+baseline = off; target ratio >= 0.9 for both.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_felix as bf  # noqa: E402  (its Felix harness loader and helpers)
+from harness import emit  # noqa: E402
+
+fh = bf.fh
+BENCH = "felix_flowlogs"
+PAIRS = 2
+CONNECTS = 200
+POLICY = {
+    "kind": "NetworkPolicy",
+    "metadata": {"name": "bench-allow", "namespace": bf.NAMESPACE},
+    "spec": {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [5201, 8080]}}],
+    },
+}
+
+
+def goldmane(host: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            ["ip", "netns", "exec", host, fh.CALICO, "component", "goldmane"],
+            env={"PORT": str(port), "HEALTH_ENABLED": "false", "PATH": "/usr/bin:/bin"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def connect_rate(ns: str, dst: str) -> float:
+    t0 = time.perf_counter()
+    ok = len(bf.connect_times(ns, dst, CONNECTS))
+    return ok / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    with (
+        bf.host_env("flowlogs") as (host, ds, felix, workdir),
+        fh.workload(host, ds, "server", "10.65.0.2", namespace=bf.NAMESPACE,
+                    labels={"app": "server"}) as server,
+        fh.workload(host, ds, "client", "10.65.0.3", namespace=bf.NAMESPACE,
+                    labels={"role": "client"}) as client,
+        fh.servers(server, f"tcp:{bf.PORT}"),
+    ):  # fmt: skip
+        ds.apply(POLICY)
+        port = fh.free_port()
+        gm = goldmane(host, port, workdir / "goldmane.log")
+        srv = subprocess.Popen(
+            ["ip", "netns", "exec", server.ns, "iperf3", "-s"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        results: dict[bool, dict[str, list[float]]] = {
+            on: {"bps": [], "cps": []} for on in (False, True)
+        }
+
+        def run(on: bool) -> None:
+            felix.kill()
+            felix.env.pop("FELIX_FLOWLOGSGOLDMANESERVER", None)
+            if on:
+                felix.env["FELIX_FLOWLOGSGOLDMANESERVER"] = f"127.0.0.1:{port}"
+                felix.env["FELIX_FLOWLOGSFLUSHINTERVAL"] = "5"
+            felix.start()
+            felix.wait_ready()
+            fh.eventually(lambda: bf.try_connect_port(client.ns, server.ip, 5201), True, 60)
+            if on:  # the rules now carry NFLOG statements
+                fh.eventually(
+                    lambda: "log prefix" in fh.in_ns(host, "nft", "list", "ruleset").stdout, True
+                )
+            results[on]["bps"].append(bf.iperf(client, server.ip))
+            results[on]["cps"].append(connect_rate(client.ns, server.ip))
+
+        try:
+            for i in range(PAIRS):
+                for on in (False, True) if i % 2 == 0 else (True, False):
+                    run(on)
+        finally:
+            srv.kill()
+            srv.wait(10)
+            gm.terminate()
+            gm.wait(15)
+        for metric, unit in (("bps", "tput_bps"), ("cps", "connections_per_s")):
+            on_runs: list[Any] = results[True][metric]
+            off_runs: list[Any] = results[False][metric]
+            emit(
+                BENCH,
+                f"flowlogs_on_{unit}",
+                statistics.median(on_runs),
+                statistics.median(off_runs),
+                target_ratio=0.9,
+                runs_on=[round(x, 1) for x in on_runs],
+                runs_off=[round(x, 1) for x in off_runs],
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
