@@ -19,8 +19,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_felix as bf  # noqa: E402  (its Felix harness loader and helpers)
-from harness import emit  # noqa: E402
+import bench_felix as bf
+from harness import emit
 
 fh = bf.fh
 BENCH = "felix_flowlogs"

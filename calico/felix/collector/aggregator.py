@@ -31,7 +31,8 @@ class FlowKey:
     proto: str
     action: int
     trace: tuple[pb.PolicyHit, ...] = field(compare=False, hash=False)
-    trace_key: TraceKey = ()
+    pending: tuple[pb.PolicyHit, ...] = field(compare=False, hash=False)
+    trace_key: tuple[TraceKey, TraceKey] = ((), ())
 
 
 @dataclass
@@ -118,6 +119,7 @@ class Aggregator:
         src: Endpoint,
         dst: Endpoint,
         hits: Sequence[pb.PolicyHit],
+        pending: Sequence[pb.PolicyHit],
         action: int,
     ) -> FlowKey:
         return FlowKey(
@@ -128,7 +130,8 @@ class Aggregator:
             proto=PROTO_NAMES.get(tup.proto, str(tup.proto)),
             action=action,
             trace=tuple(hits),
-            trace_key=_trace_key(hits),
+            pending=tuple(pending),
+            trace_key=(_trace_key(hits), _trace_key(pending)),
         )
 
     def _counts_for(self, key: FlowKey) -> _Counts:
@@ -210,9 +213,7 @@ class Aggregator:
             action=key.action,
         )
         fk.policies.enforced_policies.extend(key.trace)
-        # No staged policy is evaluated: the pending trace is the enforced one (upstream's
-        # result whenever no staged policy applies).
-        fk.policies.pending_policies.extend(key.trace)
+        fk.policies.pending_policies.extend(key.pending)
         return pb.Flow(
             Key=fk,
             start_time=self.interval_start,

@@ -18,37 +18,12 @@ from calico.felix.collector import conntrack
 from calico.felix.collector.aggregator import Aggregator, hits_to_proto
 from calico.felix.collector.client import FlowClient, TLSFiles
 from calico.felix.collector.lookups import Hit, Lookups
-from calico.felix.collector.nflog import FiveTuple, NflogPacket, NflogReader
+from calico.felix.collector.nflog import NflogPacket, NflogReader
+from calico.felix.collector.traces import TraceBuilder, split
 from calico.felix.rules.nflog import NFLOG_INBOUND_GROUP, NFLOG_OUTBOUND_GROUP
 from calico.proto.goldmane import api_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-
-class TraceBuilder:
-    """Groups a packet's NFLOG hits (pass hits, then one terminal verdict) into a trace."""
-
-    def __init__(self, lookups: Lookups) -> None:
-        self.lookups = lookups
-        self._pending: dict[tuple[bool, FiveTuple], list[Hit]] = {}
-        self.unknown = 0
-
-    def add(self, pkt: NflogPacket) -> tuple[bool, list[Hit]] | None:
-        """(inbound, trace) once the packet's terminal hit arrives; None before that."""
-        inbound = pkt.group == NFLOG_INBOUND_GROUP
-        hit = self.lookups.rule(pkt.prefix)
-        if hit is None:
-            self.unknown += 1
-            return None
-        key = (inbound, pkt.tuple)
-        hits = self._pending.setdefault(key, [])
-        hits.append(hit)
-        if not hit.terminal:
-            if len(hits) > 64:  # a pass chain that never ends: forget it
-                del self._pending[key]
-            return None
-        del self._pending[key]
-        return inbound, hits
 
 
 class Collector:
@@ -89,12 +64,24 @@ class Collector:
             tup = pkt.tuple
             src, dst = self.lookups.endpoint(tup.src), self.lookups.endpoint(tup.dst)
             local_ip = tup.dst if inbound else tup.src
+            enforced, pending = split(
+                hits, inbound, lambda tier, ip=local_ip: self.lookups.tier_info(ip, tier)
+            )
 
-            def trigger(h: Hit, ip: str = local_ip, inb: bool = inbound) -> Hit | None:
-                return self.lookups.trigger(ip, h.tier, inb)
+            def trigger(
+                h: Hit, staged: bool, ip: str = local_ip, inb: bool = inbound
+            ) -> Hit | None:
+                return self.lookups.trigger(ip, h.tier, inb, include_staged=staged)
 
-            proto_hits = hits_to_proto(hits, trigger)
-            key = self.agg.key_for(inbound, tup, src, dst, proto_hits, hits[-1].action)
+            key = self.agg.key_for(
+                inbound,
+                tup,
+                src,
+                dst,
+                hits_to_proto(enforced, lambda h: trigger(h, False)),
+                hits_to_proto(pending, lambda h: trigger(h, True)),
+                hits[-1].action,
+            )
             self.agg.on_verdict(inbound, tup, key, pkt.length)
 
     def poll_conntrack(self) -> None:

@@ -34,6 +34,9 @@ from calico.felix.rules.policy import policy_chain_id
 from calico.proto.goldmane import api_pb2 as pb
 
 PROFILE_TIER = "__PROFILE__"
+STAGED_KINDS = frozenset(
+    (pb.StagedNetworkPolicy, pb.StagedGlobalNetworkPolicy, pb.StagedKubernetesNetworkPolicy)
+)
 ACTIONS = {"allow": pb.Allow, "deny": pb.Deny, "pass": pb.Pass, "next-tier": pb.Pass}
 _KINDS = {
     "NetworkPolicy": pb.CalicoNetworkPolicy,
@@ -67,8 +70,13 @@ class Hit:
     inbound: bool = True
 
     @property
+    def staged(self) -> bool:
+        return self.kind in STAGED_KINDS
+
+    @property
     def terminal(self) -> bool:
-        return self.action != pb.Pass
+        """An enforced allow or deny: the packet's evaluation ends here."""
+        return self.action != pb.Pass and not self.staged
 
 
 @dataclass(frozen=True)
@@ -173,11 +181,12 @@ class Lookups:
         self._wep_ips[msg.id] = ips
         for tier in msg.endpoint.tiers:
             for inbound in (True, False):
-                prefix = end_of_tier_prefix(inbound, tier.name, tier.default_action)
-                action = pb.Pass if tier.default_action == "Pass" else pb.Deny
-                self._rules[prefix] = Hit(
-                    pb.EndOfTier, "", "", tier.name, action, -1, end_of_tier=True, inbound=inbound
-                )
+                # Both forms: "pass" also ends a tier that holds only staged policies.
+                for default, action in (("Deny", pb.Deny), ("Pass", pb.Pass)):
+                    prefix = end_of_tier_prefix(inbound, tier.name, default)
+                    self._rules[prefix] = Hit(
+                        pb.EndOfTier, "", "", tier.name, action, -1, True, inbound
+                    )
 
     # --- queries (collector threads) -------------------------------------------------------
 
@@ -189,8 +198,18 @@ class Lookups:
         with self._lock:
             return self._endpoints.get(ip) or network_endpoint(ip)
 
-    def trigger(self, ip: str, tier: str, inbound: bool) -> Hit | None:
-        """The last policy of ``tier`` for the endpoint at ``ip`` (an end-of-tier hit's trigger)."""
+    def tier_info(self, ip: str, tier: str) -> TierInfo | None:
+        with self._lock:
+            for info in self._tiers.get(ip, ()):
+                if info.name == tier:
+                    return info
+        return None
+
+    def trigger(
+        self, ip: str, tier: str, inbound: bool, *, include_staged: bool = False
+    ) -> Hit | None:
+        """The last (enforced, or any when ``include_staged``) policy of ``tier`` for the
+        endpoint at ``ip``: an end-of-tier hit's trigger."""
         with self._lock:
             for info in self._tiers.get(ip, ()):
                 if info.name != tier:
@@ -198,7 +217,7 @@ class Lookups:
                 ids = [
                     p
                     for p in (info.ingress_policies if inbound else info.egress_policies)
-                    if not p.kind.startswith("Staged")
+                    if include_staged or not p.kind.startswith("Staged")
                 ]
                 if ids:
                     pid = ids[-1]

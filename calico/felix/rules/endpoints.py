@@ -84,14 +84,26 @@ def endpoint_chain(
     for tier in tiers:
         ids = tier.ingress_policies if inbound else tier.egress_policies
         enforced = [p for p in ids if not is_staged(p)]
-        if not enforced:
+        # With flow logs, staged policies are jumped to as well (their chains only NFLOG).
+        listed = list(ids) if log_verdicts else enforced
+        if not listed:
             continue  # no policy (or only staged ones): the tier does not apply
-        any_policy = True
         rules.append(NftRule([mark_clear(pass_)], f"Start of tier {tier.name}"))
-        for pid in enforced:
+        for pid in listed:
             target = policy_chain_name(pid, inbound, layer, config.max_name_len)
             rules.append(NftRule([mark_is_clear(pass_), jump(target)]))
-            rules.append(NftRule([mark_is_set(accept), RETURN], "Return if policy accepted"))
+            if not is_staged(pid):
+                rules.append(NftRule([mark_is_set(accept), RETURN], "Return if policy accepted"))
+        if not enforced:  # staged policies only: the tier passes (upstream's end-of-tier pass)
+            prefix = end_of_tier_prefix(inbound, tier.name, "Pass")
+            rules.append(
+                NftRule(
+                    [mark_is_clear(pass_), nflog(inbound, prefix)],
+                    f"End of tier {tier.name}. Staged policies only: pass",
+                )
+            )
+            continue
+        any_policy = True
         if end_of_tier_deny and tier.default_action != "Pass":
             log_eot = (
                 [nflog(inbound, end_of_tier_prefix(inbound, tier.name))] if log_verdicts else []

@@ -101,6 +101,7 @@ class RuleRenderContext:
         nflog_owner: str = "",
         nflog_name: str = "",
         inbound: bool = True,
+        staged: bool = False,
     ) -> None:
         self.config = config
         self.layer = layer
@@ -109,6 +110,9 @@ class RuleRenderContext:
         self.nflog_owner = nflog_owner if config.flow_logs else ""
         self.nflog_name = nflog_name
         self.inbound = inbound
+        # A staged policy's chain only reports what it would have done (flow logs' pending
+        # trace): NFLOG and return, never a mark or a drop.
+        self.staged = staged
         # Kernel log lines read "calico-packet: IN=..." as upstream's do; nft caps prefixes at 127.
         self.log_prefix = (
             config.log_prefix.replace("%t", tier)
@@ -133,6 +137,8 @@ class RuleRenderContext:
         """Statements for a rule with ``action``; ``index`` is its position in the rule list
         (only the NFLOG prefix of flow logs uses it)."""
         cfg = self.config
+        if self.staged:
+            return [*self._nflog(action, index), RETURN]
         if action == "allow":
             pre = [NOTRACK] if self.untracked else []
             return [*pre, mark_set(cfg.mark_accept), *self._nflog(action, index), RETURN]
@@ -181,6 +187,8 @@ def render_rule(
     rule: Rule, versions: Sequence[int], ctx: RuleRenderContext, index: int = 0
 ) -> list[NftRule]:
     """All nft rules for one policy rule across the requested families (possibly none)."""
+    if ctx.staged and rule.action not in ("allow", "deny", "pass", "next-tier"):
+        return []  # a staged policy's log rules would log traffic it does not police
     actions = ctx.actions(rule.action, index)
     comment = f"rule {rule.rule_id}" if rule.rule_id else ""
     out: list[NftRule] = []
@@ -210,10 +218,12 @@ def render_rules(
 def policy_chains(
     config: RenderConfig, policy_id: PolicyID, policy: Policy, versions: Sequence[int]
 ) -> list[Chain]:
-    """Inbound and outbound chains for a policy, in the layer its flags select; none if staged."""
-    if policy.staged or is_staged(policy_id):
+    """Inbound and outbound chains for a policy, in the layer its flags select. A staged policy
+    has none, except with flow logs: then chains that only NFLOG its verdicts (filter layer)."""
+    staged = policy.staged or is_staged(policy_id)
+    if staged and not config.flow_logs:
         return []
-    layer = policy_layer(policy)
+    layer = "filter" if staged else policy_layer(policy)
 
     def ctx(inbound: bool) -> RuleRenderContext:
         return RuleRenderContext(
@@ -227,6 +237,7 @@ def policy_chains(
             nflog_owner=OWNER_POLICY,
             nflog_name=policy_chain_id(policy_id),
             inbound=inbound,
+            staged=staged,
         )
 
     return [

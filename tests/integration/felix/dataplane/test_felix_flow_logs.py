@@ -36,6 +36,18 @@ POLICY = {
     },
 }
 
+# Staged: would deny 8080. It must not change traffic, only the flows' pending trace.
+STAGED = {
+    "kind": "StagedNetworkPolicy",
+    "metadata": {"name": "staged-deny", "namespace": "ns1"},
+    "spec": {
+        "order": 10,
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Deny", "protocol": "TCP", "destination": {"ports": [8080]}}],
+    },
+}
+
 LIST = """
 import json, sys, grpc
 from google.protobuf import json_format
@@ -95,6 +107,11 @@ def summary(flow: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+def pending(flow: dict[str, Any]) -> list[tuple[Any, ...]]:
+    hits = flow["Key"]["policies"].get("pending_policies", [])
+    return [(h["kind"], h["name"], h["action"], int(h.get("rule_index", 0))) for h in hits]
+
+
 def listed(host: str, port: int) -> list[dict[str, Any]]:
     out = in_ns(host, PY, "-c", LIST, f"127.0.0.1:{port}").stdout
     return json.loads(out)
@@ -118,6 +135,7 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
         servers(server, "tcp:8080", "tcp:9090"),
     ):
         eventually(lambda: tcp(client, server.ip, 8080), "ok")
+        c.ds.apply(STAGED)
         c.ds.apply(POLICY)
         eventually(lambda: tcp(client, server.ip, 9090), "timeout")
         assert tcp(client, server.ip, 8080) == "ok"
@@ -139,9 +157,27 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
             ("CalicoNetworkPolicy", "ns1", "flows-policy", "default", "Deny", 1),
         )
 
+        # Pending traces: the staged policy would have denied 8080; 9090 it does not match.
+        want_pending = {
+            "Allow": [("StagedNetworkPolicy", "staged-deny", "Deny", 0)],
+            "Deny": [("CalicoNetworkPolicy", "flows-policy", "Deny", 1)],
+        }
+
+        def matching() -> dict[str, dict[str, Any]]:
+            """The wanted flows by action, once Goldmane lists both with both traces (a flow
+            from before the staged policy was programmed has another pending trace)."""
+            out = {}
+            for f in listed(c.host, port):
+                if summary(f) in (allowed, denied) and pending(f) == want_pending[summary(f)[1]]:
+                    out[f["Key"]["action"]] = f
+            return out
+
         def seen() -> bool:
-            got = {summary(f) for f in listed(c.host, port)}
-            return allowed in got and denied in got
+            if len(matching()) == 2:
+                return True
+            tcp(client, server.ip, 8080)  # more traffic, in case the first predates a policy
+            tcp(client, server.ip, 9090, timeout=0.3)
+            return False
 
         try:
             eventually(seen, True, timeout=30, pause=0.5)
@@ -149,8 +185,7 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
             raise AssertionError(
                 f"flows: {json.dumps(listed(c.host, port), indent=1)}\n{c.felix.log()}"
             ) from None
-        flows = [f for f in listed(c.host, port) if summary(f) in (allowed, denied)]
-        by_action = {f["Key"]["action"]: f for f in flows}
+        by_action = matching()
         # The allowed connection was counted from conntrack, both ways.
         assert int(by_action["Allow"].get("packets_in", 0)) >= 1
         assert int(by_action["Allow"].get("num_connections_started", 0)) >= 1

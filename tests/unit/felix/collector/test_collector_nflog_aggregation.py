@@ -301,14 +301,98 @@ def test_resend_cache_expires_at_the_window() -> None:
 
 def test_aggregator_retransmitted_syn_counts_once() -> None:
     agg = Aggregator(lambda: 0.0)
-    key = agg.key_for(
-        True,
-        TUP,
-        *(collector([0], {}).lookups.endpoint(ip) for ip in (TUP.src, TUP.dst)),
-        [],
-        pb.Allow,
-    )
+    ep = collector([0], {}).lookups.endpoint
+    key = agg.key_for(True, TUP, ep(TUP.src), ep(TUP.dst), [], [], pb.Allow)
     agg.on_verdict(True, TUP, key, 60)
     agg.on_verdict(True, TUP, key, 60)
     [f] = agg.flush()
     assert f.num_connections_started == 1
+
+
+SNP = PolicyID("would-deny", "StagedNetworkPolicy", namespace="ns1", tier="default")
+SONLY = PolicyID("s-only", "StagedGlobalNetworkPolicy", tier="sec")
+
+
+def staged_collector() -> Collector:
+    c = collector([0.0], {})
+    c.on_messages(
+        [
+            ActivePolicyUpdate(
+                SNP,
+                Policy(
+                    namespace="ns1",
+                    staged=True,
+                    inbound_rules=(Rule(action="log"), Rule(action="deny")),
+                ),
+            ),
+            ActivePolicyUpdate(SONLY, Policy(staged=True, inbound_rules=(Rule(action="allow"),))),
+            WorkloadEndpointUpdate(
+                WorkloadEndpointID("k8s", "ns1/server", "eth0"),
+                WorkloadEndpoint(
+                    state="active",
+                    name="caliserver",
+                    ipv4_nets=("10.65.0.2/32",),
+                    tiers=(TierInfo("sec", (SONLY,)), TierInfo("default", (SNP, NP))),
+                ),
+            ),
+        ]
+    )
+    return c
+
+
+def traces(flow: pb.Flow) -> tuple[list, list]:
+    def short(hits):
+        return [(h.kind, h.name, h.action, h.policy_index, h.rule_index) for h in hits]
+
+    return short(flow.Key.policies.enforced_policies), short(flow.Key.policies.pending_policies)
+
+
+def test_staged_deny_before_enforced_allow_is_the_pending_verdict() -> None:
+    c = staged_collector()
+    c.handle(
+        [
+            NflogPacket(1, p, TUP, 60)
+            for p in (
+                "PPI|sec",  # the staged-only tier ends (no staged rule matched)
+                "DPI1|snp/ns1/would-deny",  # staged: would deny (rule 1; the log rule 0 is not one)
+                "API0|np/ns1/flows",  # enforced: allows
+            )
+        ]
+    )
+    [f] = c.flush()
+    assert f.Key.action == pb.Allow
+    enforced, pending = traces(f)
+    assert enforced == [(pb.CalicoNetworkPolicy, "flows", pb.Allow, 0, 0)]
+    # The staged-only tier's end takes the tier's default action (Deny) in the pending world,
+    # so the pending verdict is decided there, by its last (staged) policy.
+    assert pending == [(pb.EndOfTier, "s-only", pb.Deny, 0, -1)]
+    assert f.Key.policies.pending_policies[0].trigger.kind == pb.StagedGlobalNetworkPolicy
+
+
+def test_staged_allow_in_staged_only_tier_then_staged_deny_ignored() -> None:
+    c = staged_collector()
+    c.handle(
+        [
+            NflogPacket(1, p, TUP, 60)
+            for p in ("API0|sgnp/s-only", "DPI1|snp/ns1/would-deny", "API0|np/ns1/flows")
+        ]
+    )
+    [f] = c.flush()
+    enforced, pending = traces(f)
+    assert enforced == [(pb.CalicoNetworkPolicy, "flows", pb.Allow, 0, 0)]
+    assert pending == [(pb.StagedGlobalNetworkPolicy, "s-only", pb.Allow, 0, 0)]
+
+
+def test_pass_in_pending_skips_the_rest_of_the_tier() -> None:
+    c = collector([0.0], {})
+    c.handle([NflogPacket(1, p, TUP, 60) for p in ("PPI0|gnp/t1pol", "API0|np/ns1/flows")])
+    [f] = c.flush()
+    enforced, pending = traces(f)
+    assert (
+        enforced
+        == pending
+        == [
+            (pb.GlobalNetworkPolicy, "t1pol", pb.Pass, 0, 0),
+            (pb.CalicoNetworkPolicy, "flows", pb.Allow, 1, 0),
+        ]
+    )

@@ -105,3 +105,40 @@ def test_rules_without_flow_logs_are_unchanged() -> None:
             [e for e in r.exprs if not ("log" in e and "group" in e["log"])] for r in b.rules
         ]
         assert [list(r.exprs) for r in a.rules] == stripped
+
+
+SNP = PolicyID("would-deny", "StagedNetworkPolicy", namespace="prod", tier="default")
+STAGED = Policy(
+    namespace="prod", staged=True, inbound_rules=(Rule(action="log"), Rule(action="deny"))
+)
+
+
+def test_staged_policy_chains_only_with_flow_logs_and_only_report() -> None:
+    assert OFF.policy_chains(SNP, STAGED) == []
+    pi, po = ON.policy_chains(SNP, STAGED)
+    assert pi.name == "filter-cali-pi-snp/prod/would-deny"
+    # The log rule is dropped; the deny rule reports and returns: no drop, no mark.
+    assert [list(r.exprs)[-2:] for r in pi.rules] == [
+        [nflog(True, "DPI1|snp/prod/would-deny"), {"return": None}]
+    ]
+    assert po.rules == []
+    assert ON.policy_chain_names(SNP, STAGED) == [pi.name, po.name]
+
+
+def test_endpoint_chain_jumps_staged_policies_only_with_flow_logs() -> None:
+    tiers = (TierInfo("sec", ingress_policies=(SNP,)), TierInfo("default", (SNP, NP)))
+    wep = WorkloadEndpoint(state="active", name="cali1", tiers=tiers)
+    off_tw = OFF.workload_endpoint_chains("cali1", wep)[0]
+    on_tw = ON.workload_endpoint_chains("cali1", wep)[0]
+
+    def jumps(chain) -> list[str]:
+        return [e["jump"]["target"] for r in chain.rules for e in r.exprs if "jump" in e]
+
+    assert jumps(off_tw) == ["filter-cali-pi-np/prod/db"]
+    assert jumps(on_tw) == [
+        "filter-cali-pi-snp/prod/would-deny",
+        "filter-cali-pi-snp/prod/would-deny",
+        "filter-cali-pi-np/prod/db",
+    ]
+    # The staged-only tier ends with a pass report, not a drop.
+    assert [g["prefix"] for g in logs(on_tw)] == ["PPI|sec", "DPI|default", "DRI"]
