@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 RESEND_WINDOW = 300.0
 QUEUE_DEPTH = 5000
+CONNECT_TIMEOUT = 5.0
 _STOP = object()
 
 
@@ -116,7 +117,7 @@ class FlowClient:
                 detail = e.details() if isinstance(e, grpc.RpcError) else str(e)  # type: ignore[union-attr]
                 delay = self.backoff.next()
                 log.warning(
-                    "Goldmane %s: stream failed (%s); reconnecting in %.0fs",
+                    "Goldmane %s: stream failed (%s); reconnecting in %.1fs",
                     self.target,
                     detail,
                     delay,
@@ -135,8 +136,12 @@ class FlowClient:
 
         channel = _channel(self.target, self.tls)
         try:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT)
+            except grpc.FutureTimeoutError:
+                raise OSError(f"not reachable within {CONNECT_TIMEOUT:.0f}s") from None
             receipts = pb_grpc.FlowCollectorStub(channel).Connect(requests())
-            self.connects += 1
+            self.connects += 1  # sessions established (the channel is ready)
 
             def send(flow: pb.Flow) -> None:
                 outbox.put(pb.FlowUpdate(flow=flow))
@@ -152,6 +157,8 @@ class FlowClient:
                     flow = self._input.get(timeout=0.5)
                 except queue.Empty:
                     self.cache.expire()
+                    if receipts.done():  # Goldmane went away while we were idle: reconnect
+                        raise OSError("Goldmane ended the stream")
                     continue
                 self.cache.add(flow)
                 send(flow)
