@@ -158,7 +158,7 @@ class FlowClient:
                 except queue.Empty:
                     self.cache.expire()
                     if receipts.done():  # Goldmane went away while we were idle: reconnect
-                        raise OSError("Goldmane ended the stream")
+                        raise OSError("Goldmane ended the stream") from None
                     continue
                 self.cache.add(flow)
                 send(flow)
