@@ -12,6 +12,7 @@ import contextlib
 import json
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,26 @@ res = pbg.FlowsStub(ch).List(pb.FlowListRequest(), timeout=5)
 print(json.dumps([json_format.MessageToDict(r.flow, preserving_proto_field_name=True)
                   for r in res.flows]))
 """
+
+
+@contextlib.contextmanager
+def follow(host: str, *args: str) -> Iterator[list[str]]:
+    """``calicoctl flows --follow ARGS`` running in ``host``; yields its output lines so far."""
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", host, CALICO, "ctl", "flows", "--follow", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+    reader.start()
+    try:
+        yield lines
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        reader.join(10)
 
 
 @contextlib.contextmanager
@@ -133,8 +154,11 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
         workload(c.host, c.ds, "client", "10.65.0.1", labels={"app": "client"}) as client,
         workload(c.host, c.ds, "server", "10.65.0.2", labels={"app": "server"}) as server,
         servers(server, "tcp:8080", "tcp:9090"),
+        # Nothing is denied yet: whatever this prints comes from Flows.Stream.
+        follow(c.host, "--server", f"127.0.0.1:{port}", "--denied", "-o", "json") as followed,
     ):
         eventually(lambda: tcp(client, server.ip, 8080), "ok")
+        ctl = [CALICO, "ctl", "flows", "--server", f"127.0.0.1:{port}"]
         c.ds.apply(STAGED)
         c.ds.apply(POLICY)
         eventually(lambda: tcp(client, server.ip, 9090), "timeout")
@@ -180,7 +204,7 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
             return False
 
         try:
-            eventually(seen, True, timeout=30, pause=0.5)
+            eventually(seen, True, timeout=60, pause=0.5)
         except AssertionError:
             raise AssertionError(
                 f"flows: {json.dumps(listed(c.host, port), indent=1)}\n{c.felix.log()}"
@@ -193,7 +217,6 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
         assert int(by_action["Deny"].get("packets_in", 0)) >= 1
         assert "packets_out" not in by_action["Deny"]
 
-        ctl = [CALICO, "ctl", "flows", "--server", f"127.0.0.1:{port}"]
         table = in_ns(c.host, *ctl).stdout
         assert "default|CalicoNetworkPolicy:ns1/flows-policy|allow|0" in table
         assert "default|CalicoNetworkPolicy:ns1/flows-policy|deny|1" in table
@@ -204,6 +227,13 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
         rows = [json.loads(line) for line in by_policy.splitlines()]
         assert {r["Key"]["action"] for r in rows} == {"Allow", "Deny"}
         assert in_ns(c.host, *ctl, "--namespace", "nope").stdout.splitlines()[1:] == []
+
+        def streamed_deny() -> bool:
+            got = [json.loads(line) for line in list(followed) if line.startswith("{")]
+            return any(summary(f) == denied for f in got)
+
+        eventually(streamed_deny, True, timeout=45, pause=0.3)
+        assert all(json.loads(line)["Key"]["action"] == "Deny" for line in list(followed))
         # Goldmane gone: calicoctl says so in one line and exits 1.
     gone = subprocess.run(
         [CALICO, "ctl", "flows", "--server", f"127.0.0.1:{free_port()}", "--timeout", "1"],
