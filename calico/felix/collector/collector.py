@@ -94,6 +94,7 @@ class Collector:
 
     def flush(self) -> list[pb.Flow]:
         self.poll_conntrack()
+        self.traces.reset()
         flows = self.agg.flush()
         for flow in flows:
             self.client.push(flow)

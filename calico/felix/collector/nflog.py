@@ -40,6 +40,7 @@ _NLMSGHDR = struct.Struct("=IHHII")
 _NFGENMSG = struct.Struct("=BBH")  # res_id is big-endian: packed by hand
 _NLATTR = struct.Struct("=HH")
 
+RECV_SIZE = 65536
 PROTO_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmp6", 132: "sctp"}
 
 
@@ -176,14 +177,19 @@ class NflogReader:
                 continue  # a packet raced the ack: the reader drops it
             code = -struct.unpack_from("=i", data, _NLMSGHDR.size)[0]
             if code:
-                raise NflogError(code, f"NFLOG group {group}: {os.strerror(code)}")
+                hint = ""
+                if code in (errno.EPERM, errno.EBUSY):  # the kernel's answer for a bound group
+                    hint = " (is another NFLOG reader bound to it in this namespace?)"
+                raise NflogError(code, f"NFLOG group {group}: {os.strerror(code)}{hint}")
             return
 
     def read(self, timeout: float) -> list[NflogPacket]:
-        self.sock.settimeout(timeout)
+        # A zero timeout would make the socket non-blocking (EAGAIN instead of a timeout).
+        self.sock.settimeout(max(timeout, 0.001))
         try:
-            data = self.sock.recv(1 << 20)
-        except TimeoutError:
+            # The kernel batches into datagrams of at most its nlbufsiz (8 KiB by default).
+            data = self.sock.recv(RECV_SIZE)
+        except (TimeoutError, BlockingIOError):
             return []
         except OSError as e:
             if e.errno == errno.ENOBUFS:

@@ -30,6 +30,7 @@ class TraceBuilder:
         self.lookups = lookups
         self._pending: dict[tuple[bool, object], list[Hit]] = {}
         self.unknown = 0  # prefixes no current policy or profile rendered
+        self._stale: set[tuple[bool, object]] = set()
 
     def add(self, pkt: NflogPacket) -> tuple[bool, list[Hit]] | None:
         """(inbound, hits) once the packet's terminal hit arrives; None before that."""
@@ -47,6 +48,13 @@ class TraceBuilder:
             return None
         del self._pending[key]
         return inbound, hits
+
+    def reset(self) -> None:
+        """Forget traces unfinished since the previous reset: a packet's hits arrive within
+        milliseconds, so those never get their terminal hit (e.g. its policy was removed)."""
+        for key in self._stale & self._pending.keys():
+            del self._pending[key]
+        self._stale = set(self._pending)
 
 
 def _has_enforced(info: TierInfo | None, inbound: bool) -> bool:

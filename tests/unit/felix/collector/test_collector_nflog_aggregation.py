@@ -396,3 +396,19 @@ def test_pass_in_pending_skips_the_rest_of_the_tier() -> None:
             (pb.CalicoNetworkPolicy, "flows", pb.Allow, 1, 0),
         ]
     )
+
+
+def test_unfinished_traces_survive_one_reset_only() -> None:
+    c = collector([0.0], {})
+    c.handle([NflogPacket(1, "PPI0|gnp/t1pol", TUP, 60)])
+    c.traces.reset()  # a flush between a packet's two hits keeps the first
+    c.handle([NflogPacket(1, "API0|np/ns1/flows", TUP, 60)])
+    [f] = c.flush()
+    assert len(f.Key.policies.enforced_policies) == 2
+    c.handle([NflogPacket(1, "PPI0|gnp/t1pol", TUP, 60)])
+    c.traces.reset()
+    c.traces.reset()  # never finished: dropped at the second reset
+    c.handle([NflogPacket(1, "API0|np/ns1/flows", TUP, 60)])
+    flows = c.flush()
+    assert [len(f.Key.policies.enforced_policies) for f in flows] == [1]
+
