@@ -411,4 +411,3 @@ def test_unfinished_traces_survive_one_reset_only() -> None:
     c.handle([NflogPacket(1, "API0|np/ns1/flows", TUP, 60)])
     flows = c.flush()
     assert [len(f.Key.policies.enforced_policies) for f in flows] == [1]
-
