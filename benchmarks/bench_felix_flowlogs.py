@@ -24,7 +24,7 @@ from harness import emit
 
 fh = bf.fh
 BENCH = "felix_flowlogs"
-PAIRS = 2
+PAIRS = 3
 CONNECTS = 200
 POLICY = {
     "kind": "NetworkPolicy",
