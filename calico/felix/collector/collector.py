@@ -120,18 +120,20 @@ class Collector:
         next_flush = time.monotonic() + self.flush_interval
         try:
             while not self._stop.is_set():
-                wait = max(0.0, min(next_poll, next_flush) - time.monotonic())
-                self.handle(reader.read(min(wait, 0.5)))
-                now = time.monotonic()
-                if now >= next_flush:
-                    self.flush()
-                    next_flush = now + self.flush_interval
-                    next_poll = now + self.poll_interval
-                elif now >= next_poll:
-                    self.poll_conntrack()
-                    next_poll = now + self.poll_interval
-        except Exception:
-            log.exception("Flow collector failed")
+                try:
+                    wait = max(0.0, min(next_poll, next_flush) - time.monotonic())
+                    self.handle(reader.read(min(wait, 0.5)))
+                    now = time.monotonic()
+                    if now >= next_flush:
+                        self.flush()
+                        next_flush = now + self.flush_interval
+                        next_poll = now + self.poll_interval
+                    elif now >= next_poll:
+                        self.poll_conntrack()
+                        next_poll = now + self.poll_interval
+                except Exception:  # a bug must cost flow logs for a moment, not for good
+                    log.exception("Flow collector iteration failed; carrying on")
+                    self._stop.wait(1.0)
         finally:
             reader.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import struct
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -156,33 +157,32 @@ class FakeClient:
         self.flows.append(flow)
 
 
+MESSAGES: list[object] = [
+    ActivePolicyUpdate(T1, Policy(inbound_rules=(Rule(action="pass"),))),
+    ActivePolicyUpdate(
+        NP,
+        Policy(namespace="ns1", inbound_rules=(Rule(action="allow"), Rule(action="deny"))),
+    ),
+    ActiveProfileUpdate(ProfileID("kns.ns1"), Profile(outbound_rules=(Rule(action="allow"),))),
+    *[
+        WorkloadEndpointUpdate(
+            WorkloadEndpointID("k8s", f"ns1/{name}", "eth0"),
+            WorkloadEndpoint(
+                state="active",
+                name=f"cali{name}",
+                ipv4_nets=(f"{ip}/32",),
+                profile_ids=("kns.ns1",),
+                tiers=(TierInfo("t1", (T1,)), TierInfo("default", (NP,))),
+            ),
+        )
+        for name, ip in (("client", "10.65.0.1"), ("server", "10.65.0.2"))
+    ],
+]
+
+
 def collector(now: list[float], ct: dict) -> Collector:
     c = Collector(FakeClient(), flush_interval=1, ct_dump=lambda: ct, clock=lambda: now[0])
-    c.on_messages(
-        [
-            ActivePolicyUpdate(T1, Policy(inbound_rules=(Rule(action="pass"),))),
-            ActivePolicyUpdate(
-                NP,
-                Policy(namespace="ns1", inbound_rules=(Rule(action="allow"), Rule(action="deny"))),
-            ),
-            ActiveProfileUpdate(
-                ProfileID("kns.ns1"), Profile(outbound_rules=(Rule(action="allow"),))
-            ),
-            *[
-                WorkloadEndpointUpdate(
-                    WorkloadEndpointID("k8s", f"ns1/{name}", "eth0"),
-                    WorkloadEndpoint(
-                        state="active",
-                        name=f"cali{name}",
-                        ipv4_nets=(f"{ip}/32",),
-                        profile_ids=("kns.ns1",),
-                        tiers=(TierInfo("t1", (T1,)), TierInfo("default", (NP,))),
-                    ),
-                )
-                for name, ip in (("client", "10.65.0.1"), ("server", "10.65.0.2"))
-            ],
-        ]
-    )
+    c.on_messages(MESSAGES)
     return c
 
 
@@ -411,3 +411,50 @@ def test_unfinished_traces_survive_one_reset_only() -> None:
     c.handle([NflogPacket(1, "API0|np/ns1/flows", TUP, 60)])
     flows = c.flush()
     assert [len(f.Key.policies.enforced_policies) for f in flows] == [1]
+
+
+class ThreadClient(FakeClient):
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self, timeout: float = 0) -> None:
+        self.stopped = True
+
+
+class ScriptedReader:
+    """Hands out one batch, then raises once (the loop must survive it), then stays idle."""
+
+    def __init__(self, batch: list[NflogPacket]) -> None:
+        self.script: list[object] = [batch, RuntimeError("boom")]
+        self.closed = False
+
+    def read(self, timeout: float) -> list[NflogPacket]:
+        if self.script:
+            item = self.script.pop(0)
+            if isinstance(item, Exception):
+                raise item
+            return item  # type: ignore[return-value]
+        time.sleep(min(timeout, 0.05))
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_collector_thread_flushes_to_the_client_and_survives_errors() -> None:
+    reader = ScriptedReader(
+        [NflogPacket(1, "PPI0|gnp/t1pol", TUP, 60), NflogPacket(1, "DPI1|np/ns1/flows", TUP, 60)]
+    )
+    client = ThreadClient()
+    c = Collector(client, flush_interval=0.2, reader_factory=lambda: reader, ct_dump=dict)
+    c.on_messages(MESSAGES)
+    c.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not client.flows and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        c.stop()
+    assert client.started and client.stopped and reader.closed
+    [f] = client.flows
+    assert (f.Key.action, f.packets_in, f.Key.dest_port) == (pb.Deny, 1, 8080)
