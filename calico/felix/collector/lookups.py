@@ -18,6 +18,8 @@ from calico.felix.messages import (
     ActivePolicyUpdate,
     ActiveProfileRemove,
     ActiveProfileUpdate,
+    HostEndpointRemove,
+    HostEndpointUpdate,
     PolicyID,
     TierInfo,
     WorkloadEndpointRemove,
@@ -122,10 +124,17 @@ class Lookups:
                     self._drop(self._profile_prefixes.pop(msg.id.name, []))
                 elif isinstance(msg, WorkloadEndpointUpdate):
                     self._set_wep(msg)
-                elif isinstance(msg, WorkloadEndpointRemove):
-                    for ip in self._wep_ips.pop(msg.id, []):
-                        self._endpoints.pop(ip, None)
-                        self._tiers.pop(ip, None)
+                elif isinstance(msg, HostEndpointUpdate):
+                    ep = msg.endpoint
+                    ips = (*ep.expected_ipv4_addrs, *ep.expected_ipv6_addrs)
+                    self._set_endpoint(
+                        msg.id,
+                        Endpoint(msg.id.endpoint_id, "", pb.HostEndpoint),
+                        [str(ipaddress.ip_address(ip)) for ip in ips],
+                        ep.tiers,
+                    )
+                elif isinstance(msg, WorkloadEndpointRemove | HostEndpointRemove):
+                    self._forget(msg.id)
 
     def _drop(self, prefixes: list[str]) -> None:
         for prefix in prefixes:
@@ -165,21 +174,29 @@ class Lookups:
                 prefixes.append(prefix)
         self._profile_prefixes[name] = prefixes
 
-    def _set_wep(self, msg: WorkloadEndpointUpdate) -> None:
-        for ip in self._wep_ips.pop(msg.id, []):
+    def _forget(self, owner: object) -> None:
+        for ip in self._wep_ips.pop(owner, []):
             self._endpoints.pop(ip, None)
             self._tiers.pop(ip, None)
+
+    def _set_wep(self, msg: WorkloadEndpointUpdate) -> None:
         namespace, sep, pod = msg.id.workload_id.partition("/")
         if not sep:
             namespace, pod = "", msg.id.workload_id
+        nets = (*msg.endpoint.ipv4_nets, *msg.endpoint.ipv6_nets)
+        ips = [str(ipaddress.ip_address(n.split("/", 1)[0])) for n in nets]
         ep = Endpoint(pod, namespace, pb.WorkloadEndpoint)
-        ips = [n.split("/", 1)[0] for n in (*msg.endpoint.ipv4_nets, *msg.endpoint.ipv6_nets)]
-        ips = [str(ipaddress.ip_address(ip)) for ip in ips]
+        self._set_endpoint(msg.id, ep, ips, msg.endpoint.tiers)
+
+    def _set_endpoint(
+        self, owner: object, ep: Endpoint, ips: list[str], tiers: tuple[TierInfo, ...]
+    ) -> None:
+        self._forget(owner)
         for ip in ips:
             self._endpoints[ip] = ep
-            self._tiers[ip] = msg.endpoint.tiers
-        self._wep_ips[msg.id] = ips
-        for tier in msg.endpoint.tiers:
+            self._tiers[ip] = tiers
+        self._wep_ips[owner] = ips
+        for tier in tiers:
             for inbound in (True, False):
                 # Both forms: "pass" also ends a tier that holds only staged policies.
                 for default, action in (("Deny", pb.Deny), ("Pass", pb.Pass)):

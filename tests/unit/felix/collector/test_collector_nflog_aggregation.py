@@ -14,6 +14,7 @@ from calico.felix.collector.aggregator import Aggregator
 from calico.felix.collector.client import ResendCache
 from calico.felix.collector.collector import Collector
 from calico.felix.collector.conntrack import CtCounters, entries_from_messages
+from calico.felix.collector.lookups import Endpoint
 from calico.felix.collector.nflog import FiveTuple, NflogPacket, parse_ip, parse_messages
 from calico.felix.messages import (
     ActivePolicyUpdate,
@@ -458,3 +459,25 @@ def test_collector_thread_flushes_to_the_client_and_survives_errors() -> None:
     assert client.started and client.stopped and reader.closed
     [f] = client.flows
     assert (f.Key.action, f.packets_in, f.Key.dest_port) == (pb.Deny, 1, 8080)
+
+
+def test_host_endpoints_and_removals() -> None:
+    from calico.felix.messages import (
+        HostEndpoint,
+        HostEndpointID,
+        HostEndpointRemove,
+        HostEndpointUpdate,
+        WorkloadEndpointRemove,
+    )
+
+    c = collector([0.0], {})
+    hep = HostEndpointID("node1-eth0")
+    c.on_messages(
+        [HostEndpointUpdate(hep, HostEndpoint("eth0", expected_ipv4_addrs=("192.0.2.9",)))]
+    )
+    assert c.lookups.endpoint("192.0.2.9") == Endpoint("node1-eth0", "", pb.HostEndpoint)
+    c.on_messages([HostEndpointRemove(hep)])
+    assert c.lookups.endpoint("192.0.2.9").type == pb.Network
+    c.on_messages([WorkloadEndpointRemove(WorkloadEndpointID("k8s", "ns1/client", "eth0"))])
+    assert c.lookups.endpoint("10.65.0.1") == Endpoint("pvt", "", pb.Network)
+    assert c.lookups.endpoint("10.65.0.2").name == "server"
