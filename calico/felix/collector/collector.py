@@ -147,4 +147,8 @@ def from_config(config: Any) -> Collector:
         ca=config["TyphaCAFile"] or "",
     )
     client = FlowClient(config["FlowLogsGoldmaneServer"], tls=tls)
-    return Collector(client, flush_interval=float(config["FlowLogsFlushInterval"]))
+    interval = float(config["FlowLogsFlushInterval"])
+    if interval <= 0:  # the parameter admits any number; a zero interval would spin
+        log.warning("FlowLogsFlushInterval=%s is not positive; using %ss", interval, 300)
+        interval = 300.0
+    return Collector(client, flush_interval=interval)

@@ -485,3 +485,25 @@ def test_host_endpoints_and_removals() -> None:
     c.on_messages([WorkloadEndpointRemove(WorkloadEndpointID("k8s", "ns1/client", "eth0"))])
     assert c.lookups.endpoint("10.65.0.1") == Endpoint("pvt", "", pb.Network)
     assert c.lookups.endpoint("10.65.0.2").name == "server"
+
+
+def test_from_config_reuses_typha_tls_and_guards_the_interval() -> None:
+    from calico.felix.collector.collector import from_config
+
+    base = {
+        "FlowLogsGoldmaneServer": "gm:7443",
+        "FlowLogsFlushInterval": 15.0,
+        "TyphaCertFile": "/c",
+        "TyphaKeyFile": "/k",
+        "TyphaCAFile": None,
+    }
+    c = from_config(base)
+    assert (c.client.target, c.client.tls.cert, c.client.tls.key, c.client.tls.ca) == (
+        "gm:7443",
+        "/c",
+        "/k",
+        "",
+    )
+    assert (c.flush_interval, c.poll_interval) == (15.0, 5.0)
+    assert from_config({**base, "FlowLogsFlushInterval": 2.0}).poll_interval == 2.0
+    assert from_config({**base, "FlowLogsFlushInterval": 0.0}).flush_interval == 300.0
