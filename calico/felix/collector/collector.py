@@ -15,15 +15,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from calico.felix.collector import conntrack
-from calico.felix.collector.aggregator import Aggregator, hits_to_proto
+from calico.felix.collector.aggregator import Aggregator, FlowKey, hits_to_proto
 from calico.felix.collector.client import FlowClient, TLSFiles
 from calico.felix.collector.lookups import Hit, Lookups
-from calico.felix.collector.nflog import NflogPacket, NflogReader
+from calico.felix.collector.nflog import FiveTuple, NflogPacket, NflogReader
 from calico.felix.collector.traces import TraceBuilder, split
 from calico.felix.rules.nflog import NFLOG_INBOUND_GROUP, NFLOG_OUTBOUND_GROUP
 from calico.proto.goldmane import api_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+MEMO_SIZE = 10000  # distinct (direction, addresses, port, trace) combinations remembered
 
 
 class Collector:
@@ -51,6 +53,8 @@ class Collector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.flows_pushed = 0
+        self._memo: dict[tuple[object, ...], FlowKey] = {}
+        self._memo_generation = -1
 
     def on_messages(self, batch: Iterable[object]) -> None:
         self.lookups.on_messages(batch)
@@ -62,27 +66,41 @@ class Collector:
                 continue
             inbound, hits = done
             tup = pkt.tuple
-            src, dst = self.lookups.endpoint(tup.src), self.lookups.endpoint(tup.dst)
-            local_ip = tup.dst if inbound else tup.src
-            enforced, pending = split(
-                hits, inbound, lambda tier, ip=local_ip: self.lookups.tier_info(ip, tier)
-            )
-
-            def trigger(
-                h: Hit, staged: bool, ip: str = local_ip, inb: bool = inbound
-            ) -> Hit | None:
-                return self.lookups.trigger(ip, h.tier, inb, include_staged=staged)
-
-            key = self.agg.key_for(
-                inbound,
-                tup,
-                src,
-                dst,
-                hits_to_proto(enforced, lambda h: trigger(h, False)),
-                hits_to_proto(pending, lambda h: trigger(h, True)),
-                hits[-1].action,
-            )
+            key = self._flow_key(inbound, tup, tuple(hits))
             self.agg.on_verdict(inbound, tup, key, pkt.length)
+
+    def _flow_key(self, inbound: bool, tup: FiveTuple, hits: tuple[Hit, ...]) -> FlowKey:
+        """The flow key of a traced packet, memoised per (direction, addresses, port, hits)
+        until the lookups change: building the proto traces is most of a packet's cost."""
+        if self._memo_generation != self.lookups.generation:
+            self._memo.clear()
+            self._memo_generation = self.lookups.generation
+        memo_key = (inbound, tup.proto, tup.src, tup.dst, tup.dport, hits)
+        key = self._memo.get(memo_key)
+        if key is not None:
+            return key
+        src, dst = self.lookups.endpoint(tup.src), self.lookups.endpoint(tup.dst)
+        local_ip = tup.dst if inbound else tup.src
+        enforced, pending = split(
+            hits, inbound, lambda tier: self.lookups.tier_info(local_ip, tier)
+        )
+
+        def trigger(h: Hit, staged: bool) -> Hit | None:
+            return self.lookups.trigger(local_ip, h.tier, inbound, include_staged=staged)
+
+        key = self.agg.key_for(
+            inbound,
+            tup,
+            src,
+            dst,
+            hits_to_proto(enforced, lambda h: trigger(h, False)),
+            hits_to_proto(pending, lambda h: trigger(h, True)),
+            hits[-1].action,
+        )
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        self._memo[memo_key] = key
+        return key
 
     def poll_conntrack(self) -> None:
         try:

@@ -104,6 +104,7 @@ class Lookups:
         self._endpoints: dict[str, Endpoint] = {}
         self._tiers: dict[str, tuple[TierInfo, ...]] = {}  # endpoint IP -> its tiers
         self._wep_ips: dict[object, list[str]] = {}
+        self.generation = 0
         for inbound in (True, False):
             self._rules[no_profile_prefix(inbound)] = Hit(
                 pb.Profile, "", "", PROFILE_TIER, pb.Deny, -1, inbound=inbound
@@ -113,6 +114,7 @@ class Lookups:
 
     def on_messages(self, batch: Iterable[object]) -> None:
         with self._lock:
+            self.generation += 1  # readers' caches of derived values are now stale
             for msg in batch:
                 if isinstance(msg, ActivePolicyUpdate):
                     self._set_policy(msg)

@@ -8,7 +8,6 @@ faster. ``parse_messages`` is pure (property-tested); ``NflogReader`` owns the s
 from __future__ import annotations
 
 import errno
-import ipaddress
 import logging
 import os
 import socket
@@ -84,14 +83,14 @@ def parse_ip(payload: bytes) -> tuple[FiveTuple, int] | None:
         ihl = (payload[0] & 0x0F) * 4
         total = struct.unpack_from("!H", payload, 2)[0]
         proto = payload[9]
-        src = str(ipaddress.IPv4Address(payload[12:16]))
-        dst = str(ipaddress.IPv4Address(payload[16:20]))
+        src = socket.inet_ntop(socket.AF_INET, payload[12:16])
+        dst = socket.inet_ntop(socket.AF_INET, payload[16:20])
         l4 = ihl
     elif version == 6 and len(payload) >= 40:
         total = struct.unpack_from("!H", payload, 4)[0] + 40
         proto = payload[6]
-        src = str(ipaddress.IPv6Address(payload[8:24]))
-        dst = str(ipaddress.IPv6Address(payload[24:40]))
+        src = socket.inet_ntop(socket.AF_INET6, payload[8:24])
+        dst = socket.inet_ntop(socket.AF_INET6, payload[24:40])
         l4 = 40
     else:
         return None

@@ -507,3 +507,18 @@ def test_from_config_reuses_typha_tls_and_guards_the_interval() -> None:
     assert (c.flush_interval, c.poll_interval) == (15.0, 5.0)
     assert from_config({**base, "FlowLogsFlushInterval": 2.0}).poll_interval == 2.0
     assert from_config({**base, "FlowLogsFlushInterval": 0.0}).flush_interval == 300.0
+
+
+def test_memoised_flow_keys_follow_endpoint_changes() -> None:
+    from calico.felix.messages import WorkloadEndpointRemove
+
+    c = collector([0.0], {})
+    hits = ["PPI0|gnp/t1pol", "DPI1|np/ns1/flows"]
+    c.handle([NflogPacket(1, p, TUP, 60) for p in hits])
+    c.handle([NflogPacket(1, p, TUP._replace(sport=1), 60) for p in hits])  # memo hit
+    [f] = c.flush()
+    assert (f.Key.source_name, f.packets_in) == ("client", 2)
+    c.on_messages([WorkloadEndpointRemove(WorkloadEndpointID("k8s", "ns1/client", "eth0"))])
+    c.handle([NflogPacket(1, p, TUP, 60) for p in hits])
+    [f] = c.flush()
+    assert (f.Key.source_name, f.Key.source_type) == ("pvt", pb.Network)
