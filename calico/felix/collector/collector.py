@@ -55,6 +55,7 @@ class Collector:
         self.flows_pushed = 0
         self._memo: dict[tuple[object, ...], FlowKey] = {}
         self._memo_generation = -1
+        self._drops_reported = (0, 0)
 
     def on_messages(self, batch: Iterable[object]) -> None:
         self.lookups.on_messages(batch)
@@ -133,6 +134,18 @@ class Collector:
             self._thread.join(timeout)
         self.client.stop(timeout)
 
+    def _report_drops(self, reader: Any) -> None:
+        """Say so when the kernel dropped NFLOG batches (this collector fell behind) or the
+        client dropped flows (Goldmane too slow or away): flow logs are incomplete."""
+        drops = (getattr(reader, "dropped", 0), getattr(self.client, "dropped", 0))
+        if drops != self._drops_reported:
+            log.warning(
+                "Flow logs incomplete: %d NFLOG batches dropped by the kernel, %d flows "
+                "dropped for Goldmane (totals)",
+                *drops,
+            )
+            self._drops_reported = drops
+
     def _run(self, reader: Any) -> None:
         next_poll = time.monotonic() + self.poll_interval
         next_flush = time.monotonic() + self.flush_interval
@@ -144,6 +157,7 @@ class Collector:
                     now = time.monotonic()
                     if now >= next_flush:
                         self.flush()
+                        self._report_drops(reader)
                         next_flush = now + self.flush_interval
                         next_poll = now + self.poll_interval
                     elif now >= next_poll:

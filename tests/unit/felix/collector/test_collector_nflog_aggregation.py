@@ -522,3 +522,15 @@ def test_memoised_flow_keys_follow_endpoint_changes() -> None:
     c.handle([NflogPacket(1, p, TUP, 60) for p in hits])
     [f] = c.flush()
     assert (f.Key.source_name, f.Key.source_type) == ("pvt", pb.Network)
+
+
+def test_drops_are_reported_once_per_change(caplog) -> None:
+    c = collector([0.0], {})
+    reader = ScriptedReader([])
+    c.client.dropped = 0  # type: ignore[attr-defined]
+    c._report_drops(reader)
+    assert "incomplete" not in caplog.text
+    reader.dropped = 2  # type: ignore[attr-defined]
+    c._report_drops(reader)
+    c._report_drops(reader)
+    assert caplog.text.count("2 NFLOG batches dropped by the kernel, 0 flows") == 1
