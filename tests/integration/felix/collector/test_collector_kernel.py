@@ -49,6 +49,26 @@ while time.monotonic() < deadline and not pkts:
     pkts += reader.read(0.5)
 table = conntrack.dump()
 key = [t for t in table if t.proto == 6 and t.dport == port][0]
+# The same entries through pyroute2's decoder: our stdlib parser must agree with it.
+from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
+def attr(m, name):
+    return next(v for k, v, *_ in m["attrs"] if k == name)
+theirs = {}
+ct = NFCTSocket()
+for m in ct.dump():
+    o = attr(m, "CTA_TUPLE_ORIG")
+    ip, pr = attr(o, "CTA_TUPLE_IP"), attr(o, "CTA_TUPLE_PROTO")
+    if attr(pr, "CTA_PROTO_NUM") != 6:
+        continue
+    tup = (6, attr(ip, "CTA_IP_V4_SRC"), attr(ip, "CTA_IP_V4_DST"),
+           attr(pr, "CTA_PROTO_SRC_PORT"), attr(pr, "CTA_PROTO_DST_PORT"))
+    co, cr = attr(m, "CTA_COUNTERS_ORIG"), attr(m, "CTA_COUNTERS_REPLY")
+    theirs[tup] = [attr(co, "CTA_COUNTERS_PACKETS"), attr(co, "CTA_COUNTERS_BYTES"),
+                   attr(cr, "CTA_COUNTERS_PACKETS"), attr(cr, "CTA_COUNTERS_BYTES")]
+ct.close()
+result["theirs"] = {"|".join(map(str, k)): v for k, v in theirs.items()}
+result["ours"] = {"|".join(map(str, k)): list(v) for k, v in table.items()
+                  if k.proto == 6 and "|".join(map(str, k)) in result["theirs"]}
 result["pkts"] = [[p.group, p.prefix, list(p.tuple), p.length] for p in pkts]
 result["port"] = port
 result["ct"] = list(table[key])
@@ -75,3 +95,4 @@ def test_nflog_reader_and_conntrack_dump_in_a_namespace() -> None:
     orig_packets, orig_bytes, reply_packets, reply_bytes = out["ct"]
     assert orig_packets >= 3 and orig_bytes >= 1000
     assert reply_packets >= 2 and reply_bytes >= 500
+    assert out["ours"] == out["theirs"] and out["theirs"]

@@ -7,13 +7,14 @@ import socket
 import struct
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calico.felix.collector.aggregator import Aggregator
 from calico.felix.collector.client import ResendCache
 from calico.felix.collector.collector import Collector
-from calico.felix.collector.conntrack import CtCounters, entries_from_messages
+from calico.felix.collector.conntrack import ConntrackError, CtCounters, parse_dump
 from calico.felix.collector.lookups import Endpoint
 from calico.felix.collector.nflog import FiveTuple, NflogPacket, parse_ip, parse_messages
 from calico.felix.messages import (
@@ -112,42 +113,88 @@ def test_parse_ip_icmp_and_v6_and_short() -> None:
     assert parse_ip(b"") is None
 
 
-def test_conntrack_entries_decode_counters_and_post_nat_view() -> None:
-    def tup(src, dst, sport, dport):
-        return {
-            "attrs": [
-                ("CTA_TUPLE_IP", {"attrs": [("CTA_IP_V4_SRC", src), ("CTA_IP_V4_DST", dst)]}),
-                (
-                    "CTA_TUPLE_PROTO",
-                    {
-                        "attrs": [
-                            ("CTA_PROTO_NUM", 6),
-                            ("CTA_PROTO_SRC_PORT", sport),
-                            ("CTA_PROTO_DST_PORT", dport),
-                        ]
-                    },
-                ),
-            ]
-        }
+def ct_attr(t: int, v: bytes, nested: bool = False) -> bytes:
+    raw = struct.pack("=HH", 4 + len(v), t | (0x8000 if nested else 0)) + v
+    return raw + b"\0" * ((-len(raw)) % 4)
 
-    msg = {
-        "attrs": [
-            ("CTA_TUPLE_ORIG", tup("10.0.0.1", "10.96.0.1", 5000, 80)),
-            ("CTA_TUPLE_REPLY", tup("10.0.0.2", "10.0.0.1", 8080, 5000)),  # DNAT to the pod
-            (
-                "CTA_COUNTERS_ORIG",
-                {"attrs": [("CTA_COUNTERS_PACKETS", 3), ("CTA_COUNTERS_BYTES", 180)]},
-            ),
-            (
-                "CTA_COUNTERS_REPLY",
-                {"attrs": [("CTA_COUNTERS_PACKETS", 2), ("CTA_COUNTERS_BYTES", 120)]},
-            ),
-        ]
-    }
-    [(orig, seen, counters)] = list(entries_from_messages([msg, {"attrs": []}]))
-    assert orig == FiveTuple(6, "10.0.0.1", "10.96.0.1", 5000, 80)
-    assert seen == FiveTuple(6, "10.0.0.1", "10.0.0.2", 5000, 8080)
-    assert counters == CtCounters(3, 180, 2, 120)
+
+def ct_tuple(src: str, dst: str, proto: int, sport: int | None, dport: int | None) -> bytes:
+    fam = socket.AF_INET6 if ":" in src else socket.AF_INET
+    a, b = (3, 4) if fam == socket.AF_INET6 else (1, 2)
+    ip = ct_attr(a, socket.inet_pton(fam, src)) + ct_attr(b, socket.inet_pton(fam, dst))
+    l4 = ct_attr(1, bytes([proto]))
+    if sport is not None:
+        l4 += ct_attr(2, struct.pack("!H", sport)) + ct_attr(3, struct.pack("!H", dport))
+    return ct_attr(1, ip, True) + ct_attr(2, l4, True)
+
+
+def ct_entry(orig: bytes, reply: bytes, counts: tuple[int, int, int, int] | None) -> bytes:
+    body = struct.pack("=BBH", socket.AF_INET, 0, 0)
+    body += ct_attr(1, orig, True) + ct_attr(2, reply, True) + ct_attr(3, struct.pack("!I", 14))
+    if counts:
+        op, ob, rp, rb = counts
+        body += ct_attr(
+            9, ct_attr(1, struct.pack("!Q", op)) + ct_attr(2, struct.pack("!Q", ob)), True
+        )
+        body += ct_attr(
+            10, ct_attr(1, struct.pack("!Q", rp)) + ct_attr(2, struct.pack("!Q", rb)), True
+        )
+    return struct.pack("=IHHII", 16 + len(body), 1 << 8, 2, 1, 0) + body
+
+
+def test_conntrack_dump_parsing_counters_nat_view_and_done() -> None:
+    data = ct_entry(
+        ct_tuple("10.0.0.1", "10.96.0.1", 6, 5000, 80),
+        ct_tuple("10.0.0.2", "10.0.0.1", 6, 8080, 5000),  # DNAT to the pod
+        (3, 180, 2, 120),
+    )
+    data += ct_entry(
+        ct_tuple("fd00::1", "fd00::2", 58, None, None),
+        ct_tuple("fd00::2", "fd00::1", 58, None, None),
+        None,
+    )
+    data += struct.pack("=IHHII", 8, 1 << 8, 2, 1, 0)  # a truncated message is skipped
+    entries, done = parse_dump(data)
+    assert not done
+    assert entries == [
+        (
+            FiveTuple(6, "10.0.0.1", "10.96.0.1", 5000, 80),
+            FiveTuple(6, "10.0.0.1", "10.0.0.2", 5000, 8080),
+            CtCounters(3, 180, 2, 120),
+        ),
+        (
+            FiveTuple(58, "fd00::1", "fd00::2", 0, 0),
+            FiveTuple(58, "fd00::1", "fd00::2", 0, 0),
+            CtCounters(0, 0, 0, 0),
+        ),
+    ]
+    assert parse_dump(struct.pack("=IHHIIi", 20, 3, 2, 1, 0, 0)) == ([], True)
+    err = struct.pack("=IHHIIi", 36, 2, 0, 1, 0, -1) + b"\0" * 16
+    with pytest.raises(ConntrackError, match="EPERM"):
+        parse_dump(err)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        # Well-framed messages with garbage bodies reach the attribute decoding.
+        st.lists(st.tuples(st.sampled_from([2, 3, 256]), st.binary(max_size=60)), max_size=4).map(
+            lambda ms: b"".join(
+                struct.pack("=IHHII", 16 + len(b), t, 0, 0, 0) + b + b"\0" * (-len(b) % 4)
+                for t, b in ms
+            )
+        ),
+    )
+)
+def test_conntrack_parse_never_raises_on_garbage_but_errors(data: bytes) -> None:
+    """Garbage never crashes the parser; only a well-formed kernel error raises."""
+    try:
+        entries, _ = parse_dump(data)
+    except ConntrackError as e:
+        assert e.errno and e.strerror.startswith("conntrack dump: ")
+    else:
+        assert all(isinstance(c, CtCounters) for _, _, c in entries)
 
 
 NP = PolicyID("flows", "NetworkPolicy", namespace="ns1", tier="default")
