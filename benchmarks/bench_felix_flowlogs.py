@@ -12,6 +12,7 @@ in-process vs the NFLOG rate the on-runs' connection rate produced (target >= 1:
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,12 @@ def goldmane(host: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (``ip netns exec`` execs Felix in place)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def iperf(client: Any, server_ip: str) -> float:
     """One iperf3 run's received rate; retried when iperf3 reports an error (busy server)."""
     for _ in range(3):
@@ -112,7 +119,7 @@ def main() -> int:
         acceptor = subprocess.Popen(["ip", "netns", "exec", server.ns, fh.PY, "-c", ACCEPTOR])
         drops: list[bool] = []
         results: dict[bool, dict[str, list[float]]] = {
-            on: {"bps": [], "cps": []} for on in (False, True)
+            on: {"bps": [], "cps": [], "cpu": []} for on in (False, True)
         }
 
         def run(on: bool) -> None:
@@ -129,7 +136,9 @@ def main() -> int:
                 fh.eventually(
                     lambda: "log prefix" in fh.in_ns(host, "nft", "list", "ruleset").stdout, True
                 )
+            cpu0 = cpu_seconds(felix.proc.pid)
             results[on]["bps"].append(iperf(client, server.ip))
+            results[on]["cpu"].append(cpu_seconds(felix.proc.pid) - cpu0)
             results[on]["cps"].append(connect_rate(client.ns, server.ip))
             if on:  # did the collector keep up? (it warns at a flush when anything dropped)
                 time.sleep(3)  # one flush interval and a bit: let the last batch be accounted
@@ -159,6 +168,8 @@ def main() -> int:
                 runs_on=[round(x, 1) for x in on_runs],
                 runs_off=[round(x, 1) for x in off_runs],
                 collector_dropped_in_runs=sum(drops),
+                felix_cpu_s_during_iperf_on=[round(x, 2) for x in results[True]["cpu"]],
+                felix_cpu_s_during_iperf_off=[round(x, 2) for x in results[False]["cpu"]],
             )
     collector_capacity()
     return 0
