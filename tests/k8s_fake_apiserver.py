@@ -5,7 +5,7 @@ bookmarks and 410 (design/datastore-kubernetes.md "Testing"), so this emulator i
 subset of the API the backend and the official client use:
 
 - discovery ``/api``, ``/apis``, ``/healthz``; core ``nodes``, ``pods``, ``namespaces``,
-  ``serviceaccounts``, ``services``; ``networking.k8s.io/v1`` networkpolicies;
+  ``serviceaccounts``, ``services``, ``secrets``; ``networking.k8s.io/v1`` networkpolicies;
   ``discovery.k8s.io/v1`` endpointslices; every Calico plural under ``crd.projectcalico.org/v1``
   (and ``projectcalico.org/v3`` when ``v3_crds``);
 - one global integer resourceVersion; POST stamps uid/RV/creationTimestamp and answers 201;
@@ -81,6 +81,7 @@ def _resources(v1_crds: bool, v3_crds: bool) -> dict[tuple[str, str, str], _Res]
         _Res("", "v1", "namespaces", "Namespace", False),
         _Res("", "v1", "serviceaccounts", "ServiceAccount", True),
         _Res("", "v1", "services", "Service", True),
+        _Res("", "v1", "secrets", "Secret", True),
         _Res("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
         _Res("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
         _Res(
