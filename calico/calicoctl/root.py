@@ -29,6 +29,7 @@ COMMANDS = {
     "datastore": "calico.calicoctl.migrate:datastore_group",
     "ipam": "calico.calicoctl.ipam:ipam_group",
     "explain": "calico.calicoctl.explain:explain_group",
+    "flows": "calico.calicoctl.flows:flows_command",
 }
 SHORT_HELP = {
     "create": "Create resources by file, directory or stdin.",
@@ -43,6 +44,7 @@ SHORT_HELP = {
     "datastore": "Datastore-wide operations (migrate export/import/lock/unlock).",
     "ipam": "IP address management (show, check, release, configure).",
     "explain": "Explain why traffic is allowed or denied; what policies select.",
+    "flows": "Show the flows Goldmane aggregated (allowed/denied, by which policy rule).",
 }
 
 

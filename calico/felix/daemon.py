@@ -306,9 +306,12 @@ class FelixDaemon:
             on_in_sync=lambda: log.info("Dataplane is in sync with the datastore"),
             encap=encap,
         )
+        to_dataplane = dataplane.on_messages
+        if config["FlowLogsGoldmaneServer"]:
+            to_dataplane = self._start_collector(config, to_dataplane)
         connector = ConfigConnector(
             config,
-            dataplane.on_messages,
+            to_dataplane,
             lambda why: self.request_stop(CONFIG_CHANGED_EXIT_CODE, why),
             self.health,
             encap=encap,
@@ -343,6 +346,26 @@ class FelixDaemon:
         reporter.start()
         self._own("status reporter", reporter.stop)
         self._watch = [("calculation graph", calc), ("dataplane", dataplane)]
+
+    def _start_collector(self, config: Config, to_dataplane: Callable[[list[Any]], None]) -> Any:
+        """Flow collection for Goldmane (design/felix-collector.md); the collector sees the same
+        messages as the dataplane. Without NFLOG access Felix runs on, without flow logs."""
+        from calico.felix.collector import collector
+
+        flows = collector.from_config(config)
+        try:
+            flows.start()
+        except OSError as e:
+            log.error("Flow logs to Goldmane disabled: cannot read NFLOG groups: %s", e)
+            return to_dataplane
+        self._own("flow collector", flows.stop)
+        log.info("Flow logs go to Goldmane at %s", config["FlowLogsGoldmaneServer"])
+
+        def both(batch: list[Any]) -> None:
+            flows.on_messages(batch)
+            to_dataplane(batch)
+
+        return both
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.5):

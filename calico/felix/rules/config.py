@@ -41,6 +41,8 @@ def _render_fields(value: Callable[[str], Any]) -> dict[str, Any]:
         "workload_iface_prefixes": tuple(value("InterfacePrefix").split(",")),
         "disable_conntrack_invalid_check": value("DisableConntrackInvalidCheck"),
         "vxlan_port": value("VXLANPort"),
+        # Flow logs go to Goldmane: policy verdicts are also NFLOGged for the collector.
+        "flow_logs": bool(value("FlowLogsGoldmaneServer")),
     }
 
 
@@ -83,6 +85,7 @@ class RenderConfig:
     # their VXLAN port is open only to the hosts in ``all-vxlan-net``.
     vxlan_versions: tuple[int, ...] = ()
     vxlan_port: int = _DEFAULTS["vxlan_port"]
+    flow_logs: bool = _DEFAULTS["flow_logs"]  # FlowLogsGoldmaneServer set: NFLOG every verdict
     max_name_len: int = 240  # chain names before the layer prefix; nft allows 255 in total
 
     def __post_init__(self) -> None:

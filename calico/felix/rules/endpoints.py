@@ -26,6 +26,7 @@ from calico.felix.rules.exprs import (
     mark_is_clear,
     mark_is_set,
 )
+from calico.felix.rules.nflog import end_of_tier_prefix, nflog, no_profile_prefix
 from calico.felix.rules.policy import is_staged, policy_chain_name, profile_chain_name
 
 WL_TO_PREFIX = "cali-tw-"  # to workload: the workload's ingress policy
@@ -76,23 +77,49 @@ def endpoint_chain(
     if failsafe_chain:
         rules.append(NftRule([jump(failsafe_chain)], "Failsafe ports"))
 
+    # Flow logs: the default verdicts are logged too (end of tier, no profile matched); only
+    # tracked filter chains log, as only they carry the traffic the collector accounts.
+    log_verdicts = config.flow_logs and layer == "filter"
     any_policy = False
     for tier in tiers:
         ids = tier.ingress_policies if inbound else tier.egress_policies
         enforced = [p for p in ids if not is_staged(p)]
-        if not enforced:
+        # With flow logs, staged policies are jumped to as well (their chains only NFLOG).
+        listed = list(ids) if log_verdicts else enforced
+        if not listed:
             continue  # no policy (or only staged ones): the tier does not apply
-        any_policy = True
         rules.append(NftRule([mark_clear(pass_)], f"Start of tier {tier.name}"))
-        for pid in enforced:
+        for pid in listed:
             target = policy_chain_name(pid, inbound, layer, config.max_name_len)
             rules.append(NftRule([mark_is_clear(pass_), jump(target)]))
-            rules.append(NftRule([mark_is_set(accept), RETURN], "Return if policy accepted"))
-        if end_of_tier_deny and tier.default_action != "Pass":
+            if not is_staged(pid):
+                rules.append(NftRule([mark_is_set(accept), RETURN], "Return if policy accepted"))
+        if not enforced:  # staged policies only: the tier passes (upstream's end-of-tier pass)
+            prefix = end_of_tier_prefix(inbound, tier.name, "Pass")
             rules.append(
                 NftRule(
-                    [mark_is_clear(pass_), deny],
+                    [mark_is_clear(pass_), nflog(inbound, prefix)],
+                    f"End of tier {tier.name}. Staged policies only: pass",
+                )
+            )
+            continue
+        any_policy = True
+        if end_of_tier_deny and tier.default_action != "Pass":
+            log_eot = (
+                [nflog(inbound, end_of_tier_prefix(inbound, tier.name))] if log_verdicts else []
+            )
+            rules.append(
+                NftRule(
+                    [mark_is_clear(pass_), *log_eot, deny],
                     f"End of tier {tier.name}. Deny if no policies passed packet",
+                )
+            )
+        elif end_of_tier_deny and log_verdicts:
+            prefix = end_of_tier_prefix(inbound, tier.name, "Pass")
+            rules.append(
+                NftRule(
+                    [mark_is_clear(pass_), nflog(inbound, prefix)],
+                    f"End of tier {tier.name}. Pass to the next tier",
                 )
             )
 
@@ -102,7 +129,8 @@ def endpoint_chain(
         rules.append(NftRule([mark_is_set(accept), RETURN], "Return if profile accepted"))
 
     if final_deny and (any_policy or not final_deny_only_if_policy):
-        rules.append(NftRule([deny], "Deny if no profiles matched"))
+        log_np = [nflog(inbound, no_profile_prefix(inbound))] if log_verdicts else []
+        rules.append(NftRule([*log_np, deny], "Deny if no profiles matched"))
     return Chain(name, rules)
 
 

@@ -23,6 +23,7 @@ from calico.felix.rules.exprs import (
     mark_set,
 )
 from calico.felix.rules.matches import RuleMatch, is_family_specific, rule_match
+from calico.felix.rules.nflog import OWNER_POLICY, OWNER_PROFILE, nflog, rule_prefix
 
 POLICY_INBOUND_PREFIX = "cali-pi-"
 POLICY_OUTBOUND_PREFIX = "cali-po-"
@@ -97,10 +98,21 @@ class RuleRenderContext:
         kind: str = "",
         name: str = "",
         namespace: str = "",
+        nflog_owner: str = "",
+        nflog_name: str = "",
+        inbound: bool = True,
+        staged: bool = False,
     ) -> None:
         self.config = config
         self.layer = layer
         self.untracked = untracked
+        # Flow logs: verdicts also go to NFLOG with a prefix naming owner, direction and rule.
+        self.nflog_owner = nflog_owner if config.flow_logs else ""
+        self.nflog_name = nflog_name
+        self.inbound = inbound
+        # A staged policy's chain only reports what it would have done (flow logs' pending
+        # trace): NFLOG and return, never a mark or a drop.
+        self.staged = staged
         # Kernel log lines read "calico-packet: IN=..." as upstream's do; nft caps prefixes at 127.
         self.log_prefix = (
             config.log_prefix.replace("%t", tier)
@@ -115,15 +127,25 @@ class RuleRenderContext:
             return REJECT
         return DROP
 
-    def actions(self, action: str) -> list[Expr]:
+    def _nflog(self, action: str, index: int) -> list[Expr]:
+        if not self.nflog_owner:
+            return []
+        prefix = rule_prefix(action, self.nflog_owner, self.inbound, index, self.nflog_name)
+        return [nflog(self.inbound, prefix)]
+
+    def actions(self, action: str, index: int = 0) -> list[Expr]:
+        """Statements for a rule with ``action``; ``index`` is its position in the rule list
+        (only the NFLOG prefix of flow logs uses it)."""
         cfg = self.config
+        if self.staged:
+            return [*self._nflog(action, index), RETURN]
         if action == "allow":
             pre = [NOTRACK] if self.untracked else []
-            return [*pre, mark_set(cfg.mark_accept), RETURN]
+            return [*pre, mark_set(cfg.mark_accept), *self._nflog(action, index), RETURN]
         if action in ("pass", "next-tier"):
-            return [mark_set(cfg.mark_pass), RETURN]
+            return [mark_set(cfg.mark_pass), *self._nflog(action, index), RETURN]
         if action == "deny":
-            return [self.deny()]
+            return [*self._nflog(action, index), self.deny()]
         if action == "log":
             out: list[Expr] = []
             if cfg.log_rate_limit:
@@ -161,9 +183,13 @@ def _assemble(
     return out
 
 
-def render_rule(rule: Rule, versions: Sequence[int], ctx: RuleRenderContext) -> list[NftRule]:
+def render_rule(
+    rule: Rule, versions: Sequence[int], ctx: RuleRenderContext, index: int = 0
+) -> list[NftRule]:
     """All nft rules for one policy rule across the requested families (possibly none)."""
-    actions = ctx.actions(rule.action)
+    if ctx.staged and rule.action not in ("allow", "deny", "pass", "next-tier"):
+        return []  # a staged policy's log rules would log traffic it does not police
+    actions = ctx.actions(rule.action, index)
     comment = f"rule {rule.rule_id}" if rule.rule_id else ""
     out: list[NftRule] = []
     if not is_family_specific(rule) and set(versions) == {4, 6}:
@@ -184,35 +210,44 @@ def render_rules(
     rules: Iterable[Rule], versions: Sequence[int], ctx: RuleRenderContext
 ) -> list[NftRule]:
     out: list[NftRule] = []
-    for rule in rules:
-        out.extend(render_rule(rule, versions, ctx))
+    for index, rule in enumerate(rules):
+        out.extend(render_rule(rule, versions, ctx, index))
     return out
 
 
 def policy_chains(
     config: RenderConfig, policy_id: PolicyID, policy: Policy, versions: Sequence[int]
 ) -> list[Chain]:
-    """Inbound and outbound chains for a policy, in the layer its flags select; none if staged."""
-    if policy.staged or is_staged(policy_id):
+    """Inbound and outbound chains for a policy, in the layer its flags select. A staged policy
+    has none, except with flow logs: then chains that only NFLOG its verdicts (filter layer)."""
+    staged = policy.staged or is_staged(policy_id)
+    if staged and not config.flow_logs:
         return []
-    layer = policy_layer(policy)
-    ctx = RuleRenderContext(
-        config,
-        layer,
-        untracked=policy.untracked,
-        tier=policy_id.tier or policy.tier,
-        kind=short_kind(policy_id),
-        name=policy_id.name,
-        namespace=policy_id.namespace,
-    )
+    layer = "filter" if staged else policy_layer(policy)
+
+    def ctx(inbound: bool) -> RuleRenderContext:
+        return RuleRenderContext(
+            config,
+            layer,
+            untracked=policy.untracked,
+            tier=policy_id.tier or policy.tier,
+            kind=short_kind(policy_id),
+            name=policy_id.name,
+            namespace=policy_id.namespace,
+            nflog_owner=OWNER_POLICY,
+            nflog_name=policy_chain_id(policy_id),
+            inbound=inbound,
+            staged=staged,
+        )
+
     return [
         Chain(
             policy_chain_name(policy_id, True, layer, config.max_name_len),
-            render_rules(policy.inbound_rules, versions, ctx),
+            render_rules(policy.inbound_rules, versions, ctx(True)),
         ),
         Chain(
             policy_chain_name(policy_id, False, layer, config.max_name_len),
-            render_rules(policy.outbound_rules, versions, ctx),
+            render_rules(policy.outbound_rules, versions, ctx(False)),
         ),
     ]
 
@@ -221,14 +256,25 @@ def profile_chains(
     config: RenderConfig, profile_id: str, profile: Profile, versions: Sequence[int]
 ) -> list[Chain]:
     """Inbound and outbound filter-layer chains for a profile (profiles only apply there)."""
-    ctx = RuleRenderContext(config, "filter", kind="pro", name=profile_id)
+
+    def ctx(inbound: bool) -> RuleRenderContext:
+        return RuleRenderContext(
+            config,
+            "filter",
+            kind="pro",
+            name=profile_id,
+            nflog_owner=OWNER_PROFILE,
+            nflog_name=profile_id,
+            inbound=inbound,
+        )
+
     return [
         Chain(
             profile_chain_name(profile_id, True, "filter", config.max_name_len),
-            render_rules(profile.inbound_rules, versions, ctx),
+            render_rules(profile.inbound_rules, versions, ctx(True)),
         ),
         Chain(
             profile_chain_name(profile_id, False, "filter", config.max_name_len),
-            render_rules(profile.outbound_rules, versions, ctx),
+            render_rules(profile.outbound_rules, versions, ctx(False)),
         ),
     ]

@@ -95,7 +95,8 @@ class RuleRenderer:
 
     def policy_chain_names(self, policy_id: PolicyID, policy: Policy) -> list[str]:
         """Names ``policy_chains`` produces for this policy (for cleanup after removal)."""
-        layer = _policy.policy_layer(policy)
+        staged = policy.staged or _policy.is_staged(policy_id)
+        layer = "filter" if staged else _policy.policy_layer(policy)
         return [
             _policy.policy_chain_name(policy_id, inbound, layer, self.config.max_name_len)
             for inbound in (True, False)

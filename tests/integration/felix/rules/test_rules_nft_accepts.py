@@ -111,8 +111,10 @@ def _everything(config: RenderConfig) -> dict:
             mark_mask=0x0FF00000,
         ),
         RenderConfig(ipv6_enabled=False, endpoint_to_host_action="return"),
+        # NFLOG statements everywhere, staged policies' report-only chains jumped to.
+        RenderConfig(flow_logs=True),
     ],
-    ids=["defaults", "tweaked", "ipv4-only"],
+    ids=["defaults", "tweaked", "ipv4-only", "flow-logs"],
 )
 def test_kernel_accepts_full_ruleset(rules_ns: str, config: RenderConfig) -> None:
     payload = _everything(config)

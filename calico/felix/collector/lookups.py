@@ -1,0 +1,244 @@
+"""What the collector knows about policies and endpoints, fed the dataplane's message stream.
+
+Why its own copy: NFLOG gives a prefix and addresses, Goldmane wants policy names, kinds, tiers
+and endpoint names. The prefix -> rule map is built with the same functions that rendered the
+rules (``calico.felix.rules.nflog``), so hashed prefixes resolve without parsing. Updates arrive
+on the calc thread and reads on the collector's threads: one lock guards both.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from calico.felix.messages import (
+    ActivePolicyRemove,
+    ActivePolicyUpdate,
+    ActiveProfileRemove,
+    ActiveProfileUpdate,
+    HostEndpointRemove,
+    HostEndpointUpdate,
+    PolicyID,
+    TierInfo,
+    WorkloadEndpointRemove,
+    WorkloadEndpointUpdate,
+)
+from calico.felix.rules.nflog import (
+    OWNER_POLICY,
+    OWNER_PROFILE,
+    end_of_tier_prefix,
+    no_profile_prefix,
+    rule_prefix,
+)
+from calico.felix.rules.policy import policy_chain_id
+from calico.proto.goldmane import api_pb2 as pb
+
+PROFILE_TIER = "__PROFILE__"
+STAGED_KINDS = frozenset(
+    (pb.StagedNetworkPolicy, pb.StagedGlobalNetworkPolicy, pb.StagedKubernetesNetworkPolicy)
+)
+ACTIONS = {"allow": pb.Allow, "deny": pb.Deny, "pass": pb.Pass, "next-tier": pb.Pass}
+_KINDS = {
+    "NetworkPolicy": pb.CalicoNetworkPolicy,
+    "GlobalNetworkPolicy": pb.GlobalNetworkPolicy,
+    "StagedNetworkPolicy": pb.StagedNetworkPolicy,
+    "StagedGlobalNetworkPolicy": pb.StagedGlobalNetworkPolicy,
+    "StagedKubernetesNetworkPolicy": pb.StagedKubernetesNetworkPolicy,
+    "KubernetesNetworkPolicy": pb.NetworkPolicy,
+    "ClusterNetworkPolicy": pb.ClusterNetworkPolicy,
+    "KubernetesClusterNetworkPolicy": pb.ClusterNetworkPolicy,
+}
+
+
+def policy_kind(pid: PolicyID) -> int:
+    if not pid.kind:
+        return pb.CalicoNetworkPolicy if pid.namespace else pb.GlobalNetworkPolicy
+    return _KINDS.get(pid.kind, pb.KindUnspecified)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One verdict a packet met; ``end_of_tier`` hits get their trigger from the endpoint."""
+
+    kind: int
+    namespace: str
+    name: str
+    tier: str
+    action: int
+    rule_index: int
+    end_of_tier: bool = False
+    inbound: bool = True
+
+    @property
+    def staged(self) -> bool:
+        return self.kind in STAGED_KINDS
+
+    @property
+    def terminal(self) -> bool:
+        """An enforced allow or deny: the packet's evaluation ends here."""
+        return self.action != pb.Pass and not self.staged
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    namespace: str
+    type: int
+    labels: tuple[str, ...] = ()
+
+
+def network_endpoint(ip: str) -> Endpoint:
+    """Goldmane's name for an address no endpoint owns: private or public network."""
+    private = ipaddress.ip_address(ip).is_private
+    return Endpoint("pvt" if private else "pub", "", pb.Network)
+
+
+class Lookups:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._policy_prefixes: dict[PolicyID, list[str]] = {}
+        self._profile_prefixes: dict[str, list[str]] = {}
+        self._rules: dict[str, Hit] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        self._tiers: dict[str, tuple[TierInfo, ...]] = {}  # endpoint IP -> its tiers
+        self._wep_ips: dict[object, list[str]] = {}
+        self.generation = 0
+        for inbound in (True, False):
+            self._rules[no_profile_prefix(inbound)] = Hit(
+                pb.Profile, "", "", PROFILE_TIER, pb.Deny, -1, inbound=inbound
+            )
+
+    # --- updates (calc thread) -------------------------------------------------------------
+
+    def on_messages(self, batch: Iterable[object]) -> None:
+        with self._lock:
+            self.generation += 1  # readers' caches of derived values are now stale
+            for msg in batch:
+                if isinstance(msg, ActivePolicyUpdate):
+                    self._set_policy(msg)
+                elif isinstance(msg, ActivePolicyRemove):
+                    self._drop(self._policy_prefixes.pop(msg.id, []))
+                elif isinstance(msg, ActiveProfileUpdate):
+                    self._set_profile(msg)
+                elif isinstance(msg, ActiveProfileRemove):
+                    self._drop(self._profile_prefixes.pop(msg.id.name, []))
+                elif isinstance(msg, WorkloadEndpointUpdate):
+                    self._set_wep(msg)
+                elif isinstance(msg, HostEndpointUpdate):
+                    ep = msg.endpoint
+                    ips = (*ep.expected_ipv4_addrs, *ep.expected_ipv6_addrs)
+                    self._set_endpoint(
+                        msg.id,
+                        Endpoint(msg.id.endpoint_id, "", pb.HostEndpoint),
+                        [str(ipaddress.ip_address(ip)) for ip in ips],
+                        ep.tiers,
+                    )
+                elif isinstance(msg, WorkloadEndpointRemove | HostEndpointRemove):
+                    self._forget(msg.id)
+
+    def _drop(self, prefixes: list[str]) -> None:
+        for prefix in prefixes:
+            self._rules.pop(prefix, None)
+
+    def _set_policy(self, msg: ActivePolicyUpdate) -> None:
+        pid, policy = msg.id, msg.policy
+        self._drop(self._policy_prefixes.pop(pid, []))
+        kind, name = policy_kind(pid), policy_chain_id(pid)
+        tier = pid.tier or policy.tier or "default"
+        prefixes = []
+        for inbound, rules in ((True, policy.inbound_rules), (False, policy.outbound_rules)):
+            for index, rule in enumerate(rules):
+                if rule.action not in ACTIONS:
+                    continue
+                prefix = rule_prefix(rule.action, OWNER_POLICY, inbound, index, name)
+                hit = Hit(kind, pid.namespace, pid.name, tier, ACTIONS[rule.action], index)
+                self._rules[prefix] = hit
+                prefixes.append(prefix)
+        self._policy_prefixes[pid] = prefixes
+
+    def _set_profile(self, msg: ActiveProfileUpdate) -> None:
+        name = msg.id.name
+        self._drop(self._profile_prefixes.pop(name, []))
+        prefixes = []
+        for inbound, rules in (
+            (True, msg.profile.inbound_rules),
+            (False, msg.profile.outbound_rules),
+        ):
+            for index, rule in enumerate(rules):
+                if rule.action not in ACTIONS:
+                    continue
+                prefix = rule_prefix(rule.action, OWNER_PROFILE, inbound, index, name)
+                self._rules[prefix] = Hit(
+                    pb.Profile, "", name, PROFILE_TIER, ACTIONS[rule.action], index
+                )
+                prefixes.append(prefix)
+        self._profile_prefixes[name] = prefixes
+
+    def _forget(self, owner: object) -> None:
+        for ip in self._wep_ips.pop(owner, []):
+            self._endpoints.pop(ip, None)
+            self._tiers.pop(ip, None)
+
+    def _set_wep(self, msg: WorkloadEndpointUpdate) -> None:
+        namespace, sep, pod = msg.id.workload_id.partition("/")
+        if not sep:
+            namespace, pod = "", msg.id.workload_id
+        nets = (*msg.endpoint.ipv4_nets, *msg.endpoint.ipv6_nets)
+        ips = [str(ipaddress.ip_address(n.split("/", 1)[0])) for n in nets]
+        ep = Endpoint(pod, namespace, pb.WorkloadEndpoint)
+        self._set_endpoint(msg.id, ep, ips, msg.endpoint.tiers)
+
+    def _set_endpoint(
+        self, owner: object, ep: Endpoint, ips: list[str], tiers: tuple[TierInfo, ...]
+    ) -> None:
+        self._forget(owner)
+        for ip in ips:
+            self._endpoints[ip] = ep
+            self._tiers[ip] = tiers
+        self._wep_ips[owner] = ips
+        for tier in tiers:
+            for inbound in (True, False):
+                # Both forms: "pass" also ends a tier that holds only staged policies.
+                for default, action in (("Deny", pb.Deny), ("Pass", pb.Pass)):
+                    prefix = end_of_tier_prefix(inbound, tier.name, default)
+                    self._rules[prefix] = Hit(
+                        pb.EndOfTier, "", "", tier.name, action, -1, True, inbound
+                    )
+
+    # --- queries (collector threads) -------------------------------------------------------
+
+    def rule(self, prefix: str) -> Hit | None:
+        with self._lock:
+            return self._rules.get(prefix)
+
+    def endpoint(self, ip: str) -> Endpoint:
+        with self._lock:
+            return self._endpoints.get(ip) or network_endpoint(ip)
+
+    def tier_info(self, ip: str, tier: str) -> TierInfo | None:
+        with self._lock:
+            for info in self._tiers.get(ip, ()):
+                if info.name == tier:
+                    return info
+        return None
+
+    def trigger(
+        self, ip: str, tier: str, inbound: bool, *, include_staged: bool = False
+    ) -> Hit | None:
+        """The last (enforced, or any when ``include_staged``) policy of ``tier`` for the
+        endpoint at ``ip``: an end-of-tier hit's trigger."""
+        with self._lock:
+            for info in self._tiers.get(ip, ()):
+                if info.name != tier:
+                    continue
+                ids = [
+                    p
+                    for p in (info.ingress_policies if inbound else info.egress_policies)
+                    if include_staged or not p.kind.startswith("Staged")
+                ]
+                if ids:
+                    pid = ids[-1]
+                    return Hit(policy_kind(pid), pid.namespace, pid.name, tier, pb.Deny, -1)
+        return None
