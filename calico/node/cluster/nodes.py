@@ -30,6 +30,8 @@ def run_argv(spec: ClusterSpec, node: NodeSpec, backend: str = "vxlan") -> list[
         *spec.datastore_args(),
         *("--state-dir", str(node.state_dir), "--log-dir", str(node.log_dir)),
         *("--cni-conf-dir", str(node.cni_conf_dir), "--cni-bin-dir", str(node.cni_bin_dir)),
+        # Goldmane and Whisker are cluster services upstream, not per node: none on the nodes.
+        "--no-flow-logs",
     ]
 
 

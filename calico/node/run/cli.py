@@ -91,6 +91,12 @@ def node_group() -> None:
     help="Whisker's UI and REST API, on 127.0.0.1.",
 )
 @click.option(
+    "--flow-logs/--no-flow-logs",
+    default=True,
+    show_default=True,
+    help="Run Goldmane and whisker-backend and have Felix send them its flow logs.",
+)
+@click.option(
     "--ready-timeout",
     type=click.FloatRange(min=1),
     default=120.0,
@@ -114,6 +120,7 @@ def run_command(
     felix_health_port: int,
     goldmane_port: int,
     whisker_port: int,
+    flow_logs: bool,
     ready_timeout: float,
     print_logs: bool,
 ) -> None:
@@ -148,6 +155,7 @@ def run_command(
         felix_health_port=felix_health_port,
         goldmane_port=goldmane_port,
         whisker_port=whisker_port,
+        flow_logs=flow_logs,
     )
     code = run_node(settings, layout, ready_timeout, print_logs)
     if code:

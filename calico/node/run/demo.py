@@ -24,6 +24,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +41,7 @@ from calico.node.run.demo_net import SERVER_PORT, Server, wait_for
 from calico.node.run.environ import inherited
 
 POLICY_WAIT = 10.0  # seconds to wait for an expected connection result
+FLOW_WAIT = 60.0  # seconds to wait for a flow log: Felix flushes every 15 s in a node run
 
 
 def say(msg: str = "") -> None:
@@ -162,10 +165,45 @@ class Demo:
         step(6, "With the policy in place: the trusted client is allowed, the other is denied")
         self.expect(trusted, url, True)
         self.expect(untrusted, url, False)
+        if "whisker-backend" in s.services:
+            step(7, "Flow logs: Felix reported the denied flow to Goldmane; Whisker shows it")
+            self.show_denied_flow(untrusted)
         say()
         say(click.style("Demo checks passed.", fg="green", bold=True))
         say(f"Try it yourself:  ip netns exec {trusted.netns} curl {url}")
         say(f"                  ip netns exec {untrusted.netns} curl -m 2 {url}")
+
+    def show_denied_flow(self, client: wl.Workload) -> None:
+        """Wait for the denied flow in whisker-backend's ``/flows`` (Felix flushes every
+        FLOW_LOGS_FLUSH_INTERVAL seconds) and print it with the policy that denied it."""
+        query = urllib.parse.urlencode(
+            {"filters": json.dumps({"actions": ["Deny"], "dest_namespaces": [self.backend_ns]})}
+        )
+        flows_url = f"{self.settings.whisker_url()}flows?{query}"
+        deadline = time.monotonic() + FLOW_WAIT
+        items: list[dict] = []
+        while not items and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(flows_url, timeout=5) as resp:
+                    items = json.load(resp).get("items", [])
+            except (OSError, ValueError):
+                items = []
+            if not items:
+                time.sleep(1.0)
+        if not items:
+            raise DemoFailed(
+                f"no denied flow reached Whisker within {FLOW_WAIT:.0f}s ({flows_url})"
+            )
+        flow = items[0]
+        src = f"{flow['source_namespace']}/{flow['source_name']}"
+        dst = f"{flow['dest_namespace']}/{flow['dest_name']}"
+        say(f"   {src} -> {dst} {flow['protocol']}/{flow['dest_port']}: {flow['action']}")
+        for hit in flow["policies"]["enforced"]:
+            where = f"{hit['kind']} {hit['tier']}/{hit['name']}"
+            say(f"      {where} rule {hit['rule_index']}: {hit['action']}")
+        say(f"   Open {self.settings.whisker_url()} and filter the flows to Deny to see it there")
+        server = f"127.0.0.1:{self.settings.goldmane_port}"
+        say(f"   (or: {typed('calicoctl')} flows --denied --server {server})")
 
 
 def policy_yaml(name: str, backend_ns: str) -> str:

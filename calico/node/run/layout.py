@@ -65,6 +65,7 @@ class NodeSettings:
     felix_health_port: int = DEFAULT_HEALTH_PORT
     goldmane_port: int = DEFAULT_GOLDMANE_PORT
     whisker_port: int = DEFAULT_WHISKER_PORT
+    flow_logs: bool = True
     services: tuple[str, ...] = ()
     cni_files: tuple[str, ...] = field(default=())
 

@@ -99,7 +99,7 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
     output: IO[bytes] | int = subprocess.DEVNULL
     try:
         available = service_dir.available_dir()
-        enabled = service_dir.enabled_services(settings.networking_backend)
+        enabled = service_dir.enabled_services(settings.networking_backend, settings.flow_logs)
         daemon_socket = service_dir.cni_daemon_socket(layout)
         if service_dir.CNI_DAEMON in enabled and daemon_socket is None:
             enabled.remove(service_dir.CNI_DAEMON)

@@ -48,6 +48,11 @@ SERVICE_COMPONENTS: dict[str, str | None] = {
 }
 # The services only one networking backend runs.
 BACKEND_SERVICES: dict[str, tuple[str, ...]] = {"bird": bird_services.BIRD_SERVICES}
+# Flow visibility (design/whisker.md): left out with ``--no-flow-logs``.
+FLOW_SERVICES = ("goldmane", "whisker-backend")
+# How often Felix flushes flow logs to Goldmane when a node run has one: Goldmane's own
+# aggregation window (15 s), as upstream's operator configures it, not Felix's 300 s default.
+FLOW_LOGS_FLUSH_INTERVAL = "15"
 
 
 def image_felix_cfg(available: Path) -> Path:
@@ -80,10 +85,13 @@ def available_dir() -> Path:
     return path
 
 
-def enabled_services(backend: str = "vxlan") -> list[str]:
-    """The services to run for ``backend``, in start order (BIRD's after felix)."""
+def enabled_services(backend: str = "vxlan", flow_logs: bool = True) -> list[str]:
+    """The services to run for ``backend``, in start order (BIRD's after felix); Goldmane and
+    whisker-backend only with ``flow_logs``."""
     optional = {svc for extra in BACKEND_SERVICES.values() for svc in extra}
     wanted = set(BACKEND_SERVICES.get(backend, ()))
+    if not flow_logs:
+        optional |= set(FLOW_SERVICES)
     return [svc for svc in SERVICE_COMPONENTS if svc not in optional or svc in wanted]
 
 
@@ -114,6 +122,10 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
         "WHISKER_PORT": str(settings.whisker_port),
         MARKER_ENV: str(layout.state_dir),
     }
+    if "goldmane" in settings.services:
+        # Felix's flow collector streams to this node's Goldmane (design/felix-collector.md).
+        env["FELIX_FLOWLOGSGOLDMANESERVER"] = f"127.0.0.1:{settings.goldmane_port}"
+        env["FELIX_FLOWLOGSFLUSHINTERVAL"] = FLOW_LOGS_FLUSH_INTERVAL
     if settings.networking_backend == "vxlan":
         env["FELIX_VXLANENABLED"] = "true"
     if settings.networking_backend == "bird":

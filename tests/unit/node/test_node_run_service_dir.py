@@ -135,3 +135,35 @@ def test_goldmane_and_whisker_get_their_own_ports(tmp_path: Path) -> None:
     assert out["whisker-backend"] == (
         "component whisker-backend PORT=8555 HOST=127.0.0.1 GM=127.0.0.1:7555"
     )
+
+
+def test_no_flow_logs_leaves_out_goldmane_and_whisker() -> None:
+    base = ["felix", "node-services", "cni-daemon"]
+    assert service_dir.enabled_services("vxlan", flow_logs=False) == base
+    assert service_dir.enabled_services("bird", flow_logs=False) == [
+        *base,
+        "confd",
+        "bird",
+        "bird6",
+    ]
+
+
+def test_felix_streams_flow_logs_to_the_nodes_goldmane_only_when_it_runs(tmp_path: Path) -> None:
+    layout = layout_for(tmp_path / "state")
+    with_flows = NodeSettings(
+        state_dir=str(layout.state_dir),
+        log_dir=str(tmp_path / "log"),
+        goldmane_port=7555,
+        services=tuple(service_dir.enabled_services("vxlan")),
+    )
+    env = service_dir.service_env(with_flows, layout)
+    assert env["FELIX_FLOWLOGSGOLDMANESERVER"] == "127.0.0.1:7555"
+    assert env["FELIX_FLOWLOGSFLUSHINTERVAL"] == "15"
+    without = NodeSettings(
+        state_dir=str(layout.state_dir),
+        log_dir=str(tmp_path / "log"),
+        services=tuple(service_dir.enabled_services("vxlan", flow_logs=False)),
+    )
+    env = service_dir.service_env(without, layout)
+    assert "FELIX_FLOWLOGSGOLDMANESERVER" not in env
+    assert "FELIX_FLOWLOGSFLUSHINTERVAL" not in env
