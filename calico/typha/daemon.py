@@ -5,8 +5,10 @@ second. Then one pipeline per syncer type, in upstream's order felix, bgp,
 tunnel-ip-allocation, node-status: ``WatcherSyncer`` -> ``SnapshotCache`` (validation and
 breadcrumbs), served by one ``SyncServer`` on ``ServerPort`` (5473). Health: ``SyncServer``
 (live, refreshed by the governor) and ``<type>-cache`` (live, ready when in sync) reporters,
-timeout 20 s; Typha is ready once every cache is in sync. SIGTERM/SIGINT: graceful shutdown
-(spread disconnects), then exit 0.
+timeout 20 s; Typha is ready once every cache is in sync. The felix pipeline counts Nodes
+(``NodeCounter``); with ``ConnectionRebalancingMode=kubernetes`` a ``Rebalancer`` sets the
+governor's limit from that count and the Typha service's endpoints. SIGTERM/SIGINT: graceful
+shutdown (spread disconnects), then exit 0.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from calico.health import HealthAggregator, HealthServer
 from calico.logutils import configure_early_logging_from_env, configure_formatter
 from calico.logutils.levels import LogLevelError, parse_level
 from calico.syncer.api import SyncStatus
-from calico.syncer.definitions import SYNCER_TYPES, new_syncer
+from calico.syncer.definitions import FELIX, SYNCER_TYPES, new_syncer
 from calico.syncer.typhaclient import tls
 from calico.typha import config as cfg
 from calico.typha.metrics import MetricsServer, TyphaMetrics
+from calico.typha.rebalance import REQUEST_TIMEOUT, NodeCounter, Rebalancer, TyphaCounter
 from calico.typha.server import ServerConfig, SyncServer
 from calico.typha.snapcache import Breadcrumb, SnapshotCache
 
@@ -80,6 +83,20 @@ def server_config(config: cfg.TyphaConfig) -> ServerConfig:
     )
 
 
+def rebalancing_client(config: cfg.TyphaConfig, env: Any = None) -> Any:
+    """The Kubernetes client rebalancing polls with (``KUBECONFIG``, else in-cluster), or None
+    when ``ConnectionRebalancingMode`` is ``none``; DatastoreConfigError when unusable."""
+    if config.connection_rebalancing_mode != "kubernetes":
+        return None
+    import os
+
+    from calico.datastore.kubernetes.kubeconfig import config_from_flags
+    from calico.datastore.kubernetes.rest import Rest
+
+    env = os.environ if env is None else env
+    return Rest(config_from_flags(env.get("KUBECONFIG", ""), env), timeout=REQUEST_TIMEOUT)
+
+
 def freeze_heap() -> None:
     """After the initial sync, move everything alive into the GC's permanent generation.
 
@@ -109,9 +126,12 @@ def raise_fd_limit() -> None:
 
 
 class TyphaDaemon:
-    def __init__(self, config: cfg.TyphaConfig, server_cfg: ServerConfig) -> None:
+    def __init__(
+        self, config: cfg.TyphaConfig, server_cfg: ServerConfig, k8s_rest: Any = None
+    ) -> None:
         self.config = config
         self.server_cfg = server_cfg
+        self.k8s_rest = k8s_rest  # rebalancing's API client (None: mode none)
         self.health = HealthAggregator()
         self.health.register_reporter(SERVER_HEALTH, live=True, ready=False, timeout=HEALTH_TIMEOUT)
         for name in SYNCER_TYPES:  # before the health server: not ready until every cache is
@@ -125,6 +145,7 @@ class TyphaDaemon:
         self._in_sync: set[str] = set()
         self._frozen = False
         self.syncers: list[Any] = []
+        self.node_counter: NodeCounter | None = None
 
     # -- pieces ----------------------------------------------------------------------------------
 
@@ -200,7 +221,10 @@ class TyphaDaemon:
         try:
             for name in SYNCER_TYPES:
                 cache = self.caches[name] = self._make_cache(name)
-                self.syncers.append(new_syncer(name, backend, cache))
+                callbacks: Any = cache
+                if name == FELIX:
+                    callbacks = self.node_counter = NodeCounter(cache)
+                self.syncers.append(new_syncer(name, backend, callbacks))
             asyncio.run(self._serve())
             return 0
         finally:
@@ -211,7 +235,27 @@ class TyphaDaemon:
             backend.close()
             if metrics_server is not None:
                 metrics_server.stop()
+            if self.k8s_rest is not None:
+                self.k8s_rest.close()
             self.health_server.serve(False)
+
+    def _rebalancer(self, server: SyncServer) -> Rebalancer | None:
+        c = self.config
+        if self.k8s_rest is None or self.node_counter is None:
+            return None
+        typhas = TyphaCounter(self.k8s_rest, c.k8s_namespace, c.k8s_service_name, c.k8s_port_name)
+        log.info(
+            "Connection rebalancing from Kubernetes: service %s/%s port %s, every %.1fs",
+            c.k8s_namespace, c.k8s_service_name, c.k8s_port_name, c.k8s_service_poll_interval_secs,
+        )  # fmt: skip
+        return Rebalancer(
+            typhas.count,
+            self.node_counter.num_nodes,
+            c.max_connections_lower_limit,
+            c.max_connections_upper_limit,
+            c.k8s_service_poll_interval_secs,
+            server.set_max_conns,
+        )
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -223,6 +267,8 @@ class TyphaDaemon:
         )
         await server.start()
         self.health.report(SERVER_HEALTH, live=True, ready=True)
+        rebalancer = self._rebalancer(server)
+        rebalance_task = asyncio.create_task(rebalancer.run()) if rebalancer else None
         for cache in self.caches.values():
             cache.start(loop)
         for syncer in self.syncers:
@@ -240,6 +286,8 @@ class TyphaDaemon:
                     await stop.wait()
         log.info("Received shutdown signal; shutting down gracefully")
         self._stop.set()
+        if rebalance_task is not None:
+            rebalance_task.cancel()
         started = time.monotonic()
         await server.graceful_shutdown()
         log.info("Graceful shutdown took %.1fs", time.monotonic() - started)
@@ -259,10 +307,11 @@ def typha_command(config_file: str) -> None:
         logging.getLogger().setLevel(parse_level(config.log_severity_screen))
         server_cfg = server_config(config)
         cfg.datastore_settings(config)  # validate before starting anything
+        k8s_rest = rebalancing_client(config)
     except (cfg.TyphaConfigError, DatastoreConfigError, LogLevelError, ValueError, OSError) as exc:
         log.error("Invalid Typha configuration: %s", exc)
         click.echo(f"Error: invalid Typha configuration: {exc}", err=True)
         sys.exit(1)
-    code = TyphaDaemon(config, server_cfg).run()
+    code = TyphaDaemon(config, server_cfg, k8s_rest).run()
     sys.stdout.flush()
     sys.exit(code)

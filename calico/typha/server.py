@@ -8,8 +8,8 @@ and the pong reader. Any failure of one ends the connection only: bad input is l
 connection id and counted in ``typha_connections_rejected{reason}``, never raised further.
 
 The governor drops one random connection per ``drop_interval`` while more than ``max_conns``
-are open; graceful shutdown closes the listener and spreads the remaining disconnects over
-``shutdown_timeout``.
+are open (changed at run time by ``set_max_conns``: ``calico.typha.rebalance``); graceful
+shutdown closes the listener and spreads the remaining disconnects over ``shutdown_timeout``.
 """
 
 from __future__ import annotations
@@ -167,6 +167,7 @@ class SyncServer:
         self._next_id = itertools.count((random.getrandbits(31) << 32) | 1)
         self._server: asyncio.base_events.Server | None = None
         self._governor: asyncio.Task[None] | None = None
+        self.max_conns = config.max_conns
         self.port = 0
 
     @property
@@ -190,6 +191,10 @@ class SyncServer:
 
     # -- governor and shutdown ----------------------------------------------------------------
 
+    def set_max_conns(self, limit: int) -> None:
+        """The governor's limit from now on (loop thread); excess goes one drop per tick."""
+        self.max_conns = limit
+
     def _live_connections(self) -> int:
         """Open connections not already being dropped."""
         return sum(not task.cancelling() for task in self._conns.values())
@@ -209,7 +214,7 @@ class SyncServer:
             await asyncio.sleep(self.config.drop_interval * (1 + random.random() * 0.1))
             if self._on_governor_tick is not None:
                 self._on_governor_tick()
-            if self._live_connections() > self.config.max_conns:
+            if self._live_connections() > self.max_conns:
                 self._drop_random(REBALANCE_REASON)
 
     async def graceful_shutdown(self) -> None:

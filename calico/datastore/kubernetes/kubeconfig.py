@@ -61,6 +61,18 @@ def _from_kubeconfig(path: str, context: str | None, source: str) -> Configurati
     return cfg
 
 
+def config_from_flags(
+    kubeconfig: str, env: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR
+) -> Configuration:
+    """client-go's ``BuildConfigFromFlags("", kubeconfig)`` for components that talk to the
+    API beside their datastore (Typha's rebalancing): the kubeconfig when given, else the
+    in-cluster service account (DatastoreConfigError when neither works)."""
+    env = os.environ if env is None else env
+    if kubeconfig:
+        return _from_kubeconfig(kubeconfig, None, "KUBECONFIG")
+    return _in_cluster(env, sa_dir)
+
+
 def client_configuration(
     config: DatastoreConfig,
     env: Mapping[str, str] | None = None,
