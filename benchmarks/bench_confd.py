@@ -6,7 +6,9 @@ check and install) is timed, best of 3, each on a fresh output directory; the ba
 same cycle for a 10-node cluster of the same shape measured in the same run. Target <= 1 s.
 Then an unrelated change (a Node label no selector uses) must render nothing: the metric is
 templates rendered by that cycle (target 0), with the renders a relevant change (a node's
-address) causes as baseline, plus the time of the no-op cycle.
+address) causes as baseline, plus the time of the no-op cycle. Last, per-service
+advertisement: the key space build for a node with 1,000 Services and their EndpointSlices
+(half Local with an endpoint on the node), baseline 10 Services, best of 5.
 """
 
 from __future__ import annotations
@@ -90,6 +92,52 @@ def full_render(state: BGPState, node: str, tmp: Path) -> tuple[float, int]:
     return best, peers
 
 
+def services(n: int, node: str) -> tuple[dict, dict]:
+    svcs, slices = {}, {}
+    for i in range(n):
+        key = f"ns/s{i}"
+        svcs[key] = {
+            "metadata": {"name": f"s{i}", "namespace": "ns"},
+            "spec": {
+                "type": "LoadBalancer",
+                "clusterIP": f"10.96.{i // 250}.{i % 250 + 1}",
+                "externalTrafficPolicy": "Local" if i % 2 else "Cluster",
+            },
+            "status": {"loadBalancer": {"ingress": [{"ip": f"10.97.{i // 250}.{i % 250 + 1}"}]}},
+        }
+        slices[key] = {
+            "metadata": {
+                "name": f"s{i}-x",
+                "namespace": "ns",
+                "labels": {"kubernetes.io/service-name": f"s{i}"},
+            },
+            "endpoints": [{"addresses": [f"10.240.{i // 250}.{i % 250}"], "nodeName": node}],
+        }
+    return svcs, slices
+
+
+def bench_services() -> None:
+    cfg = (
+        f"{H}kind: BGPConfiguration\nmetadata: {{name: default}}\nspec: "
+        "{serviceClusterIPs: [{cidr: 10.96.0.0/12}], "
+        "serviceLoadBalancerIPs: [{cidr: 10.97.0.0/16}]}\n"
+    )
+    state = state_from_resources(load_documents(cluster(10, 0) + "---\n" + cfg), "node-0")
+
+    def best(k8s: tuple[dict, dict]) -> tuple[float, int]:
+        t, n = float("inf"), 0
+        for _ in range(5):
+            t0 = time.perf_counter()
+            ks = keyspace.build(state, "node-0", {}, k8s_services=k8s)
+            t = min(t, time.perf_counter() - t0)
+            n = sum(1 for k in ks if k.startswith("/calico/staticroutes/") and k.endswith("-32"))
+        return t, n
+
+    base, _ = best(services(10, "node-0"))
+    value, routes = best(services(1000, "node-0"))
+    emit("confd", "keyspace_1000_services_s", value, base, host_routes=routes)
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -130,3 +178,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    bench_services()

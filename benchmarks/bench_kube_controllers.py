@@ -271,14 +271,17 @@ def node_gc(etcd_endpoints: str) -> None:
     )
 
 
-def main() -> None:
+def main(only: str | None = None) -> None:
+    """Both benchmarks, or ``only`` one of them (``gc`` / ``resync``, e.g. to profile)."""
     from calico.datastore.etcd.server import EtcdServer
 
     server = EtcdServer(fast_leases=False)
     server.start()
     try:
-        node_gc(server.endpoints)
-        full_resync(server.endpoints)
+        if only in (None, "gc"):
+            node_gc(server.endpoints)
+        if only in (None, "resync"):
+            full_resync(server.endpoints)
     finally:
         server.stop()
         server.cleanup()
@@ -288,4 +291,4 @@ if __name__ == "__main__":
     if "--serve" in sys.argv:
         serve()
     else:
-        main()
+        main(sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None)

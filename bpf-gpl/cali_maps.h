@@ -19,6 +19,9 @@
 #ifndef CALI_HOSTIPS_MAP_SIZE
 #define CALI_HOSTIPS_MAP_SIZE 1024
 #endif
+#ifndef CALI_RULE_CTRS_MAP_SIZE
+#define CALI_RULE_CTRS_MAP_SIZE 10000
+#endif
 #ifndef CALI_JUMP_MAP_SIZE
 #define CALI_JUMP_MAP_SIZE 16384
 #endif
@@ -83,6 +86,49 @@ struct {
 	__uint(max_entries, 1);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cpy_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct cali_ctr_key);
+	__type(value, struct cali_ctr_value);
+	__uint(max_entries, 2 * CALI_IFACE_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_counters SEC(".maps");
+
+/* Rule ID (FNV-1a 64, calico/felix/bpf/polprog.py rule_id) -> hits, with BPFPolicyDebugEnabled. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, __u64);
+	__type(value, __u64);
+	__uint(max_entries, CALI_RULE_CTRS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_rule_ctrs SEC(".maps");
+
+/* BPFLogLevel: 0 off, 1 info (drops), 2 debug (every verdict); bpf_printk -> trace_pipe. */
+#ifndef CALI_LOG_LEVEL
+#define CALI_LOG_LEVEL 0
+#endif
+#define CALI_LOG_INFO(fmt, ...)                                                               \
+	do {                                                                                  \
+		if (CALI_LOG_LEVEL >= 1)                                                      \
+			bpf_printk("cali " fmt, ##__VA_ARGS__);                              \
+	} while (0)
+#define CALI_LOG_DEBUG(fmt, ...)                                                              \
+	do {                                                                                  \
+		if (CALI_LOG_LEVEL >= 2)                                                      \
+			bpf_printk("cali " fmt, ##__VA_ARGS__);                              \
+	} while (0)
+
+static __always_inline void cali_count(__u32 ifindex, __u32 hook, __u32 idx)
+{
+	struct cali_ctr_key k = {.ifindex = ifindex, .hook = hook};
+	struct cali_ctr_value *v = bpf_map_lookup_elem(&cpy_counters, &k);
+
+	if (v && idx < CALI_CTR_N)
+		v->c[idx]++; /* per-CPU: no atomics needed */
+}
 
 static __always_inline struct cali_state *cali_state_get(void)
 {

@@ -74,4 +74,22 @@ struct cali_state {
 #define CALI_POL_ALLOW 1
 #define CALI_POL_DENY 2
 
+/* Per-interface, per-hook packet counters (per-CPU; Felix creates and deletes the entries, so
+ * a program never adds one). Names in calico/felix/bpf/maps.py COUNTER_NAMES, same order. */
+struct cali_ctr_key {
+	__u32 ifindex;
+	__u32 hook; /* CALI_HOOK_* */
+};
+#define CALI_CTR_TOTAL 0           /* every packet the hook saw */
+#define CALI_CTR_CT_ACCEPT 1       /* established flow, conntrack fast path */
+#define CALI_CTR_POL_ACCEPT 2      /* allowed by the policy program */
+#define CALI_CTR_POL_DENY 3        /* denied by the policy program */
+#define CALI_CTR_DROP_NO_POLICY 4  /* interface not ready / empty slot */
+#define CALI_CTR_DROP_UNSUPPORTED 5 /* not IPv4/ARP, or unparseable */
+#define CALI_CTR_HOST_BYPASS 6     /* from a host address: not policed */
+#define CALI_CTR_N 7
+struct cali_ctr_value {
+	__u64 c[CALI_CTR_N];
+};
+
 #endif

@@ -82,15 +82,16 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 	__u32 ifindex = skb->ifindex;
 	__s32 slot;
 
+	cali_count(ifindex, hook, CALI_CTR_TOTAL);
 	if (skb->protocol == bpf_htons(ETH_P_ARP))
 		return TC_ACT_UNSPEC;
 	if (skb->protocol != bpf_htons(ETH_P_IP))
-		return TC_ACT_SHOT;
+		goto unsupported;
 	st = cali_state_get();
 	if (!st)
-		return TC_ACT_SHOT;
+		goto unsupported;
 	if (cali_parse(skb, st) < 0)
-		return TC_ACT_SHOT;
+		goto unsupported;
 	st->hook = hook;
 	cali_ct_fill_key(st);
 
@@ -101,17 +102,21 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 			ct->last_seen = bpf_ktime_get_ns();
 			if (cali_tcp_bits(st))
 				__sync_fetch_and_or(&ct->legs, cali_tcp_bits(st));
+			cali_count(ifindex, hook, CALI_CTR_CT_ACCEPT);
+			CALI_LOG_DEBUG("if %d hook %d: conntrack hit, allow", ifindex, hook);
 			return TC_ACT_UNSPEC;
 		}
 	}
 
 	iface = bpf_map_lookup_elem(&cpy_iface, &ifindex);
 	if (!iface || !(iface->flags & CALI_IFACE_READY))
-		return TC_ACT_SHOT;
+		goto no_policy;
 	/* From the host itself (not forwarded): allowed without policy; the entry approves the
 	 * workload's leg so its replies pass from-WEP without its egress policy. */
-	if (hook == CALI_HOOK_TO_WEP && bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src))
+	if (hook == CALI_HOOK_TO_WEP && bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src)) {
+		cali_count(ifindex, hook, CALI_CTR_HOST_BYPASS);
 		return cali_ct_allow(st);
+	}
 	if (hook == CALI_HOOK_FROM_WEP) {
 		slot = iface->ingress_slot;
 		if (slot >= 0)
@@ -122,6 +127,13 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 			bpf_tail_call(skb, &cpy_jump_egr, slot);
 	}
 	/* No policy program in the slot: deny. */
+no_policy:
+	cali_count(ifindex, hook, CALI_CTR_DROP_NO_POLICY);
+	CALI_LOG_INFO("if %d hook %d: no policy program, drop", ifindex, hook);
+	return TC_ACT_SHOT;
+unsupported:
+	cali_count(ifindex, hook, CALI_CTR_DROP_UNSUPPORTED);
+	CALI_LOG_INFO("if %d hook %d: unsupported packet, drop", ifindex, hook);
 	return TC_ACT_SHOT;
 }
 

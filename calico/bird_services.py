@@ -44,5 +44,7 @@ def service_env(confdir: Path, run_dir: Path, service_dir: Path) -> dict[str, st
         "CALICO_BIRD_SOCKET": str(run_dir / "bird.ctl"),
         "CALICO_BIRD6_SOCKET": str(run_dir / "bird6.ctl"),
         "CALICO_CONFD_STATUS_FILE": str(run_dir / "confd-status.json"),
+        # Felix's EndpointStatusPathPrefix on the node: confd's local workload peers.
+        "CALICO_ENDPOINT_STATUS_PATH_PREFIX": str(run_dir),
         "SVDIR": str(service_dir),
     }

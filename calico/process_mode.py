@@ -21,7 +21,7 @@ class Mode(Enum):
 
 # argv[1] values that always mean "the CLI", even when CNI_COMMAND leaks into the environment.
 # `node` is ours (calico node run|stop|status); the rest are upstream's list.
-CLI_VERBS = frozenset({"component", "ctl", "health", "version", "help", "node"})
+CLI_VERBS = frozenset({"component", "ctl", "health", "version", "help", "node", "bpf"})
 
 
 class Decision(namedtuple("Decision", ("mode", "argv"))):

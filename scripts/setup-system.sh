@@ -23,6 +23,8 @@ PACKAGES=(
     clang             # compiles bpf-gpl/ and generated policy programs (BPF dataplane)
     libbpf-dev        # bpf_helpers.h etc. for those; libbpf.so.1 loads the objects
     bpftool           # inspecting BPF programs and pinned maps (debugging, tests)
+    chromium          # headless browser for the Whisker UI's end-to-end test (DevTools protocol)
+    chromium-driver   # chromedriver, for driving that browser with WebDriver when debugging
 )
 
 missing=()

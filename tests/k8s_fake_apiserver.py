@@ -5,7 +5,7 @@ bookmarks and 410 (design/datastore-kubernetes.md "Testing"), so this emulator i
 subset of the API the backend and the official client use:
 
 - discovery ``/api``, ``/apis``, ``/healthz``; core ``nodes``, ``pods``, ``namespaces``,
-  ``serviceaccounts``, ``services``; ``networking.k8s.io/v1`` networkpolicies;
+  ``serviceaccounts``, ``services``, ``secrets``; ``networking.k8s.io/v1`` networkpolicies;
   ``discovery.k8s.io/v1`` endpointslices; every Calico plural under ``crd.projectcalico.org/v1``
   (and ``projectcalico.org/v3`` when ``v3_crds``);
 - one global integer resourceVersion; POST stamps uid/RV/creationTimestamp and answers 201;
@@ -81,6 +81,7 @@ def _resources(v1_crds: bool, v3_crds: bool) -> dict[tuple[str, str, str], _Res]
         _Res("", "v1", "namespaces", "Namespace", False),
         _Res("", "v1", "serviceaccounts", "ServiceAccount", True),
         _Res("", "v1", "services", "Service", True),
+        _Res("", "v1", "secrets", "Secret", True),
         _Res("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
         _Res("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
         _Res(
@@ -194,6 +195,7 @@ class _Event:
     res: _Res
     type: str
     obj: dict[str, Any]
+    prev: dict[str, Any] | None = None  # the object before (lists at an old RV undo events)
 
 
 class FakeStore:
@@ -213,8 +215,10 @@ class FakeStore:
         self.generation = 0  # bumped by drop_watches: live watch streams end
         self.expire_next_watches = 0
 
-    def _emit(self, res: _Res, typ: str, obj: dict[str, Any]) -> None:
-        self.history.append(_Event(self.rv, res, typ, copy.deepcopy(obj)))
+    def _emit(
+        self, res: _Res, typ: str, obj: dict[str, Any], prev: dict[str, Any] | None = None
+    ) -> None:
+        self.history.append(_Event(self.rv, res, typ, copy.deepcopy(obj), prev))
         self.history_rvs.append(self.rv)
         self._sorted.pop(res, None)
         self.cond.notify_all()
@@ -330,7 +334,7 @@ class FakeStore:
                         new["status"] = keep_status
             self._stamp(res, new)
             self.objects[res][(ns, name)] = new
-            self._emit(res, "MODIFIED", new)
+            self._emit(res, "MODIFIED", new, cur)
             return copy.deepcopy(new)
 
     def patch(self, res: _Res, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -350,7 +354,7 @@ class FakeStore:
             new["metadata"]["uid"] = cur["metadata"]["uid"]
             self._stamp(res, new)
             self.objects[res][(ns, name)] = new
-            self._emit(res, "MODIFIED", new)
+            self._emit(res, "MODIFIED", new, cur)
             return copy.deepcopy(new)
 
     def delete(self, res: _Res, ns: str, name: str, pre: dict[str, Any]) -> dict[str, Any]:
@@ -360,8 +364,30 @@ class FakeStore:
             del self.objects[res][(ns, name)]
             gone = copy.deepcopy(cur)
             self._stamp(res, gone)
-            self._emit(res, "DELETED", gone)
+            self._emit(res, "DELETED", gone, cur)
             return gone
+
+    def _state_at(self, res: _Res, rv: int) -> tuple[dict[tuple[str, str], Any], list]:
+        """The collection (objects, sorted keys) as it was at ``rv``: the current state with
+        the later events undone. Below the compaction point the history is gone: 410."""
+        if rv < self.compacted:
+            raise ApiError(
+                410,
+                "Expired",
+                f"The resourceVersion for the provided list is too old: {rv} ({self.compacted})",
+            )
+        later = [e for e in self.since(rv) if e.res is res]
+        if not later:
+            return self.objects[res], self._keys(res)
+        objects = dict(self.objects[res])
+        for event in reversed(later):
+            meta = event.obj["metadata"]
+            ident = (meta.get("namespace", "") if res.namespaced else "", meta["name"])
+            if event.prev is None:
+                objects.pop(ident, None)
+            else:
+                objects[ident] = event.prev
+        return objects, sorted(objects)
 
     def list(
         self,
@@ -371,13 +397,19 @@ class FakeStore:
         fields: str,
         start: int = 0,
         limit: int = 0,
+        at: int | None = None,
     ) -> tuple[list[dict[str, Any]], str, bool]:
-        """(page of matching objects, list RV, more after the page?); copies only the page."""
+        """(page of matching objects, list RV, more after the page?); copies only the page.
+        ``at``: the state at that RV (``resourceVersionMatch=Exact`` and continue tokens,
+        which a real API server serves from etcd at the token's revision)."""
         with self.cond:
-            objects = self.objects[res]
+            if at is None or at >= self.rv:
+                objects, keys, rv = self.objects[res], self._keys(res), self.rv
+            else:
+                (objects, keys), rv = self._state_at(res, at), at
             matching = [
                 obj
-                for (ons, name) in self._keys(res)
+                for (ons, name) in keys
                 if (obj := objects[(ons, name)]) is not None
                 and (ns is None or ons == ns)
                 and (not labels or label_match(labels, obj["metadata"].get("labels") or {}))
@@ -385,7 +417,7 @@ class FakeStore:
             ]
             end = start + limit if limit else len(matching)
             page = [copy.deepcopy(obj) for obj in matching[start:end]]
-            return page, str(self.rv), end < len(matching)
+            return page, str(rv), end < len(matching)
 
     def compact(self, rv: int | None = None) -> None:
         with self.cond:
@@ -510,8 +542,36 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def _list(self, res: _Res, ns: str | None, query: dict[str, list[str]]) -> None:
+        """Unset / ``0`` / NotOlderThan: the current state (this store is never stale);
+        ``resourceVersionMatch=Exact``: the state at that RV; a continue token
+        (``<rv>:<offset>``) pins the first page's RV, so pages form one snapshot."""
         limit = int(query.get("limit", ["0"])[0] or 0)
-        start = int(query.get("continue", ["0"])[0] or 0)
+        token = query.get("continue", [""])[0]
+        rv_text = query.get("resourceVersion", [""])[0]
+        match = query.get("resourceVersionMatch", [""])[0]
+        at: int | None = None
+        start = 0
+        if token:
+            if rv_text:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "specifying resource version is not allowed when using continue",
+                )
+            at_text, _, start_text = token.partition(":")
+            if not (at_text.isdigit() and start_text.isdigit()):
+                raise ApiError(400, "BadRequest", f"continue key is not valid: {token}")
+            at, start = int(at_text), int(start_text)
+        elif match == "Exact":
+            if not rv_text.isdigit() or rv_text == "0":
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "resourceVersionMatch: Exact needs a non-zero resourceVersion",
+                )
+            at = int(rv_text)
+        elif match not in ("", "NotOlderThan"):
+            raise ApiError(400, "BadRequest", f"unsupported resourceVersionMatch {match!r}")
         items, rv, more = self.server.store.list(
             res,
             ns if res.namespaced else None,
@@ -519,10 +579,13 @@ class _Handler(BaseHTTPRequestHandler):
             query.get("fieldSelector", [""])[0],
             start,
             limit,
+            at,
         )
         meta: dict[str, Any] = {"resourceVersion": rv}
         if more:
-            meta["continue"] = str(start + limit)
+            meta["continue"] = f"{rv}:{start + limit}"
+        if self.server.on_list is not None:  # a test writes between this list and the next
+            self.server.on_list(res)
         for item in items:
             item.setdefault("apiVersion", res.api_version)
             item.setdefault("kind", res.kind)
@@ -658,6 +721,7 @@ class _Server(ThreadingHTTPServer):
     bookmark_interval: float
     requests: int
     watches: int
+    on_list: Any  # Callable[[_Res], None] | None: called after each list, before the answer
 
 
 class FakeAPIServer:
@@ -672,6 +736,7 @@ class FakeAPIServer:
         self._server.bookmark_interval = bookmark_interval
         self._server.requests = 0
         self._server.watches = 0
+        self._server.on_list = None
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -725,9 +790,15 @@ class FakeAPIServer:
         server.store = self.store
         server.bookmark_interval = self._server.bookmark_interval
         server.requests, server.watches = self._server.requests, self._server.watches
+        server.on_list = self._server.on_list
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
         self._thread.start()
+
+    def on_list(self, hook: Any) -> None:
+        """``hook(res)`` runs after each list is computed and before it is answered (None
+        clears it): a write there lands between two collections' lists, deterministically."""
+        self._server.on_list = hook
 
     def expire_next_watches(self, count: int = 1) -> None:
         """The next ``count`` watch requests get ERROR 410 Expired whatever their revision."""

@@ -20,6 +20,7 @@ COMPONENTS: dict[str, str] = {
     "kube-controllers": "calico.kube_controllers.daemon:kube_controllers_command",
     "node": "calico.node.command:node_group",
     "typha": "calico.typha.daemon:typha_command",
+    "whisker-backend": "calico.whisker.daemon:whisker_backend_command",
 }
 
 

@@ -18,6 +18,7 @@ from calico.calicoctl import ctl
 from calico.calicoctl.node_status import status_command as node_status_command
 from calico.cli.components import ComponentGroup
 from calico.cli.health_cmd import health_command
+from calico.felix.bpf.debugcli import bpf_group
 from calico.logutils import LogLevelError, configure_formatter, parse_level
 from calico.node.cluster.cli import cluster_group
 from calico.node.run.cli import node_group as node_run_group
@@ -60,6 +61,7 @@ def version_command() -> None:
 
 
 cli.add_command(health_command)
+cli.add_command(bpf_group)  # calico bpf ...: upstream's calico-node -bpf
 cli.add_command(ctl)
 node_run_group.add_command(cluster_group)  # calico node cluster up|down|status
 cli.add_command(node_run_group)

@@ -136,6 +136,14 @@ class NetConf:
     etcd_key_file: str = ""
     etcd_cert_file: str = ""
     etcd_ca_cert_file: str = ""
+    # The Kubernetes datastore, as upstream's plugin reads them (KubernetesConf / PolicyConf).
+    kubeconfig: str = ""  # kubernetes.kubeconfig
+    k8s_api_root: str = ""  # kubernetes.k8s_api_root, else policy.k8s_api_root (no /api suffix)
+    k8s_auth_token: str = ""  # policy.k8s_auth_token
+    k8s_client_certificate: str = ""  # policy.k8s_client_certificate
+    k8s_client_key: str = ""  # policy.k8s_client_key
+    k8s_certificate_authority: str = ""  # policy.k8s_certificate_authority
+    calico_api_group: str = ""
     log_level: str = "info"
     log_file_path: str = ""
     policy_type: str = ""
@@ -149,6 +157,13 @@ class NetConf:
     mesos_labels: dict[str, str] = field(default_factory=dict)
     prev_result: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict)  # as received (for exec'd IPAM plugins)
+
+
+def api_root(url: str) -> str:
+    """``policy.k8s_api_root`` as the server URL: upstream strips a trailing ``/api/...``
+    (old configs spell it ``https://host:6443/api/v1/``)."""
+    cut = url.find("/api/")
+    return url[:cut] if cut >= 0 else url.rstrip("/")
 
 
 def decode(stdin: bytes | str) -> dict[str, Any]:
@@ -214,6 +229,7 @@ def parse(stdin: bytes | str, *, need_ipam_type: bool = True) -> NetConf:
     if device_type not in ("", "veth"):
         raise _bad(f'unsupported device_type {device_type!r}: only "veth" is supported')
     policy = _dict(doc, "policy")
+    kube = _dict(doc, "kubernetes")
     settings = _dict(doc, "container_settings")
     prev = doc.get("prevResult")
     conf = NetConf(
@@ -233,6 +249,13 @@ def parse(stdin: bytes | str, *, need_ipam_type: bool = True) -> NetConf:
         etcd_key_file=_str(doc, "etcd_key_file"),
         etcd_cert_file=_str(doc, "etcd_cert_file"),
         etcd_ca_cert_file=_str(doc, "etcd_ca_cert_file"),
+        kubeconfig=_str(kube, "kubeconfig"),
+        k8s_api_root=_str(kube, "k8s_api_root") or api_root(_str(policy, "k8s_api_root")),
+        k8s_auth_token=_str(policy, "k8s_auth_token"),
+        k8s_client_certificate=_str(policy, "k8s_client_certificate"),
+        k8s_client_key=_str(policy, "k8s_client_key"),
+        k8s_certificate_authority=_str(policy, "k8s_certificate_authority"),
+        calico_api_group=_str(doc, "calico_api_group"),
         log_level=_str(doc, "log_level") or "info",
         log_file_path=_str(doc, "log_file_path"),
         policy_type=_str(policy, "type"),

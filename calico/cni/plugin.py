@@ -94,9 +94,11 @@ def ipam_add(call: Call, store: Store) -> Result:
         conf, env = k8s_annotations.apply(call.conf, call.env, call.ident, store.backend)
         call = Call(conf, env, call.ident, call.stdin, call.environ)
         return ipam_plugin.add(store, call.conf, call.env, call.ident)
+    from calico.cni import pod_cidr
     from calico.cni.ipam_exec import exec_ipam
 
-    result = exec_ipam(call.conf.ipam.type, "ADD", call.stdin, call.env, call.environ)
+    stdin = pod_cidr.resolve(call.stdin, store.backend, call.ident.node)
+    result = exec_ipam(call.conf.ipam.type, "ADD", stdin, call.env, call.environ)
     assert result is not None
     return result
 
@@ -107,9 +109,11 @@ def ipam_del(call: Call, store: Store) -> None:
 
         ipam_plugin.delete(store, call.conf, call.ident)
         return
+    from calico.cni import pod_cidr
     from calico.cni.ipam_exec import exec_ipam
 
-    exec_ipam(call.conf.ipam.type, "DEL", call.stdin, call.env, call.environ)
+    stdin = pod_cidr.resolve(call.stdin, store.backend, call.ident.node)
+    exec_ipam(call.conf.ipam.type, "DEL", stdin, call.env, call.environ)
 
 
 def _release_quietly(call: Call, store: Store) -> None:

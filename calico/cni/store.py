@@ -2,7 +2,11 @@
 
 The environment (``DATASTORE_TYPE``, ``ETCD_ENDPOINTS``, ``CALICO_DATASTORE_PATH``…) is the base
 and the netconf's ``datastore_type``/``etcd_*``/``datastore_path`` fields override it, as
-upstream copies netconf fields into the environment before loading the client config.
+upstream copies netconf fields into the environment before loading the client config; so do
+the Kubernetes ones: ``kubernetes.kubeconfig`` (KUBECONFIG), ``kubernetes.k8s_api_root`` or
+``policy.k8s_api_root`` (K8S_API_ENDPOINT), ``policy.k8s_auth_token`` (K8S_API_TOKEN),
+``policy.k8s_client_certificate``/``k8s_client_key``/``k8s_certificate_authority`` and
+``calico_api_group`` (CALICO_API_GROUP).
 
 A call gets a :class:`Store`: the Backend at once, the typed client (pydantic, the v3 models)
 only when something asks for it, since the lean ADD (:mod:`calico.cni.lean`) never does.
@@ -40,6 +44,22 @@ def datastore_config(conf: NetConf) -> object:
         for name in ("etcd_key_file", "etcd_cert_file", "etcd_ca_cert_file"):
             if getattr(conf, name):
                 changes[name] = getattr(conf, name)
+        if conf.kubeconfig:
+            changes["kubeconfig"] = conf.kubeconfig
+        extra = {
+            spec: value
+            for spec, value in (
+                ("k8sAPIEndpoint", conf.k8s_api_root),
+                ("k8sAPIToken", conf.k8s_auth_token),
+                ("k8sCertFile", conf.k8s_client_certificate),
+                ("k8sKeyFile", conf.k8s_client_key),
+                ("k8sCAFile", conf.k8s_certificate_authority),
+                ("calicoAPIGroup", conf.calico_api_group),
+            )
+            if value
+        }
+        if extra:
+            changes["extra"] = {**cfg.extra, **extra}
         if changes:
             cfg = dataclasses.replace(cfg, **changes, source="netconf")  # type: ignore[arg-type]
         if cfg.datastore_type == "kubernetes":  # WorkloadEndpoint writes = pod patches

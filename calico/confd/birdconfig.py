@@ -253,6 +253,7 @@ class Builder:
                     "source_addr": cfg.node_ip,
                     "passive": ip > cfg.node_ip,
                     "restart_time": self._mesh_restart(),
+                    "password": ks.get(f"{G}/node_mesh_password", ""),
                 }
                 name = "Mesh_" + ip.replace("." if v == 4 else ":", "_")
                 peers.append(Peer(name, self._peer_lines(cfg, p, "mesh", cfg.as_number)))
@@ -280,6 +281,8 @@ class Builder:
         ip = d["ip"]
         if not ip or ip == cfg.node_ip:
             return None
+        if d.get("local_bgp_peer"):
+            prefix = "Local_Workload"
         name = f"{prefix}_" + ip.replace("." if cfg.version == 4 else ":", "_")
         port = int(d.get("port") or 0)
         if port > 0:

@@ -14,6 +14,7 @@ from typing import Any
 from calico import birdctl
 from calico.backoff import Backoff
 from calico.confd import keyspace
+from calico.confd.passwords import NoSecretSource
 from calico.confd.renderer import Renderer, RenderError
 from calico.confd.state import BGPState
 from calico.model.ipam_keys import BlockAffinityKey
@@ -73,6 +74,24 @@ class Confd:
         self.stop_event = threading.Event()
         self.status_path = status_path
         self.last_error: str | None = None
+        self.passwords: Any = NoSecretSource()
+        self.hold_until: float | None = None
+        # calico.confd.localpeers.StatusDirWatcher (None: no local workload peers)
+        self.workloads: Any = None
+        # calico.confd.routegen.RouteGenerator (None: no Kubernetes API for Services)
+        self.routegen: Any = None
+
+    def secret_changed(self, name: str) -> None:
+        """A watched Secret changed (called on its watch thread): re-resolve passwords."""
+        self.cb.q.put(("secret", name))
+
+    def services_changed(self) -> None:
+        """A Service or EndpointSlice changed (called on its watch thread)."""
+        self.cb.q.put(("services", None))
+
+    def workloads_changed(self) -> None:
+        """The endpoint status files' local peers changed (called on the watcher's thread)."""
+        self.cb.q.put(("workloads", None))
 
     def _drain(self, timeout: float) -> bool:
         """Apply queued syncer events; True when anything confd uses changed."""
@@ -82,7 +101,9 @@ class Confd:
         except queue.Empty:
             return False
         while True:
-            if kind == "status":
+            if kind in ("secret", "workloads", "services"):
+                changed = True
+            elif kind == "status":
                 if payload is SyncStatus.IN_SYNC and not self.in_sync:
                     log.info("BGP syncer in sync")
                     self.in_sync = True
@@ -99,9 +120,23 @@ class Confd:
         if self.status_path is not None:
             birdctl.write_status(self.status_path, dict(self.renderer.errors))
 
-    def step(self) -> bool:
-        """Rebuild the key space and render what it touched; True on success."""
-        ks = keyspace.build(self.state, self.nodename, self.env)
+    def step(self) -> bool | None:
+        """Rebuild the key space and render what it touched; True on success, None when
+        held back until ``hold_until`` (a referenced Secret, or the Services, not read yet)."""
+        self.passwords.begin()
+        workloads = self.workloads.active() if self.workloads is not None else []
+        k8s, svc_hold = None, None
+        if self.routegen is not None:
+            g = self.state.global_config()
+            wanted = any(keyspace.advertised_cidrs(g.spec if g else None, self.env))
+            k8s, svc_hold = self.routegen.snapshot(wanted)
+        ks = keyspace.build(
+            self.state, self.nodename, self.env, self.passwords.lookup, workloads, k8s
+        )
+        holds = [t for t in (self.passwords.end(), svc_hold) if t is not None]
+        self.hold_until = min(holds) if holds else None
+        if self.hold_until is not None:
+            return None
         self.renderer.update(ks)
         gspec = self.state.global_config()
         try:
@@ -115,6 +150,8 @@ class Confd:
         return True
 
     def run(self, run_once: bool = False, poll: float = 0.5) -> int:
+        if self.workloads is not None:
+            self.workloads.start()
         self.syncer.start()
         try:
             backoff = Backoff(RETRY_MIN, RETRY_MAX)
@@ -129,7 +166,11 @@ class Confd:
                 if not pending and not due:
                     continue
                 pending = False
-                if self.step():
+                result = self.step()
+                if result is None:  # waiting for a Secret (or its deadline)
+                    retry_at = self.hold_until
+                    continue
+                if result:
                     backoff.reset()
                     retry_at = None
                     if run_once:
@@ -144,3 +185,8 @@ class Confd:
             return 0
         finally:
             self.syncer.stop()
+            self.passwords.stop()
+            if self.workloads is not None:
+                self.workloads.stop()
+            if self.routegen is not None:
+                self.routegen.stop()

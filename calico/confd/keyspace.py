@@ -13,7 +13,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from calico.confd.peers import DEFAULT_AS, NodeInfo, PeerComputer
+from calico.confd import services as svc_routes
+from calico.confd.localpeers import LocalWorkload
+from calico.confd.peers import (
+    DEFAULT_AS,
+    NodeInfo,
+    PasswordLookup,
+    PeerComputer,
+    no_passwords,
+    password_for,
+)
 from calico.confd.state import BGPState
 
 KeySpace = dict[str, str]
@@ -80,8 +89,29 @@ def _service_cidrs(spec: Any | None) -> tuple[list[str], list[str], list[str]]:
     )
 
 
-def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) -> KeySpace:
-    """Every key confd's templates may read, for node ``nodename``."""
+def advertised_cidrs(spec: Any | None, env: Mapping[str, str]) -> tuple[list[str], ...]:
+    """(cluster, external, load balancer) CIDRs as configured, single IPs included, with
+    ``CALICO_ADVERTISE_CLUSTER_IPS`` overriding ``serviceClusterIPs``."""
+    cluster = [b.cidr for b in (spec.service_cluster_ips or [])] if spec else []
+    if env.get("CALICO_ADVERTISE_CLUSTER_IPS"):
+        cluster = [c.strip() for c in env["CALICO_ADVERTISE_CLUSTER_IPS"].split(",") if c.strip()]
+    external = [b.cidr for b in (spec.service_external_ips or [])] if spec else []
+    lbs = [b.cidr for b in (spec.service_load_balancer_ips or [])] if spec else []
+    return cluster, external, lbs
+
+
+def build(
+    state: BGPState,
+    nodename: str,
+    env: Mapping[str, str] | None = None,
+    passwords: PasswordLookup = no_passwords,
+    workloads: list[LocalWorkload] | None = None,
+    k8s_services: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+) -> KeySpace:
+    """Every key confd's templates may read, for node ``nodename``; ``passwords`` resolves
+    ``secretKeyRef`` passwords (BGPPeer ``password``, BGPConfiguration ``nodeMeshPassword``),
+    ``workloads`` are this node's local workload peers (endpoint status files),
+    ``k8s_services`` the (Services, EndpointSlices) for per-service advertisement."""
     env = env or {}
     ks: KeySpace = {}
     g = "/calico/bgp/v1/global"
@@ -94,6 +124,9 @@ def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) 
     ks[f"{g}/node_mesh"] = json.dumps({"enabled": mesh is not False})
     ks[f"{g}/loglevel"] = _loglevel(gspec.log_severity_screen if gspec else None)
     global_port = gspec.listen_port if gspec and gspec.listen_port else 0
+    mesh_password = password_for(gspec.node_mesh_password, passwords) if gspec else None
+    if mesh_password is not None:
+        ks[f"{g}/node_mesh_password"] = mesh_password
     if global_port:
         ks[f"{g}/listen_port"] = str(global_port)
     for version in (4, 6):
@@ -135,7 +168,9 @@ def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) 
                     ks[f"{h}/prefix_advertisements/ip_v{version}"] = adv
         infos[name] = NodeInfo(**{**info.__dict__, "listen_port": port})
 
-    computed = PeerComputer(infos, global_as, global_port).compute(state.peers)
+    computed = PeerComputer(infos, global_as, global_port, passwords, workloads).compute(
+        state.peers
+    )
     for version, tables in computed.items():
         for owner, peers in tables.items():
             base = (
@@ -169,6 +204,15 @@ def build(state: BGPState, nodename: str, env: Mapping[str, str] | None = None) 
     for cidr in sorted(set(cluster + external + lbs)):
         v6 = ipaddress.ip_network(cidr).version == 6
         ks[f"/calico/rejectcidrs{'v6' if v6 else ''}/{seg(cidr)}"] = cidr
+    if k8s_services is not None:
+        node_ref = env.get("CALICO_K8S_NODE_REF") or nodename
+        c_all, e_all, l_all = advertised_cidrs(gspec, env)
+        per_service = svc_routes.service_routes(
+            k8s_services[0], k8s_services[1], node_ref, c_all, e_all, l_all, excluded
+        )
+        for cidr in sorted(per_service):
+            v6 = ipaddress.ip_network(cidr).version == 6
+            ks[f"/calico/staticroutes{'v6' if v6 else ''}/{seg(cidr)}"] = cidr
 
     for name, res in state.filters.items():
         ks[f"/calico/resources/v3/projectcalico.org/bgpfilters/{name}"] = json.dumps(

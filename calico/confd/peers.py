@@ -4,20 +4,38 @@ Mirrors upstream confd's ``updatePeersV1``: pass 1 emits global peerings (no ``n
 ``nodeSelector``), pass 2 the node-specific ones; the first writer of a key wins and a
 node-specific peering is dropped when a global one to the same ip/port exists. Peers come from
 ``peerSelector`` (every matching node's addresses) or ``peerIP``; unless ``reversePeering:
-Manual``, nodes matched that way get the peering back to the local side.
+Manual``, nodes matched that way get the peering back to the local side. ``localWorkloadSelector``
+peers are this node's workloads Felix matched to the BGPPeer (endpoint status files,
+``calico.confd.localpeers``): passive, no source address, never reversed.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from calico import selector
+from calico.confd.localpeers import LocalWorkload
 from calico.durations import parse_duration
 
 DEFAULT_AS = "64512"
+
+# (Secret name, key) -> the password, or None when the Secret or the key is missing.
+PasswordLookup = Callable[[str, str], str | None]
+
+
+def no_passwords(name: str, key: str) -> None:
+    """The lookup without a Secret source (no Kubernetes API): every password is missing."""
+    return None
+
+
+def password_for(ref: Any, lookup: PasswordLookup) -> str | None:
+    """A ``BGPPassword`` resolved through ``lookup`` (None: no password line)."""
+    if ref is None or ref.secret_key_ref is None:
+        return None
+    return lookup(ref.secret_key_ref.name, ref.secret_key_ref.key)
 
 
 @dataclass(frozen=True)
@@ -64,8 +82,17 @@ def _matches(expr: str | None, labels: dict[str, str]) -> bool:
 class PeerComputer:
     """Computes ``{"global": {key: peer}, "<node>": {key: peer}}`` per IP version."""
 
-    def __init__(self, nodes: dict[str, NodeInfo], global_as: str, global_port: int) -> None:
+    def __init__(
+        self,
+        nodes: dict[str, NodeInfo],
+        global_as: str,
+        global_port: int,
+        passwords: PasswordLookup = no_passwords,
+        workloads: list[LocalWorkload] | None = None,
+    ) -> None:
         self.nodes = nodes
+        self.passwords = passwords
+        self.workloads = workloads or []
         self.global_as = global_as
         self.global_port = global_port
         self._by_ip = {ip: n for n in nodes.values() for ip in (n.ipv4, n.ipv6) if ip}
@@ -80,12 +107,12 @@ class PeerComputer:
         out: dict[int, dict[str, dict[str, dict[str, Any]]]] = {4: {}, 6: {}}
         ordered = sorted(peers.items())
         for global_pass in (True, False):
-            for _, res in ordered:
+            for name, res in ordered:
                 spec = res.spec
                 is_global = spec.node is None and spec.node_selector is None
                 if is_global != global_pass:
                     continue
-                self._add(out, spec, is_global)
+                self._add(out, name, spec, is_global)
         return out
 
     def _local_nodes(self, spec: Any) -> list[NodeInfo]:
@@ -97,10 +124,17 @@ class PeerComputer:
             if n.name == spec.node or _matches(spec.node_selector, n.labels)
         ]
 
-    def _remote(self, spec: Any) -> Iterator[tuple[dict[str, Any], NodeInfo | None]]:
+    def _remote(self, name: str, spec: Any) -> Iterator[tuple[dict[str, Any], NodeInfo | None]]:
         """Each peer this BGPPeer points at: (v1 peer fields, the Calico node when it is one)."""
         if spec.local_workload_selector is not None:
-            return  # Local workload peers need endpoint status files: not supported.
+            asn = str(spec.as_number) if spec.as_number is not None else ""
+            for w in self.workloads:
+                if w.bgp_peer_name != name:
+                    continue
+                for ip in (w.ipv4, w.ipv6):
+                    if ip:
+                        yield self._workload_peer(ip, asn), None
+            return
         if spec.peer_selector is not None:
             for node in sorted(self.nodes.values(), key=lambda n: n.name):
                 if not _matches(spec.peer_selector, node.labels):
@@ -129,6 +163,19 @@ class PeerComputer:
             node,
         )
 
+    @staticmethod
+    def _workload_peer(ip: str, asn: str) -> dict[str, Any]:
+        return {
+            "ip": ip,
+            "port": 0,
+            "as_num": asn,
+            "rr_cluster_id": "",
+            "calico_node": False,
+            "source_addr": "None",
+            "passive_mode": True,
+            "local_bgp_peer": True,
+        }
+
     def _node_peer(self, node: NodeInfo, ip: str) -> dict[str, Any]:
         return {
             "ip": ip,
@@ -142,7 +189,7 @@ class PeerComputer:
         next_hop = spec.next_hop_mode or ""
         return {
             "local_as_num": str(spec.local_as_number) if spec.local_as_number else "",
-            "password": None,
+            "password": password_for(spec.password, self.passwords),
             "source_addr": spec.source_address or "UseNodeIP",
             "restart_time": _seconds(spec.max_restart_time),
             "keepalive_time": _seconds(spec.keepalive_time),
@@ -156,11 +203,11 @@ class PeerComputer:
             "local_bgp_peer": False,
         }
 
-    def _add(self, out: dict[int, Any], spec: Any, is_global: bool) -> None:
+    def _add(self, out: dict[int, Any], name: str, spec: Any, is_global: bool) -> None:
         common = self._common(spec)
         locals_ = self._local_nodes(spec)
         reverse = spec.reverse_peering != "Manual"
-        for remote, remote_node in self._remote(spec):
+        for remote, remote_node in self._remote(name, spec):
             version = ipaddress.ip_address(remote["ip"]).version
             if common["reachable_by"] and (
                 ipaddress.ip_address(common["reachable_by"]).version != version

@@ -3,7 +3,9 @@ dies) and ``.../host/<h>/last_reported_status`` (no TTL), every ReportingInterva
 
 Operators and tooling use the TTL'd key as a liveness signal for each node's Felix
 (design/felix-dataplane.md, "Status reports").
-Write failures are logged and retried at the next interval; they never stop Felix.
+Write failures are logged and retried at the next interval; they never stop Felix. The
+Kubernetes datastore has no place for these keys: there, as upstream, reporting is skipped
+(one info line at start, no per-interval warning).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class StatusReporter:
     def start(self) -> None:
         if self._interval <= 0:
             log.info("Status reporting disabled (ReportingIntervalSecs=0)")
+            return
+        if getattr(self._backend, "datastore_type", "") == "kubernetes":
+            log.info("Status reporting skipped: the Kubernetes datastore does not store it")
             return
         self._thread = threading.Thread(target=self._run, name="status-reporter", daemon=True)
         self._thread.start()

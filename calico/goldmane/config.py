@@ -40,6 +40,7 @@ class GoldmaneConfig:
     emitter_aggregation_window: float = 300.0
     profile_port: int = 0
     prometheus_port: int = 0
+    emitter_state_path: str = "/var/lib/calico/goldmane/flow-emitter-state.json"
 
     @property
     def tls(self) -> bool:
@@ -65,7 +66,8 @@ _KINDS = {
     "EMIT_AFTER_SECONDS": ("emit_after_seconds", "int"),
     "EMITTER_AGGREGATION_WINDOW": ("emitter_aggregation_window", "duration"),
     "PROFILE_PORT": ("profile_port", "int"),
-    "PROMETHEUS_PORT": ("prometheus_port", "int"),
+    "PROMETHEUS_PORT": ("prometheus_port", "port"),
+    "EMITTER_STATE_PATH": ("emitter_state_path", "str"),  # ours: upstream uses a ConfigMap
 }
 
 
@@ -108,11 +110,24 @@ def load_config(environ: Mapping[str, str]) -> GoldmaneConfig:
         raise ConfigError("SERVER_CERT_PATH and SERVER_KEY_PATH must be set together")
     if cfg.tls and not cfg.ca_cert_path:
         raise ConfigError("CA_CERT_PATH: required to verify clients when the server uses TLS")
-    # Not implemented yet in calico-py: refuse rather than silently not doing it.
     if cfg.push_url:
-        raise ConfigError("PUSH_URL: the HTTP flow emitter is not implemented in calico-py yet")
-    if cfg.prometheus_port:
+        scheme, sep, rest = cfg.push_url.partition("://")
+        if not sep or scheme not in ("http", "https") or not rest:
+            raise ConfigError(
+                f"PUSH_URL: expected an http:// or https:// URL, got {cfg.push_url!r}"
+            )
+        if bool(cfg.client_cert_path) != bool(cfg.client_key_path):
+            raise ConfigError("CLIENT_CERT_PATH and CLIENT_KEY_PATH must be set together")
+    if cfg.emitter_aggregation_window < window:
         raise ConfigError(
-            "PROMETHEUS_PORT: goldmane_* metrics are not implemented in calico-py yet"
+            f"EMITTER_AGGREGATION_WINDOW: must be at least AGGREGATION_WINDOW ({window:g}s)"
         )
+    if cfg.emit_after_seconds < 0:
+        raise ConfigError(f"EMIT_AFTER_SECONDS: must not be negative, got {cfg.emit_after_seconds}")
     return cfg
+
+
+def emit_shape(cfg: GoldmaneConfig) -> tuple[int, int]:
+    """(buckets per emitted collection, buckets to wait before pushing), as upstream's daemon."""
+    window = int(cfg.aggregation_window)
+    return int(cfg.emitter_aggregation_window) // window, cfg.emit_after_seconds // window

@@ -19,10 +19,13 @@ import click
 import grpc
 
 from calico.buildinfo import build_info
-from calico.goldmane.config import ConfigError, GoldmaneConfig, load_config
+from calico.goldmane.config import ConfigError, GoldmaneConfig, emit_shape, load_config
+from calico.goldmane.emitter import Checkpoint, Emitter, SinkSwitch, make_session
+from calico.goldmane.metrics import registry_for
 from calico.goldmane.server import Goldmane, add_services
 from calico.health import HealthAggregator, HealthServer
 from calico.logutils import LogLevelError, configure_formatter, parse_level
+from calico.prometheus import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,15 @@ async def serve(cfg: GoldmaneConfig, stop: asyncio.Event) -> int:
     health.report("aggregator", live=True, ready=True)
     health_server = HealthServer(health)
     health_server.serve(cfg.health_enabled, cfg.health_host, cfg.health_port)
+    emitter = start_emitter(cfg, gm)
+    metrics = None
+    if cfg.prometheus_port:
+        metrics = MetricsServer(registry_for(gm), "", cfg.prometheus_port)
+        try:
+            metrics.start()
+        except OSError as exc:
+            log.error("Failed to serve metrics on port %d: %s", cfg.prometheus_port, exc)
+            metrics = None
 
     server = grpc.aio.server()
     add_services(server, gm)
@@ -85,8 +97,27 @@ async def serve(cfg: GoldmaneConfig, stop: asyncio.Event) -> int:
     log.info("Received shutdown signal, stopping")
     await server.stop(GRACE)
     await rollovers
+    if emitter is not None:
+        await asyncio.to_thread(emitter.stop)
+    if metrics is not None:
+        await asyncio.to_thread(metrics.stop)
     await asyncio.to_thread(health_server.serve, False)
     return 0
+
+
+def start_emitter(cfg: GoldmaneConfig, gm: Goldmane) -> Emitter | None:
+    """With PUSH_URL: the HTTP emitter as the engine's sink, switched by FILE_CONFIG_PATH."""
+    if not cfg.push_url:
+        return None
+    session = make_session(
+        cfg.client_cert_path, cfg.client_key_path, cfg.ca_cert_path, cfg.server_name
+    )
+    emitter = Emitter(cfg.push_url, Checkpoint(cfg.emitter_state_path), session)
+    emitter.start()
+    gm.sink = emitter.receive
+    gm.sink_enabled = SinkSwitch(cfg.file_config_path, gm.clock).enabled
+    gm.emit_shape = emit_shape(cfg)
+    return emitter
 
 
 async def _main(cfg: GoldmaneConfig) -> int:

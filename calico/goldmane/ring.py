@@ -181,11 +181,18 @@ class BucketRing:
             existing.dest_labels &= flow.dest_labels
         return True
 
-    def rollover(self) -> list[FlowResult]:
-        """Advance one bucket; returns the streaming bucket's flows for the streams."""
-        streamed = [
-            FlowResult(self._series[k].id, f.copy()) for k, f in self._slot(2).flows.items()
-        ]
+    def rollover(self, collect: bool = True) -> list[FlowResult]:
+        """Advance one bucket; returns the streaming bucket's flows for the streams.
+
+        ``collect=False`` (no stream is open) skips copying them: with many keys the copies
+        were a fifth of the server's CPU under ingest, all thrown away (design/goldmane.md
+        "Performance").
+        """
+        streamed = (
+            [FlowResult(self._series[k].id, f.copy()) for k, f in self._slot(2).flows.items()]
+            if collect
+            else []
+        )
         new_start = self._slot(0).end
         self._head = (self._head + 1) % len(self._buckets)
         recycled = self._buckets[self._head]

@@ -20,7 +20,7 @@ from calico.goldmane.convert import KeyCache, flow_from_proto, flow_to_proto
 from calico.goldmane.dedup import DedupCache
 from calico.goldmane.filters import compile_filter
 from calico.goldmane.queries import QueryError
-from calico.goldmane.ring import BucketRing, FlowResult
+from calico.goldmane.ring import BucketRing, FlowCollection, FlowResult
 from calico.goldmane.streams import MAX_STREAMS, StreamManager, TooManyStreamsError
 from calico.proto.goldmane import api_pb2 as pb
 from calico.proto.goldmane import api_pb2_grpc as pb_grpc
@@ -28,6 +28,7 @@ from calico.proto.goldmane import api_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 BEHIND_RETRY = 0.01  # a late rollover is retried this soon, until caught up
+RECEIPT = pb.FlowReceipt()  # empty and immutable in use: one instance answers every update
 
 
 def peer_host(peer: str) -> str:
@@ -57,13 +58,25 @@ class Goldmane:
         self.dropped = 0
         self.duplicates = 0
         self.collectors = 0
+        self.received_by_peer: dict[str, int] = {}
+        self.rollovers = 0
+        self.rollover_ms = 0.0  # total time spent rolling over (goldmane_* metrics)
+        self.rollover_late_ms = 0.0  # total lateness of rollovers against their schedule
+        self.backfills = 0
+        self.backfill_ms = 0.0
         self.on_rollover: Callable[[], None] = lambda: None
+        # The sink (the HTTP emitter): after each rollover it gets the collections that became
+        # due, as long as ``sink_enabled()``; ``emit_shape`` = (buckets per collection, push after).
+        self.sink: Callable[[list[FlowCollection]], None] | None = None
+        self.sink_enabled: Callable[[], bool] = lambda: True
+        self.emit_shape = (20, 2)
 
     def now(self) -> int:
         return int(self.clock())
 
     def receive(self, peer: str, flow: pb.Flow) -> None:
         self.received += 1
+        self.received_by_peer[peer] = self.received_by_peer.get(peer, 0) + 1
         if self.dedup.is_duplicate(peer, flow.SerializeToString(deterministic=True), self.clock()):
             self.duplicates += 1
             return
@@ -77,8 +90,21 @@ class Goldmane:
             )
 
     def rollover(self) -> None:
-        self.streams.publish(self.ring.rollover())
+        began = time.perf_counter()
+        self.rollover_late_ms += max(0.0, self.clock() - self.ring.next_rollover) * 1000
+        self.streams.publish(self.ring.rollover(collect=len(self.streams) > 0))
+        self.emit()
+        self.rollovers += 1
+        self.rollover_ms += (time.perf_counter() - began) * 1000
         self.on_rollover()
+
+    def emit(self) -> None:
+        """Hand the collections that are now due to the sink (if any and enabled)."""
+        if self.sink is None or not self.sink_enabled():
+            return
+        collections = self.ring.emit_collections(*self.emit_shape)
+        if collections:
+            self.sink(collections)
 
     async def run_rollovers(
         self, stop: asyncio.Event, sleep: Callable[[float], Awaitable[None]] | None = None
@@ -133,8 +159,11 @@ class FlowsService(pb_grpc.FlowsServicer):
             )
         f = request.filter if request.HasField("filter") else None
         try:
+            began = time.perf_counter()
             backfill = gm.ring.backfill(request.start_time_gte, f, gm.now())
             stream = gm.streams.open(compile_filter(f), backfill)
+            gm.backfills += 1
+            gm.backfill_ms += (time.perf_counter() - began) * 1000
         except QueryError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except TooManyStreamsError as exc:
@@ -170,7 +199,7 @@ class FlowCollectorService(pb_grpc.FlowCollectorServicer):
         try:
             async for update in request_iterator:
                 self.gm.receive(peer, update.flow)
-                yield pb.FlowReceipt()
+                yield RECEIPT
         finally:
             self.gm.collectors -= 1
             log.info("Flow collector %s disconnected", peer)

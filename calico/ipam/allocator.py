@@ -40,6 +40,9 @@ from calico.ipam.errors import (
 )
 from calico.ipam.handles import HandleBook
 from calico.ipam.pools import (
+    HOST,
+    LOAD_BALANCER,
+    VIRTUAL,
     WORKLOAD,
     Pool,
     Reservations,
@@ -135,7 +138,10 @@ class IPAMClient:
         """
         cfg = self.get_ipam_config()
         pools = list_pools(self.client)
-        labels = node_labels(self.client, hostname)
+        # LoadBalancer addresses live in blocks with a virtual affinity (``virtual:<name>``,
+        # upstream's AffinityTypeVirtual): no node owns, routes or garbage-collects them.
+        kind = VIRTUAL if intended_use == LOAD_BALANCER else HOST
+        labels = node_labels(self.client, hostname) if kind == HOST else None
         reservations = Reservations.load(self.client)
         got: dict[int, list[IPInterface]] = {4: [], 6: []}
         try:
@@ -158,6 +164,7 @@ class IPAMClient:
                     reservations,
                     max_blocks_per_host,
                     got[version],
+                    kind,
                 )
         except BaseException:
             self._undo(got[4] + got[6], handle_id)
@@ -189,29 +196,32 @@ class IPAMClient:
         reservations: Reservations,
         max_blocks: int | None,
         out: list[IPInterface],
+        kind: str = "host",
     ) -> None:
         def want() -> int:
             return num - len(out)
 
-        affine = self._affine_blocks(host, version)
+        affine = self._affine_blocks(host, version, kind)
         # 1. Blocks this host already owns (in the pools this request may use).
         for cidr in affine:
             if not want():
                 return
             if any(cidr.subnet_of(p.cidr) for p in pools):  # type: ignore[arg-type]
-                out += self._take(cidr, want(), handle_id, attrs, host, reservations, cfg, True)
+                out += self._take(
+                    cidr, want(), handle_id, attrs, host, reservations, cfg, True, kind
+                )
         # 2. Claim new blocks, within the per-host cap.
         owned = len(affine)
         cap = self._block_cap(cfg, max_blocks)
         while want() and cfg.auto_allocate_blocks and owned < cap:
-            cidr = self._claim_free_block(pools, host, reservations, cfg)
+            cidr = self._claim_free_block(pools, host, reservations, cfg, kind)
             if cidr is None:
                 break
             owned += 1
-            out += self._take(cidr, want(), handle_id, attrs, host, reservations, cfg, True)
+            out += self._take(cidr, want(), handle_id, attrs, host, reservations, cfg, True, kind)
         # 3. Borrow from blocks other hosts own, unless strict affinity forbids it.
         if want() and not cfg.strict_affinity:
-            for cidr in self._borrow_candidates(pools, host):
+            for cidr in self._borrow_candidates(pools, host, kind):
                 if not want():
                     break
                 out += self._take(cidr, want(), handle_id, attrs, host, reservations, cfg, False)
@@ -221,18 +231,20 @@ class IPAMClient:
                 f"only {len(out)} available"
             )
 
-    def _affine_blocks(self, host: str, version: int) -> list[IPNetwork]:
+    def _affine_blocks(self, host: str, version: int, kind: str = "host") -> list[IPNetwork]:
         """CIDRs of this host's confirmed affinities; pending ones whose block already names
         this host (a claim interrupted before its last step) are confirmed first."""
         out: list[IPNetwork] = []
         for aff in self.store.list_affinities(host):
+            if (aff.spec.type or HOST) != kind:
+                continue
             cidr = ipaddress.ip_network(aff.spec.cidr)
             if cidr.version != version:
                 continue
             state = aff.spec.state
             if state == "pending":
                 stored = self.store.get_block(cidr)
-                if stored is None or stored.block.affinity != f"host:{host}":
+                if stored is None or stored.block.affinity != f"{kind}:{host}":
                     continue
                 if not self._confirm(aff):
                     continue
@@ -251,17 +263,18 @@ class IPAMClient:
         reservations: Reservations,
         cfg: IPAMConfigurationSpec,
         affine: bool,
+        kind: str = "host",
     ) -> list[IPInterface]:
         """Allocate up to ``num`` addresses from one block (CAS loop); [] if it has none."""
         skip = reservations.ordinals(cidr)
         for _ in range(self.retries):
             stored = self.store.get_block(cidr)
             if stored is None:
-                if affine and self._repair_missing_block(cidr, host, cfg):
+                if affine and self._repair_missing_block(cidr, host, cfg, kind):
                     continue
                 return []
             block = stored.block
-            if affine and block.affinity != f"host:{host}":
+            if affine and block.affinity != f"{kind}:{host}":
                 self._drop_stale_affinity(host, cidr)
                 return []
             block.collect(self.clock(), self._cooldown(cfg))
@@ -280,9 +293,11 @@ class IPAMClient:
             return [ipaddress.ip_interface(f"{block.ip(o)}/{prefix}") for o in ordinals]
         raise TooMuchContentionError(f"could not allocate from block {cidr}: too much contention")
 
-    def _repair_missing_block(self, cidr: IPNetwork, host: str, cfg: IPAMConfigurationSpec) -> bool:
+    def _repair_missing_block(
+        self, cidr: IPNetwork, host: str, cfg: IPAMConfigurationSpec, kind: str = "host"
+    ) -> bool:
         """A confirmed affinity whose block is gone (crash mid-claim): recreate the block."""
-        block = Block.new(cidr, f"host:{host}")
+        block = Block.new(cidr, f"{kind}:{host}")
         block.affinity_claim_time = format_time(self.clock())
         block.strict_affinity = cfg.strict_affinity
         with contextlib.suppress(ResourceAlreadyExistsError):
@@ -304,6 +319,7 @@ class IPAMClient:
         host: str,
         reservations: Reservations,
         cfg: IPAMConfigurationSpec,
+        kind: str = "host",
     ) -> IPNetwork | None:
         """Find a block no one has created yet and claim it; None when the pools are full."""
         existing = {s.block.cidr for s in self.store.list_blocks()}
@@ -311,12 +327,14 @@ class IPAMClient:
             for cidr in block_walk(pool.cidr, pool.block_size, host):
                 if cidr in existing or reservations.covers(cidr):
                     continue
-                if self._claim(cidr, host, cfg):
+                if self._claim(cidr, host, cfg, kind):
                     return cidr
                 existing.add(cidr)  # lost the race for it: someone else has it now
         return None
 
-    def _claim(self, cidr: IPNetwork, host: str, cfg: IPAMConfigurationSpec) -> bool:
+    def _claim(
+        self, cidr: IPNetwork, host: str, cfg: IPAMConfigurationSpec, kind: str = "host"
+    ) -> bool:
         """Two-phase claim: pending affinity, create the block, confirm the affinity.
 
         The block create decides races: whoever creates it owns it. A loser deletes its
@@ -324,20 +342,20 @@ class IPAMClient:
         block already names the host and simply goes on to confirm.
         """
         try:
-            aff = self.store.create_affinity(host, cidr, "pending")
+            aff = self.store.create_affinity(host, cidr, "pending", kind)
         except ResourceAlreadyExistsError:
             found = self.store.get_affinity(host, cidr)
             if found is None:
                 return False
             aff = found
-        block = Block.new(cidr, f"host:{host}")
+        block = Block.new(cidr, f"{kind}:{host}")
         block.affinity_claim_time = format_time(self.clock())
         block.strict_affinity = cfg.strict_affinity
         try:
             self.store.create_block(block)
         except ResourceAlreadyExistsError:
             stored = self.store.get_block(cidr)
-            if stored is None or stored.block.affinity != f"host:{host}":
+            if stored is None or stored.block.affinity != f"{kind}:{host}":
                 if aff.spec.state == "pending":
                     with contextlib.suppress(UpdateConflictError, ResourceDoesNotExistError):
                         self.store.delete_affinity(aff)
@@ -362,12 +380,14 @@ class IPAMClient:
                 return False
         raise TooMuchContentionError(f"could not confirm affinity {aff.metadata.name}")
 
-    def _borrow_candidates(self, pools: list[Pool], host: str) -> list[IPNetwork]:
+    def _borrow_candidates(
+        self, pools: list[Pool], host: str, kind: str = "host"
+    ) -> list[IPNetwork]:
         """Existing blocks not affine to ``host`` with free space, in host-seeded order."""
         ranked: list[tuple[int, int, IPNetwork]] = []
         for stored in self.store.list_blocks():
             block = stored.block
-            if block.affinity == f"host:{host}" or not block.unallocated:
+            if block.affinity == f"{kind}:{host}" or not block.unallocated:
                 continue
             for i, pool in enumerate(pools):
                 if block.cidr.version == pool.cidr.version and block.cidr.subnet_of(pool.cidr):  # type: ignore[arg-type]

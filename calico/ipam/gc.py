@@ -18,6 +18,7 @@ from calico.api.cluster import Node
 from calico.datastore.errors import ResourceDoesNotExistError, UpdateConflictError
 from calico.ipam.allocator import IPAMClient, ReleaseOptions
 from calico.ipam.blocks import BadSequenceNumber
+from calico.ipam.pools import HOST
 
 # (handle_id, owner attributes) -> is the owner still alive?
 HandleInUse = Callable[[str, dict[str, str]], bool]
@@ -111,8 +112,8 @@ def _release_dead_affinities(
     now = ipam.clock()
     for aff in ipam.store.list_affinities():
         node = aff.spec.node
-        if node_exists(node):
-            continue
+        if (aff.spec.type or HOST) != HOST or node_exists(node):
+            continue  # a virtual affinity (LoadBalancer addresses) names no node
         cidr = aff.spec.cidr
         if ipam.release_affinity(cidr, node, require_empty=True):
             result.released_affinities.append(f"{node}/{cidr}")

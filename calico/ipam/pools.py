@@ -23,6 +23,8 @@ from calico.selector import parse
 
 WORKLOAD = "Workload"
 TUNNEL = "Tunnel"
+LOAD_BALANCER = "LoadBalancer"
+HOST, VIRTUAL = "host", "virtual"  # block affinity types (``host:<node>``, ``virtual:<name>``)
 
 
 @dataclass(frozen=True)

@@ -138,9 +138,11 @@ class IPAMStore:
         except ResourceDoesNotExistError:
             return None
 
-    def create_affinity(self, host: str, cidr: IPNetwork, state: str) -> BlockAffinity:
+    def create_affinity(
+        self, host: str, cidr: IPNetwork, state: str, kind: str = "host"
+    ) -> BlockAffinity:
         res = BlockAffinity(
-            spec=BlockAffinitySpec(state=state, node=host, cidr=str(cidr), type="host")
+            spec=BlockAffinitySpec(state=state, node=host, cidr=str(cidr), type=kind)
         )
         res.metadata.name = affinity_name(host, cidr)
         return self.client.create(res)  # type: ignore[return-value]

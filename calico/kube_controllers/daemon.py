@@ -38,9 +38,11 @@ from calico.ipam import IPAMClient
 from calico.kube_controllers.config import ConfigError, RunConfig
 from calico.kube_controllers.ipamgc import IPAMGarbageCollector
 from calico.kube_controllers.kubecache import KubeCache
+from calico.kube_controllers.loadbalancer import LoadBalancerController
 from calico.kube_controllers.metrics import IPAMMetrics, MetricsServer
 from calico.kube_controllers.node import NodeController
 from calico.kube_controllers.runconfig import RunConfigWatcher
+from calico.kube_controllers.services import ServiceCache
 from calico.kube_controllers.sync import PodController, PolicyController, ProfileController
 from calico.logutils import configure_formatter
 from calico.logutils.levels import LogLevelError, parse_level
@@ -52,6 +54,7 @@ STARTUP, DATASTORE, APISERVER = "Startup", "CalicoDatastore", "KubeAPIServer"
 INIT_RETRY, INIT_TIMEOUT = 5.0, 60.0
 CONFIG_POLL = 5.0
 DEBOUNCE = 0.5  # coalesce a burst of Kubernetes changes into one reconcile
+LB_POOL_POLL = 5.0  # how often the LoadBalancer controller looks for IP pool changes
 
 
 class Controller(Protocol):
@@ -181,6 +184,28 @@ class KubeControllers:
                     log.warning("%s controller pass failed: %s", ctrl.name, exc)
                 last_run[ctrl.name] = time.monotonic()
 
+    def _lb_loop(self, ctrl: LoadBalancerController, services: ServiceCache, period: float) -> None:
+        """The LoadBalancer controller's own trigger: a Service change (coalesced), a change
+        of the LoadBalancer pools (polled every 5 s) or the reconciler period."""
+        generation, pools, last = -1, None, 0.0
+        while not self.stop.is_set():
+            new_gen = services.wait_change(generation, LB_POOL_POLL)
+            try:
+                sig = ctrl.pool_signature()
+            except Exception as exc:
+                log.warning("loadbalancer controller: cannot list IP pools: %s", exc)
+                continue
+            if new_gen == generation and sig == pools and time.monotonic() - last < period:
+                continue
+            if new_gen != generation:
+                self.stop.wait(DEBOUNCE)
+            generation, pools = services.generation, sig
+            try:
+                ctrl.reconcile()
+            except Exception as exc:  # retried on the next change/period
+                log.warning("loadbalancer controller pass failed: %s", exc)
+            last = time.monotonic()
+
     def _build(
         self,
         rc: RunConfig,
@@ -234,6 +259,7 @@ class KubeControllers:
         client = Client(calico_backend)
         metrics_server = None
         cache = None
+        services: ServiceCache | None = None
         try:
             if not self._ensure_initialized(client):
                 return 0 if self.stop.is_set() else 1
@@ -268,6 +294,21 @@ class KubeControllers:
                 daemon=True,
                 name="controllers",
             ).start()
+            if "loadbalancer" in rc.controllers:
+                services = ServiceCache(kube_backend.rest)  # type: ignore[attr-defined]
+                services.start()
+                lb = LoadBalancerController(
+                    IPAMClient(client),
+                    services,
+                    kube_backend.rest,  # type: ignore[attr-defined]
+                    rc.assign_ips,
+                )
+                threading.Thread(
+                    target=self._lb_loop,
+                    args=(lb, services, rc.reconciler_period("loadbalancer")),
+                    daemon=True,
+                    name="loadbalancer",
+                ).start()
             while not self.stop.wait(CONFIG_POLL):
                 if watcher.changed(rc):
                     return RESTART_RETURN_CODE
@@ -276,6 +317,8 @@ class KubeControllers:
             self.stop.set()
             if cache is not None:
                 cache.stop()
+            if services is not None:
+                services.stop()
             if metrics_server is not None:
                 metrics_server.stop()
             self.health_server.serve(False)

@@ -4,49 +4,20 @@ Gauges ``ipam_allocations_in_use``, ``ipam_allocations_borrowed``,
 ``ipam_allocations_gc_candidates``, ``ipam_blocks`` (labels ``ippool``, ``node``),
 ``ipam_ippool_size`` (``ippool``), the legacy per-node ``ipam_blocks_per_node``,
 ``ipam_allocations_per_node``, ``ipam_allocations_borrowed_per_node`` (``node``), and the
-counter ``ipam_allocations_gc_reclamations`` — exported under exactly that name (upstream's
-Go counter has no ``_total``), so it is a small collector of its own. Gauges are rewritten
-from every GC pass: series for pools/nodes that disappeared are dropped.
+counter ``ipam_allocations_gc_reclamations`` (``ippool``, ``node``). Upstream's Go counter has
+no ``_total``, so it is the shared :class:`calico.prometheus.ExactCounter` (the series name
+exactly as upstream's, exported untyped as Felix's and Typha's counters are). Gauges are
+rewritten from every GC pass: series for pools/nodes that disappeared are dropped.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
-
 from prometheus_client import CollectorRegistry, Gauge
-from prometheus_client.exposition import MetricsHandler
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
 from calico.kube_controllers.ipamgc import PassResult
+from calico.prometheus import ExactCounter, MetricsServer
 
-PoolNode = tuple[str, str]
-
-
-class _Reclamations(Collector):
-    def __init__(self) -> None:
-        self.values: dict[PoolNode, float] = {}
-        self.lock = threading.Lock()
-
-    def add(self, counts: dict[PoolNode, int]) -> None:
-        with self.lock:
-            for key, n in counts.items():
-                self.values[key] = self.values.get(key, 0.0) + n
-
-    def collect(self) -> Iterator[Metric]:
-        metric = Metric(
-            "ipam_allocations_gc_reclamations",
-            "Count of Calico IP allocations that have been reclaimed by the GC.",
-            "counter",
-        )
-        with self.lock:
-            for (pool, node), value in sorted(self.values.items()):
-                metric.add_sample(
-                    "ipam_allocations_gc_reclamations", {"ippool": pool, "node": node}, value
-                )
-        yield metric
+__all__ = ["IPAMMetrics", "MetricsServer"]
 
 
 class IPAMMetrics:
@@ -68,7 +39,11 @@ class IPAMMetrics:
         self.borrowed_per_node = gauge(
             "ipam_allocations_borrowed_per_node", "Borrowed allocations by node.", ("node",)
         )
-        self.reclamations = _Reclamations()
+        self.reclamations = ExactCounter(
+            "ipam_allocations_gc_reclamations",
+            "Count of Calico IP allocations that have been reclaimed by the GC.",
+            pn,
+        )
         r.register(self.reclamations)
 
     def record(self, result: PassResult) -> None:
@@ -95,25 +70,5 @@ class IPAMMetrics:
             g.clear()
             for node, n in per_node.items():
                 g.labels(node).set(n)
-        self.reclamations.add(result.reclaimed)
-
-
-class MetricsServer:
-    """``/metrics`` on ``host:port`` (0 = a free port) in a daemon thread."""
-
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        handler = MetricsHandler.factory(registry)
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.httpd.server_address[1])
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        for key, n in result.reclaimed.items():
+            self.reclamations.add(key, n)

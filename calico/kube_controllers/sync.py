@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from calico.api import parse_resource
@@ -34,12 +33,12 @@ from calico.datastore.errors import (
     UpdateConflictError,
 )
 from calico.kube_controllers.kubecache import KubeCache
+from calico.kube_controllers.writes import cas_write_all
 from calico.model.resources import resource_prefix
 
 log = logging.getLogger(__name__)
 
 KNP_PREFIX = "knp.default."
-WRITE_WORKERS = 8
 _SOFT = (UpdateConflictError, ResourceDoesNotExistError, ResourceAlreadyExistsError)
 
 
@@ -184,15 +183,4 @@ class PodController:
             if changed:
                 wep["metadata"], wep["spec"] = meta, spec
                 jobs.append((kv.key, json.dumps(wep, sort_keys=True), kv.revision))
-        with ThreadPoolExecutor(WRITE_WORKERS) as pool:  # independent CAS writes
-            return sum(pool.map(self._write, jobs))
-
-    def _write(self, job: tuple[str, str, int]) -> int:
-        try:
-            self.backend.update(*job)
-            return 1
-        except _SOFT as exc:
-            log.info("workloadendpoint controller: %s", exc)
-        except DatastoreError as exc:
-            log.warning("workloadendpoint controller: write failed: %s", exc)
-        return 0
+        return cas_write_all(self.backend, jobs, "workloadendpoint controller")

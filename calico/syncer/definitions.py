@@ -2,8 +2,9 @@
 v3 kinds each watches and through which update processor.
 
 The lists follow upstream's syncersv1 packages. On the Kubernetes datastore Felix's list also
-has KubernetesNetworkPolicy and KubernetesClusterNetworkPolicy (upstream: only in KDD);
-Services, EndpointSlices and host-local pod-CIDR IPAM are not modelled yet.
+has KubernetesNetworkPolicy, KubernetesClusterNetworkPolicy and the raw Services and
+EndpointSlices (the service index's input; upstream: only in KDD); host-local pod-CIDR IPAM
+is not modelled yet.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def felix_resource_types(kubernetes: bool = False) -> list[ResourceType]:
         types[:0] = [
             _rt("KubernetesNetworkPolicy", p.kubernetes_network_policy),
             _rt("KubernetesClusterNetworkPolicy", p.kubernetes_cluster_network_policy),
+            _rt("KubernetesService", p.kubernetes_raw),
+            _rt("KubernetesEndpointSlice", p.kubernetes_raw),
         ]
     return types
 

@@ -4,8 +4,10 @@ node 1 as route reflector; then a BGPPeer change (root, real BIRD 1.6, real kern
 
 The module shares one cluster; the tests run in file order (each leaves the BGP topology the
 next one starts from). IPv6 (bird6) is checked for the
-full mesh only. Passwords are not covered: ``secretKeyRef`` needs Secrets, which exist
-only with the Kubernetes datastore.
+full mesh only. Password mismatch is covered by
+``tests/integration/confd/test_confd_bird_netns.py`` (two BIRDs, Secrets on the fake Kubernetes
+API server): this harness's nodes have no Kubernetes API — the cluster datastores are etcd and
+SQLite, and ``calico node run`` does not pass ``KUBECONFIG`` on.
 """
 
 from __future__ import annotations

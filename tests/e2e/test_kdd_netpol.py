@@ -532,3 +532,87 @@ def test_network_policy_matrix(cluster: Cluster) -> None:
     steps = p.matrices
     assert all(a != b for a, b in itertools.pairwise(steps))
     assert steps[-1] == steps[0] and len(steps[0]) == 9 * 8 * len(PORTS)
+
+
+def _converge_to(c: Cluster, want: dict[tuple[str, str, str, int], bool]) -> None:
+    deadline = time.monotonic() + 20.0
+    while True:
+        got = _measure(c)
+        if got == want:
+            return
+        if time.monotonic() > deadline:
+            diff = sorted(k for k in want if want[k] != got[k])
+            pytest.fail(f"{len(diff)} probes differ, e.g. {[(k, want[k]) for k in diff[:8]]}")
+        time.sleep(0.5)
+
+
+def test_service_rules_follow_the_endpoint_slices(cluster: Cluster) -> None:
+    """Calico rules with ``services:`` over Kubernetes Services: egress from x only to the
+    endpoints (+ports) of service y/web, ingress to z only from its endpoints' addresses;
+    the EndpointSlice changing moves the allowed set (Felix's ServiceIndex, ``svc:`` and
+    ``svcnoport:`` IP sets), with real traffic."""
+    c = cluster
+    pods = list(c.pods.values())
+    api = c.api
+    api.put_object(
+        "v1",
+        "services",
+        {"metadata": {"name": "web", "namespace": "y"}, "spec": {"ports": [{"port": 80}]}},
+    )
+    slice_ = {
+        "metadata": {
+            "name": "web-1",
+            "namespace": "y",
+            "labels": {"kubernetes.io/service-name": "web"},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [c.pods["y/a"].ip]}],
+        "ports": [{"port": 80, "protocol": "TCP"}],
+    }
+    api.put_object("discovery.k8s.io/v1", "endpointslices", slice_)
+    to_web = {
+        "selector": "projectcalico.org/namespace == 'x'",
+        "types": ["Egress"],
+        "egress": [
+            {"action": "Allow", "destination": {"services": {"name": "web", "namespace": "y"}}}
+        ],
+    }
+    from_web = {
+        "selector": "projectcalico.org/namespace == 'z'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "source": {"services": {"name": "web", "namespace": "y"}}}],
+    }
+    api.put_object(V1, "globalnetworkpolicies", _cr("GlobalNetworkPolicy", "to-web", to_web))
+    api.put_object(V1, "globalnetworkpolicies", _cr("GlobalNetworkPolicy", "from-web", from_web))
+
+    def want(endpoints: set[str]) -> dict[tuple[str, str, str, int], bool]:
+        out = {}
+        for s in pods:
+            for d in pods:
+                if d is s:
+                    continue
+                for proto, port in PORTS:
+                    ok = True
+                    if s.ns == "x":  # egress: only the service's endpoint addresses, TCP 80
+                        ok = d.key in endpoints and (proto, port) == ("TCP", 80)
+                    if ok and d.ns == "z":  # ingress: only from the endpoint addresses
+                        ok = s.key in endpoints
+                    out[(s.key, d.key, proto, port)] = ok
+        return out
+
+    try:
+        _converge_to(c, want({"y/a"}))
+        current = api.get_object("discovery.k8s.io/v1", "endpointslices", "web-1", "y")
+        current["endpoints"] = [
+            {"addresses": [c.pods["y/b"].ip]},
+            {"addresses": [c.pods["z/c"].ip]},
+        ]
+        api.update_object("discovery.k8s.io/v1", "endpointslices", current)
+        _converge_to(c, want({"y/b", "z/c"}))
+        api.delete_object("discovery.k8s.io/v1", "endpointslices", "web-1", "y")
+        _converge_to(c, want(set()))
+    finally:
+        for name in ("to-web", "from-web"):
+            api.delete_object(V1, "globalnetworkpolicies", name)
+        api.delete_object("v1", "services", "web", "y")
+    _converge_to(c, _expect(c, []))  # back to everything reaching everything

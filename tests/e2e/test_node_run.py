@@ -52,6 +52,29 @@ def test_every_readiness_endpoint_reports_ready(running_node: Node) -> None:
     assert logs.exists() and logs.stat().st_size > 0
 
 
+def test_goldmane_and_whisker_run_under_runit_and_the_url_is_printed(running_node: Node) -> None:
+    deadline = time.monotonic() + 30
+    while "Whisker (flow logs): http://127.0.0.1:8081/" not in running_node.output():
+        assert time.monotonic() < deadline, running_node.diagnostics()
+        time.sleep(0.2)
+    status = running_node.calico("node", "status").stdout
+    for svc in ("goldmane", "whisker-backend"):
+        assert f"{svc:<14} run:" in status, status
+    # whisker-backend answers and reaches Goldmane (a Goldmane failure would be a 500).
+    probe = (
+        "import json, time, urllib.request as u\n"
+        "for _ in range(150):\n"
+        "    try:\n"
+        "        r = u.urlopen('http://127.0.0.1:8081/flows?pageSize=1', timeout=2)\n"
+        "        print(r.status, sorted(json.load(r)))\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        time.sleep(0.2)\n"
+    )
+    out = in_ns(running_node.host, PY, "-c", probe).stdout.strip()
+    assert out == "200 ['items', 'total']", running_node.diagnostics()
+
+
 def test_cni_workloads_get_pool_addresses_and_talk(running_node: Node) -> None:
     pools = json.loads(running_node.calicoctl("get", "ippools", "-o", "json").stdout)
     items = pools.get("items", [pools])

@@ -1,7 +1,10 @@
 """Golden files: each scenario under confd_golden/ renders the six BIRD files, which must equal
 the recorded ones (blank lines ignored, as upstream's comparison), contain the lines its
 ``expect`` file names from the documented behaviour (``!`` = must not contain), and pass
-``bird -p -c`` / ``bird6 -p -c``. ``UPDATE_EXPECTED_DATA=true`` rewrites the recordings."""
+``bird -p -c`` / ``bird6 -p -c``. A ``secrets.yaml`` holds the Secrets passwords resolve
+against, ``endpoint-status/`` the node's endpoint status files (local workload peers),
+``k8s.yaml`` Services and EndpointSlices (per-service advertisement).
+``UPDATE_EXPECTED_DATA=true`` rewrites the recordings."""
 
 from __future__ import annotations
 
@@ -11,7 +14,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from confd_render_support import FILES, GOLDEN, render_state, scenario_env, scenario_state
+from confd_render_support import (
+    FILES,
+    GOLDEN,
+    render_state,
+    scenario_env,
+    scenario_k8s,
+    scenario_passwords,
+    scenario_state,
+    scenario_workloads,
+)
 
 CASES = sorted(p for p in GOLDEN.iterdir() if (p / "input.yaml").is_file())
 needs_bird = pytest.mark.skipif(shutil.which("bird") is None, reason="BIRD not installed")
@@ -29,7 +41,14 @@ def test_at_least_25_scenarios() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_golden(case: Path, tmp_path: Path) -> None:
     confdir = tmp_path / "confd"
-    render_state(scenario_state(case), confdir, scenario_env(case))
+    render_state(
+        scenario_state(case),
+        confdir,
+        scenario_env(case),
+        passwords=scenario_passwords(case),
+        workloads=scenario_workloads(case),
+        k8s=scenario_k8s(case),
+    )
     out = confdir / "config"
     expected_dir = case / "expected"
     if os.environ.get("UPDATE_EXPECTED_DATA") == "true":

@@ -28,6 +28,7 @@ CASES = [
     (["calico", "version"], "VERSION", Mode.CLI, ["calico", "version"]),
     (["calico", "help"], "ADD", Mode.CLI, ["calico", "help"]),
     (["calico", "node", "run"], "ADD", Mode.CLI, ["calico", "node", "run"]),
+    (["calico", "bpf", "ifstate", "dump"], "ADD", Mode.CLI, ["calico", "bpf", "ifstate", "dump"]),
     (["calico", "health"], None, Mode.CLI, ["calico", "health"]),
     (["calico", "health"], "", Mode.CLI, ["calico", "health"]),
     (["calico"], None, Mode.CLI, ["calico"]),

@@ -79,6 +79,8 @@ class EtcdBackend:
     used for ``https`` endpoints or when any of the key/cert/CA files is given.
     """
 
+    MAX_TXN_OPS = 64  # update_many's limit (etcd's default --max-txn-ops is 128)
+
     def __init__(
         self, endpoints: Sequence[str] | str, **options: Unpack[ConnectionOptions]
     ) -> None:
@@ -118,6 +120,28 @@ class EtcdBackend:
             self._revoke(lease)
             self._raise_cas_failure(key, revision, resp)
         return KVPair(key, value, resp.header.revision, ttl)
+
+    def update_many(self, writes: Sequence[tuple[str, str, int]]) -> bool:
+        """Compare-and-swap several keys in ONE transaction (bulk writers: kube-controllers'
+        resync). Each ``(key, value, revision)`` must still be at ``revision``; if any is
+        not, nothing is written and False is returned (the caller falls back to
+        :meth:`update` per key to learn which). At most ``MAX_TXN_OPS`` writes (etcd's
+        default ``--max-txn-ops`` is 128); no TTLs."""
+        if len(writes) > self.MAX_TXN_OPS:
+            raise ValueError(
+                f"at most {self.MAX_TXN_OPS} writes per transaction, got {len(writes)}"
+            )
+        compare, success = [], []
+        for key, value, revision in writes:
+            k = _check_write(key, value, None)
+            if revision <= 0:
+                raise ValueError(f"update_many needs the current revision of {key}")
+            compare.append(_at(k, revision))  # a non-zero mod revision implies the key exists
+            success.append(_op_put(k, value, 0))
+        if not writes:
+            return True
+        resp = self._txn("update", rpc_pb2.TxnRequest(compare=compare, success=success))
+        return bool(resp.succeeded)
 
     def apply(self, key: str, value: str, ttl: float | None = None) -> KVPair:
         k = _check_write(key, value, ttl)

@@ -38,6 +38,11 @@ from calico.model.resources import RESOURCE_PREFIX
 log = logging.getLogger(__name__)
 
 PAGE = 500
+LIST_ATTEMPTS = 5  # snapshot lists retried when their resourceVersion is compacted meanwhile
+
+
+class _SnapshotExpired(Exception):
+    """An exact list's resourceVersion was compacted: the snapshot must start again."""
 
 
 def _dump(obj: dict[str, Any]) -> str:
@@ -264,48 +269,68 @@ class KubernetesBackend:
             return [(k, "") for _, k in sorted(every.items())]
         return []
 
-    def _list_path(self, path: str) -> tuple[list[dict[str, Any]], int]:
+    def _list_path(self, path: str, at: int | None) -> tuple[list[dict[str, Any]], int | None]:
+        """One collection, paged; ``at``: exactly that resourceVersion (the snapshot the
+        first collection's list fixed). Returns (items, list RV), RV None when not served."""
         items: list[dict[str, Any]] = []
-        cont = ""
-        rv = 0
+        query: dict[str, Any] = {"limit": PAGE}
+        if at is not None:
+            query.update(resourceVersion=str(at), resourceVersionMatch="Exact")
+        rv: int | None = None
         while True:
             try:
-                page = self.rest.request("GET", path, query={"limit": PAGE, "continue": cont})
+                page = self.rest.request("GET", path, query=query)
             except KubeAPIError as exc:
                 if exc.code == 404:  # API / CRD not installed: nothing stored
                     return [], rv
+                if exc.code == 410 and at is not None:
+                    raise _SnapshotExpired from None
                 raise translate(exc, path) from None
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
-            rv = rv or int(meta.get("resourceVersion") or 0)
+            if rv is None:
+                rv = int(meta.get("resourceVersion") or 0)
             cont = meta.get("continue") or ""
             if not cont:
                 return items, rv
-
-    def _list_native(self, nk: NativeKind, ns: str, prefix: str) -> tuple[list[KVPair], int]:
-        kvs = list(nk.extra()) if not ns else []
-        revision = 0
-        for coll in nk.collections(ns):
-            items, rv = self._list_path(coll.path)
-            revision = max(revision, rv)
-            for obj in items:
-                try:
-                    kvs.extend(coll.convert(obj))
-                except DatastoreError as exc:  # upstream skips unconvertible items
-                    log.warning("Skipping %s: %s", (obj.get("metadata") or {}).get("name"), exc)
-        return [kv for kv in kvs if kv.value and kv.key.startswith(prefix)], revision
+            query = {"limit": PAGE, "continue": cont}  # the token pins the first page's RV
 
     def list(self, prefix: str) -> ListResult:
+        """Every collection the prefix covers, as one snapshot: the first collection's list
+        fixes the resourceVersion R and the others are listed exactly at R
+        (``resourceVersionMatch=Exact``), so a watch from R misses nothing in any of them.
+        (Taking the newest of independent list RVs lost the earlier collections' writes in
+        between: design/datastore-kubernetes.md "Watches".) R compacted meanwhile: again."""
+        for _ in range(LIST_ATTEMPTS):
+            try:
+                return self._list_once(prefix)
+            except _SnapshotExpired:
+                log.info("Snapshot of %s was compacted while listing; listing again", prefix)
+        raise DatastoreError(f"list of {prefix}: the snapshot kept being compacted")
+
+    def _list_once(self, prefix: str) -> ListResult:
         kvs: list[KVPair] = []
-        revision = 0
+        at: int | None = None
         for ck, ns in self._covered(prefix):
             if isinstance(ck, NativeKind):
-                native_kvs, rv = self._list_native(ck, ns, prefix)
-                kvs.extend(native_kvs)
-                revision = max(revision, rv)
+                if not ns:
+                    kvs.extend(kv for kv in ck.extra() if kv.key.startswith(prefix))
+                for coll in ck.collections(ns):
+                    items, rv = self._list_path(coll.path, at)
+                    at = rv if at is None else at
+                    for obj in items:
+                        try:
+                            kvs.extend(
+                                kv
+                                for kv in coll.convert(obj)
+                                if kv.value and kv.key.startswith(prefix)
+                            )
+                        except DatastoreError as exc:  # upstream skips unconvertible items
+                            name = (obj.get("metadata") or {}).get("name")
+                            log.warning("Skipping %s: %s", name, exc)
                 continue
-            items, rv = self._list_path(self._collection(ck, ns))
-            revision = max(revision, rv)
+            items, rv = self._list_path(self._collection(ck, ns), at)
+            at = rv if at is None else at
             for cr in items:
                 if crd.is_soft_deleted(ck, cr):
                     continue
@@ -316,10 +341,8 @@ class KubernetesBackend:
                     continue
                 if kv.key.startswith(prefix):
                     kvs.append(kv)
-        if not revision:
-            revision = self.current_revision()
         kvs.sort(key=lambda kv: kv.key)
-        return ListResult(kvs, revision)
+        return ListResult(kvs, at or self.current_revision())
 
     def watch(self, prefix: str, revision: int) -> KubeWatch:
         sources = []

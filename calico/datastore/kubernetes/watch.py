@@ -8,6 +8,10 @@ ERROR event) becomes an ERROR carrying RevisionCompactedError, any other ERROR a
 either is the watch's last event, and the caller (the watcher syncer) relists. A collection
 the server does not serve (404: CRD or API group not installed) is empty, as its list is: the
 watch looks again every 30 s instead of failing (upstream's "API not installed").
+
+Several collections merge into one stream by arrival, so a bookmark says only what its own
+collection has delivered: the merged BOOKMARK carries the lowest revision every served
+collection has reached (``_Progress``), never one another collection may still be behind.
 """
 
 from __future__ import annotations
@@ -43,6 +47,36 @@ class _Stop(Exception):
     pass
 
 
+class _Progress:
+    """How far each collection of a merged watch has delivered; the merged bookmark is the
+    minimum over the collections being served (a 404 collection holds nothing back)."""
+
+    def __init__(self, count: int, start: int) -> None:
+        self._reached: list[int | None] = [start] * count
+        self._lock = threading.Lock()
+        self._sent = start
+
+    def absent(self, index: int) -> None:
+        with self._lock:
+            self._reached[index] = None
+
+    def served(self, index: int, revision: int) -> None:
+        with self._lock:
+            if self._reached[index] is None:
+                self._reached[index] = revision
+
+    def bookmark(self, index: int, revision: int) -> int | None:
+        """Record a collection's bookmark; the merged one to send (never behind an earlier)."""
+        with self._lock:
+            self._reached[index] = revision
+            served = [r for r in self._reached if r is not None]
+            merged = min(served) if served else revision
+            if merged < self._sent:
+                return None
+            self._sent = merged
+            return merged
+
+
 class KubeWatch:
     """A Backend Watch over one or more Kubernetes collections."""
 
@@ -61,11 +95,15 @@ class KubeWatch:
         self._responses: set[Any] = set()
         self._backoff = backoff
         start = str(revision) if revision > 0 else "0"
+        self._progress = _Progress(len(sources), max(revision, 0))
         self._threads = [
             threading.Thread(
-                target=self._run, args=(path, query, conv, start), daemon=True, name="kdd-watch"
+                target=self._run,
+                args=(index, path, query, conv, start),
+                daemon=True,
+                name="kdd-watch",
             )
-            for path, query, conv in sources
+            for index, (path, query, conv) in enumerate(sources)
         ]
         for thread in self._threads:
             thread.start()
@@ -109,7 +147,9 @@ class KubeWatch:
     def _error(self, exc: Exception) -> None:
         self._queue.put(WatchEvent(EventType.ERROR, error=exc))
 
-    def _run(self, path: str, query: dict[str, str], conv: Converter, revision: str) -> None:
+    def _run(
+        self, index: int, path: str, query: dict[str, str], conv: Converter, revision: str
+    ) -> None:
         backoff = Backoff(*self._backoff)
         while not self._stopped.is_set():
             params = {
@@ -128,6 +168,7 @@ class KubeWatch:
                 continue
             except KubeAPIError as exc:
                 if exc.code == 404:  # API / CRD not installed: nothing to see; look again later
+                    self._progress.absent(index)
                     if self._stopped.wait(ABSENT_API_RETRY):
                         return
                     continue
@@ -135,6 +176,7 @@ class KubeWatch:
                 return
             with self._lock:
                 self._responses.add(resp)
+            self._progress.served(index, int(revision) if revision.isdigit() else 0)
             try:
                 for event in _lines(resp, self._stopped):
                     typ, obj = event.get("type"), event.get("object") or {}
@@ -152,7 +194,9 @@ class KubeWatch:
                     if rv:
                         revision = str(rv)
                     if typ == "BOOKMARK":
-                        self._queue.put(WatchEvent(EventType.BOOKMARK, revision=int(revision)))
+                        merged = self._progress.bookmark(index, int(revision))
+                        if merged is not None:
+                            self._queue.put(WatchEvent(EventType.BOOKMARK, revision=merged))
                         continue
                     try:
                         for out in conv(str(typ), obj):

@@ -7,6 +7,8 @@ finds it. TCX (kernel 6.6+) is not used yet: design/felix-bpf.md "Attach".
 from __future__ import annotations
 
 import errno
+import json
+import subprocess
 from typing import Any
 
 from calico.felix.bpf.libbpf import BPFError
@@ -97,6 +99,33 @@ def attached_programs(iface: str, netns: str | None = None) -> dict[str, str]:
                     out[hook] = name
     finally:
         ipr.close()
+    return out
+
+
+def attached_program_ids(netns: str | None = None) -> dict[str, int]:
+    """Program name -> id of our main programs found on any interface in ``netns`` (the
+    debug commands reach the dataplane's maps through them when the pins are not visible).
+    Read with ``tc -j``: pyroute2 does not decode TCA_BPF_ID."""
+    out: dict[str, int] = {}
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    for name in iface_names(netns).values():
+        for hook in ("ingress", "egress"):
+            proc = subprocess.run(
+                [*prefix, "tc", "-j", "filter", "show", "dev", name, hook],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
+            )
+            if proc.returncode != 0 or not proc.stdout.strip():
+                continue
+            for flt in json.loads(proc.stdout):
+                opts = flt.get("options", {})
+                prog = opts.get("prog", {})
+                if opts.get("bpf_name") in OUR_PROGRAMS and "id" in prog:
+                    out.setdefault(opts["bpf_name"], int(prog["id"]))
+        if len(out) == len(OUR_PROGRAMS):
+            break
     return out
 
 

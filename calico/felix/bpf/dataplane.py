@@ -8,15 +8,27 @@ tail-call them. A policy update only swaps the program in the slot (atomic for p
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 
 from calico.felix.bpf import attach
 from calico.felix.bpf.bpffs import BPFUnavailable, check_kernel, is_bpffs
 from calico.felix.bpf.build import Compiler
 from calico.felix.bpf.libbpf import BPFError, LoadedObject
-from calico.felix.bpf.maps import IFACE_READY, IFACE_VALUE, IFACE_WEP, PROG_FD, Maps, MapSizes
+from calico.felix.bpf.maps import (
+    IFACE_READY,
+    IFACE_VALUE,
+    IFACE_WEP,
+    PROG_FD,
+    RULE_ID,
+    Maps,
+    MapSizes,
+)
+from calico.felix.bpf.polprog import RuleInfo
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +51,8 @@ class BPFDataplane:
         *,
         sizes: MapSizes | None = None,
         netns: str | None = None,
+        policy_debug_dir: str | None = None,
+        defines: dict[str, int] | None = None,
     ) -> None:
         check_kernel()
         if not _on_bpffs(pin_dir):
@@ -46,13 +60,15 @@ class BPFDataplane:
         os.makedirs(pin_dir, mode=0o700, exist_ok=True)
         self.pin_dir = pin_dir
         self.netns = netns
-        self.compiler = Compiler(cache_dir, (sizes or MapSizes()).defines())
+        self.policy_debug_dir = policy_debug_dir
+        self.compiler = Compiler(cache_dir, {**(sizes or MapSizes()).defines(), **(defines or {})})
         self._main = LoadedObject(self.compiler.compile_file("tc.c"), pin_dir)
         self.from_fd = self._main.program_fd("calico_from_wep")
         self.to_fd = self._main.program_fd("calico_to_wep")
         self.maps = Maps(pin_dir)
         self._slots: dict[str, int] = {}  # iface -> slot (same index in both jump maps)
         self._ifindex: dict[str, int] = {}
+        self._rules: dict[tuple[str, str], frozenset[int]] = {}  # (iface, hook) -> rule IDs
         self.compile_seconds = 0.0
         self.load_seconds = 0.0
         self.adopted = self._adopt()
@@ -78,6 +94,7 @@ class BPFDataplane:
         live = set(self._slots.values())
         for key, slot in stale:
             self.maps.iface.delete(key)
+            self.maps.delete_counters(PROG_FD.unpack(key)[0])
             if slot not in live:  # never a slot a live interface still uses
                 for hook in HOOKS:
                     self.maps.jump[hook].delete(PROG_FD.pack(slot))
@@ -111,10 +128,22 @@ class BPFDataplane:
         old = self._ifindex.get(iface)
         if old is not None and old != idx:
             self.maps.iface.delete(PROG_FD.pack(old))
+            self.maps.delete_counters(old)
         self._ifindex[iface] = idx
+        if self.maps.read_counters(idx) is None:  # kept across re-attach and restarts
+            for hook in HOOKS:
+                self.maps.reset_counters(idx, hook)
 
-    def set_policies(self, iface: str, sources: dict[str, str]) -> None:
-        """Load hook -> policy C source into the interface's slots, then mark it ready."""
+    def set_policies(
+        self,
+        iface: str,
+        sources: dict[str, str],
+        rules: dict[str, Sequence[RuleInfo]] | None = None,
+    ) -> None:
+        """Load hook -> policy C source into the interface's slots, then mark it ready.
+
+        ``rules`` (hook -> the program's rules) feeds the policy debug listing and the rule
+        counters' clean-up: a rule ID no interface uses any more loses its counter."""
         idx = self._ifindex.get(iface)
         if idx is None:
             raise BPFError(f"{iface}: set_policies before attach_iface")
@@ -134,6 +163,33 @@ class BPFDataplane:
         self.maps.iface.update(
             PROG_FD.pack(idx), IFACE_VALUE.pack(IFACE_WEP | IFACE_READY, slot, slot)
         )
+        if rules is not None:
+            for hook in HOOKS:
+                self._set_rules(iface, hook, rules.get(hook, ()))
+
+    def _set_rules(self, iface: str, hook: str, rules: Sequence[RuleInfo]) -> None:
+        old = self._rules.pop((iface, hook), frozenset())
+        new = frozenset(r.id for r in rules)
+        if new:
+            self._rules[(iface, hook)] = new
+        self._drop_rule_counters(old - new)
+        if self.policy_debug_dir is not None:
+            write_listing(self.policy_debug_dir, iface, hook, rules)
+
+    def prune_rule_counters(self) -> int:
+        """Delete counters of rule IDs no program of ours holds (a predecessor's, after a
+        restart); call once every interface is programmed. Returns how many went."""
+        live = frozenset().union(*self._rules.values()) if self._rules else frozenset()
+        keys = list(self.maps.rule_ctrs.keys())
+        stale = [k for k in keys if RULE_ID.unpack(k)[0] not in live]
+        for key in stale:
+            self.maps.rule_ctrs.delete(key)
+        return len(stale)
+
+    def _drop_rule_counters(self, ids: frozenset[int]) -> None:
+        live = frozenset().union(*self._rules.values()) if self._rules else frozenset()
+        for rid in ids - live:
+            self.maps.rule_ctrs.delete(RULE_ID.pack(rid))
 
     def remove_iface(self, iface: str) -> None:
         """Detach, then drop the interface's map entries and free its slot."""
@@ -141,6 +197,11 @@ class BPFDataplane:
         idx = self._ifindex.pop(iface, None)
         if idx is not None:
             self.maps.iface.delete(PROG_FD.pack(idx))
+            self.maps.delete_counters(idx)
+        for hook in HOOKS:
+            self._drop_rule_counters(self._rules.pop((iface, hook), frozenset()))
+            if self.policy_debug_dir is not None:
+                remove_listing(self.policy_debug_dir, iface, hook)
         slot = self._slots.pop(iface, None)
         if slot is not None:
             for hook in HOOKS:
@@ -149,3 +210,35 @@ class BPFDataplane:
     @property
     def ifaces(self) -> list[str]:
         return sorted(self._ifindex)
+
+    def ifindex(self, iface: str) -> int | None:
+        return self._ifindex.get(iface)
+
+
+def listing_path(directory: str, iface: str, hook: str) -> str:
+    """Upstream's name: ``<iface>_<hook>_v4.json`` (hook = TC hook: ingress or egress)."""
+    return os.path.join(directory, f"{iface}_{hook}_v4.json")
+
+
+def write_listing(directory: str, iface: str, hook: str, rules: Sequence[RuleInfo]) -> None:
+    """The policy debug listing (BPFPolicyDebugEnabled), written atomically."""
+    os.makedirs(directory, exist_ok=True)
+    path = listing_path(directory, iface, hook)
+    doc = {
+        "iface": iface,
+        "hook": hook,
+        "rules": [
+            {"id": f"{r.id:016x}", "owner": r.owner, "index": r.index, "action": r.action,
+             "rule_hash": r.rule_hash}
+            for r in rules
+        ],
+    }  # fmt: skip
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def remove_listing(directory: str, iface: str, hook: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(listing_path(directory, iface, hook))

@@ -17,7 +17,7 @@ from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.idalloc import IDAllocator
 from calico.felix.bpf.ipsets import BPFIPSets
 from calico.felix.bpf.libbpf import BPFError
-from calico.felix.bpf.polprog import EndpointPolicy, Generator
+from calico.felix.bpf.polprog import EndpointPolicy, Generator, RuleInfo
 from calico.felix.messages import (
     ActivePolicyRemove,
     ActivePolicyUpdate,
@@ -46,8 +46,15 @@ def _ipv4(text: str) -> str | None:
 
 
 class BPFEndpointManager:
-    def __init__(self, dp: BPFDataplane, iface_prefixes: tuple[str, ...] = ("cali",)) -> None:
+    def __init__(
+        self,
+        dp: BPFDataplane,
+        iface_prefixes: tuple[str, ...] = ("cali",),
+        *,
+        policy_debug: bool = False,
+    ) -> None:
         self.dp = dp
+        self.policy_debug = policy_debug  # BPFPolicyDebugEnabled: rule counters + listings
         self.ipsets = BPFIPSets(dp.maps, IDAllocator())
         self._prefixes = iface_prefixes
         self.policies: dict[PolicyID, Policy] = {}
@@ -60,6 +67,7 @@ class BPFEndpointManager:
         self._attached: set[str] = set()
         self._programmed: dict[str, dict[str, str]] = {}  # iface -> hook -> source
         self._dirty: set[str] = set()
+        self._rule_ctrs_pruned = False  # a predecessor's rule counters, once all programmed
         self.errors = 0
 
     # ---- input ------------------------------------------------------------------------------
@@ -138,6 +146,14 @@ class BPFEndpointManager:
                 self.dp.maps.hostips.delete(key)
             self._inherited_hostips = None
         self._sync_dirty()
+        self._maybe_prune()
+
+    def _maybe_prune(self) -> None:
+        if not self._rule_ctrs_pruned and not self._dirty and self.policy_debug:
+            removed = self.dp.prune_rule_counters()
+            if removed:
+                log.info("Removed %d rule counters of rules no program uses", removed)
+            self._rule_ctrs_pruned = True
 
     def _sync_dirty(self) -> list[str]:
         retry: set[str] = set()
@@ -156,7 +172,11 @@ class BPFEndpointManager:
     # The loop's host-applier contract: a failure above is retried with the loop's backoff.
     def apply(self) -> list[str]:
         """Retry interfaces whose programming failed; their errors (empty: all done)."""
-        return self._sync_dirty() if self._dirty else []
+        if not self._dirty:
+            return []
+        errors = self._sync_dirty()
+        self._maybe_prune()
+        return errors
 
     def next_deadline(self) -> float | None:
         return None
@@ -180,18 +200,28 @@ class BPFEndpointManager:
             self.dp.attach_iface(iface)
             self._attached.add(iface)
             self._programmed.pop(iface, None)
-        sources = self.sources(ep)
+        sources, rules = self.programs(ep)
         if self._programmed.get(iface) != sources:
-            self.dp.set_policies(iface, sources)
+            self.dp.set_policies(iface, sources, rules)
             self._programmed[iface] = sources
 
     def sources(self, ep: WorkloadEndpoint) -> dict[str, str]:
-        gen = Generator(self.policies, self.profiles, self.ipsets.ids.get_or_alloc)
+        return self.programs(ep)[0]
+
+    def programs(self, ep: WorkloadEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
+        """hook -> C source, and hook -> the rules in it (listing and rule counters)."""
+        gen = Generator(
+            self.policies,
+            self.profiles,
+            self.ipsets.ids.get_or_alloc,
+            rule_counters=self.policy_debug,
+        )
         down = ep.state != "active"
-        return {
-            hook: gen.source(EndpointPolicy(ep.tiers, ep.profile_ids, inbound, down))
-            for hook, inbound in (("ingress", False), ("egress", True))
-        }
+        sources, rules = {}, {}
+        for hook, inbound in (("ingress", False), ("egress", True)):
+            sources[hook] = gen.source(EndpointPolicy(ep.tiers, ep.profile_ids, inbound, down))
+            rules[hook] = gen.rules
+        return sources, rules
 
     def is_programmed(self, iface: str) -> bool:
         return iface in self._programmed

@@ -79,6 +79,10 @@ def lib() -> ctypes.CDLL:
         "bpf_map_delete_elem": ([ci, vp], ci),
         "bpf_map_get_next_key": ([ci, vp, vp], ci),
         "bpf_prog_test_run_opts": ([ci, ctypes.POINTER(_TestRunOpts)], ci),
+        "libbpf_num_possible_cpus": ([], ci),
+        "bpf_prog_get_fd_by_id": ([ctypes.c_uint32], ci),
+        "bpf_map_get_fd_by_id": ([ctypes.c_uint32], ci),
+        "bpf_obj_get_info_by_fd": ([ci, vp, ctypes.POINTER(ctypes.c_uint32)], ci),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(handle, name)
@@ -127,11 +131,14 @@ class LoadedObject:
 class PinnedMap:
     """A map opened from its bpffs pin, with fixed key/value sizes for raw byte I/O."""
 
-    def __init__(self, path: str, key_size: int, value_size: int) -> None:
+    def __init__(self, path: str, key_size: int, value_size: int, fd: int | None = None) -> None:
+        """``fd``: an already open map (found by id, ``calico.felix.bpf.maps.Maps.discover``);
+        ``path`` is then only its name in messages."""
         self.path, self.key_size, self.value_size = path, key_size, value_size
-        fd = lib().bpf_obj_get(path.encode())
-        if fd < 0:
-            raise BPFError(f"cannot open pinned map {path}: {_errno_text(fd)}")
+        if fd is None:
+            fd = lib().bpf_obj_get(path.encode())
+            if fd < 0:
+                raise BPFError(f"cannot open pinned map {path}: {_errno_text(fd)}")
         self.fd = fd
 
     def close(self) -> None:
@@ -175,6 +182,78 @@ class PinnedMap:
             value = self.lookup(key)
             if value is not None:
                 yield key, value
+
+
+def _info(fd: int, size: int) -> bytes:
+    buf = ctypes.create_string_buffer(size)
+    n = ctypes.c_uint32(size)
+    rc = lib().bpf_obj_get_info_by_fd(fd, buf, ctypes.byref(n))
+    if rc:
+        raise BPFError(f"BPF_OBJ_GET_INFO_BY_FD failed: {_errno_text(rc)}")
+    return buf.raw
+
+
+# struct bpf_prog_info: nr_map_ids u32 @52, map_ids u64 (user pointer) @56.
+_PROG_INFO_SIZE, _PROG_NR_MAP_IDS, _PROG_MAP_IDS = 240, 52, 56
+# struct bpf_map_info: name char[16] @24.
+_MAP_INFO_SIZE, _MAP_NAME = 96, 24
+
+
+def program_map_ids(prog_id: int) -> list[int]:
+    """IDs of the maps a loaded program uses (as ``bpftool prog show`` lists them)."""
+    fd = lib().bpf_prog_get_fd_by_id(prog_id)
+    if fd < 0:
+        raise BPFError(f"no BPF program with id {prog_id}: {_errno_text(fd)}")
+    try:
+        nr = int.from_bytes(_info(fd, _PROG_INFO_SIZE)[_PROG_NR_MAP_IDS:_PROG_NR_MAP_IDS + 4],
+                            "little")  # fmt: skip
+        ids = (ctypes.c_uint32 * max(nr, 1))()
+        req = ctypes.create_string_buffer(_PROG_INFO_SIZE)
+        req[_PROG_NR_MAP_IDS : _PROG_NR_MAP_IDS + 4] = nr.to_bytes(4, "little")
+        req[_PROG_MAP_IDS : _PROG_MAP_IDS + 8] = ctypes.addressof(ids).to_bytes(8, "little")
+        n = ctypes.c_uint32(_PROG_INFO_SIZE)
+        rc = lib().bpf_obj_get_info_by_fd(fd, req, ctypes.byref(n))
+        if rc:
+            raise BPFError(f"BPF_OBJ_GET_INFO_BY_FD failed: {_errno_text(rc)}")
+        return list(ids[:nr])
+    finally:
+        os.close(fd)
+
+
+def open_map_by_id(map_id: int) -> tuple[str, int]:
+    """(name, fd) of the map with this id; the caller owns the fd."""
+    fd = lib().bpf_map_get_fd_by_id(map_id)
+    if fd < 0:
+        raise BPFError(f"no BPF map with id {map_id}: {_errno_text(fd)}")
+    raw = _info(fd, _MAP_INFO_SIZE)[_MAP_NAME : _MAP_NAME + 16]
+    return raw.split(b"\0", 1)[0].decode(), fd
+
+
+def possible_cpus() -> int:
+    """How many per-CPU slots a per-CPU map value has from userspace (libbpf's count)."""
+    n = lib().libbpf_num_possible_cpus()
+    if n <= 0:
+        raise BPFError(f"cannot count possible CPUs: {_errno_text(n)}")
+    return n
+
+
+def time_run(prog_fd: int, packet: bytes, repeat: int) -> tuple[int, int]:
+    """(return value, mean ns per run) of ``repeat`` in-kernel runs on ``packet``: the
+    per-packet CPU cost without any scheduler or NIC noise (benchmarks)."""
+    data = ctypes.create_string_buffer(packet, len(packet))
+    out = ctypes.create_string_buffer(len(packet) + 256)
+    opts = _TestRunOpts(
+        sz=ctypes.sizeof(_TestRunOpts),
+        data_in=ctypes.cast(data, ctypes.c_void_p),
+        data_size_in=len(packet),
+        data_out=ctypes.cast(out, ctypes.c_void_p),
+        data_size_out=len(out),
+        repeat=repeat,
+    )
+    rc = lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts))
+    if rc:
+        raise BPFError(f"BPF_PROG_TEST_RUN failed: {_errno_text(rc)}")
+    return ctypes.c_int32(opts.retval).value, int(opts.duration)
 
 
 def run_once(prog_fd: int, packet: bytes) -> int:

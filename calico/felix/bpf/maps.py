@@ -10,9 +10,16 @@ from __future__ import annotations
 import ipaddress
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from calico.felix.bpf.libbpf import PinnedMap
+from calico.felix.bpf.libbpf import (
+    BPFError,
+    PinnedMap,
+    open_map_by_id,
+    possible_cpus,
+    program_map_ids,
+)
 
 CT_MAP = "cpy_v4_ct"
 IPSETS_MAP = "cpy_v4_ipsets"
@@ -21,6 +28,8 @@ JUMP_ING_MAP = "cpy_jump_ing"
 JUMP_EGR_MAP = "cpy_jump_egr"
 STATE_MAP = "cpy_state"
 HOSTIPS_MAP = "cpy_v4_hostips"
+COUNTERS_MAP = "cpy_counters"
+RULE_CTRS_MAP = "cpy_rule_ctrs"
 
 CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
 CT_VALUE = struct.Struct("<QQII")  # created, last_seen, legs, pad
@@ -28,6 +37,20 @@ IFACE_VALUE = struct.Struct("<Iii")  # flags, ingress slot, egress slot
 IPSET_KEY = struct.Struct("<I8s4sHBB")  # prefixlen, id (BE), addr, port, proto, pad
 IPSET_VALUE = struct.Struct("<I")
 PROG_FD = struct.Struct("<I")
+CTR_KEY = struct.Struct("<II")  # ifindex, hook (0 = TC ingress / from-WEP, 1 = TC egress)
+RULE_ID = struct.Struct("<Q")
+# Same order as CALI_CTR_* in bpf-gpl/cali_types.h.
+COUNTER_NAMES = (
+    "total",
+    "accepted_by_conntrack",
+    "accepted_by_policy",
+    "dropped_by_policy",
+    "dropped_no_policy",
+    "dropped_unsupported",
+    "accepted_host_traffic",
+)
+CTR_VALUE = struct.Struct(f"<{len(COUNTER_NAMES)}Q")
+HOOK_NUMBERS = {"ingress": 0, "egress": 1}
 
 CT_LEG_A, CT_LEG_B, CT_FIN_SEEN, CT_RST_SEEN = 0x1, 0x2, 0x4, 0x8
 IFACE_WEP, IFACE_READY = 0x1, 0x2
@@ -110,26 +133,145 @@ class MapSizes:
         }
 
 
-class Maps:
-    """Open handles on the pinned maps under ``pin_dir`` (they exist once an object loaded)."""
+class _Unused(PinnedMap):
+    """A map no attached program uses (found-by-id mode): empty, read-only."""
 
-    def __init__(self, pin_dir: str) -> None:
+    def __init__(self, name: str, key_size: int, value_size: int) -> None:
+        self.path, self.key_size, self.value_size, self.fd = name, key_size, value_size, -1
+
+    def keys(self) -> Iterator[bytes]:
+        return iter(())
+
+    def lookup(self, key: bytes) -> bytes | None:
+        return None
+
+    def update(self, key: bytes, value: bytes, flags: int = 0) -> None:
+        raise BPFError(f"{self.path} is not used by any attached program")
+
+    def delete(self, key: bytes) -> bool:
+        return False
+
+
+class Maps:
+    """Open handles on the pinned maps under ``pin_dir`` (they exist once an object loaded),
+    or, with ``fds`` (name -> fd, see :func:`discover`), on maps found through programs."""
+
+    def __init__(self, pin_dir: str, fds: dict[str, int] | None = None) -> None:
         self.pin_dir = pin_dir
-        self.ct = PinnedMap(self._p(CT_MAP), CT_KEY.size, CT_VALUE.size)
-        self.ipsets = PinnedMap(self._p(IPSETS_MAP), IPSET_KEY.size, IPSET_VALUE.size)
-        self.iface = PinnedMap(self._p(IFACE_MAP), 4, IFACE_VALUE.size)
-        self.hostips = PinnedMap(self._p(HOSTIPS_MAP), 4, 4)
+        self._fds = fds
+        self.ct = self._open(CT_MAP, CT_KEY.size, CT_VALUE.size)
+        self.ipsets = self._open(IPSETS_MAP, IPSET_KEY.size, IPSET_VALUE.size)
+        self.iface = self._open(IFACE_MAP, 4, IFACE_VALUE.size)
+        self.hostips = self._open(HOSTIPS_MAP, 4, 4)
         self.jump = {
-            "ingress": PinnedMap(self._p(JUMP_ING_MAP), 4, 4),
-            "egress": PinnedMap(self._p(JUMP_EGR_MAP), 4, 4),
+            "ingress": self._open(JUMP_ING_MAP, 4, 4),
+            "egress": self._open(JUMP_EGR_MAP, 4, 4),
         }
+        ncpu = possible_cpus()
+        self.ncpu = ncpu
+        # Per-CPU maps: userspace reads and writes one value per possible CPU, 8-byte aligned.
+        self.counters = self._open(COUNTERS_MAP, CTR_KEY.size, CTR_VALUE.size * ncpu)
+        self.rule_ctrs = self._open(RULE_CTRS_MAP, RULE_ID.size, 8 * ncpu)
+
+    def _open(self, name: str, key_size: int, value_size: int) -> PinnedMap:
+        if self._fds is None:
+            return PinnedMap(self._p(name), key_size, value_size)
+        fd = self._fds.pop(name, None)
+        if fd is None:
+            return _Unused(name, key_size, value_size)
+        return PinnedMap(name, key_size, value_size, fd=fd)
 
     def _p(self, name: str) -> str:
         return os.path.join(self.pin_dir, name)
 
     def close(self) -> None:
-        for m in (self.ct, self.ipsets, self.iface, self.hostips, *self.jump.values()):
+        for m in (
+            self.ct,
+            self.ipsets,
+            self.iface,
+            self.hostips,
+            self.counters,
+            self.rule_ctrs,
+            *self.jump.values(),
+        ):
             m.close()
+
+    def reset_counters(self, ifindex: int, hook: str) -> None:
+        """Create (or zero) the interface's counters for ``hook``: programs only count into
+        entries Felix made, so the map never fills with unknown interfaces."""
+        key = CTR_KEY.pack(ifindex, HOOK_NUMBERS[hook])
+        self.counters.update(key, bytes(CTR_VALUE.size * self.ncpu))
+
+    def delete_counters(self, ifindex: int) -> None:
+        for hook in HOOK_NUMBERS.values():
+            self.counters.delete(CTR_KEY.pack(ifindex, hook))
+
+    def read_counters(self, ifindex: int) -> dict[str, dict[str, int]] | None:
+        """hook -> counter name -> sum over CPUs; None if the interface has no entries."""
+        out: dict[str, dict[str, int]] = {}
+        for hook, num in HOOK_NUMBERS.items():
+            raw = self.counters.lookup(CTR_KEY.pack(ifindex, num))
+            if raw is None:
+                continue
+            sums = [0] * len(COUNTER_NAMES)
+            for cpu in range(self.ncpu):
+                vals = CTR_VALUE.unpack_from(raw, cpu * CTR_VALUE.size)
+                sums = [a + b for a, b in zip(sums, vals, strict=True)]
+            out[hook] = dict(zip(COUNTER_NAMES, sums, strict=True))
+        return out or None
+
+    def counter_ifindexes(self) -> list[int]:
+        return sorted({CTR_KEY.unpack(k)[0] for k in self.counters.keys()})  # noqa: SIM118
+
+    def rule_hits(self) -> dict[int, int]:
+        """Rule ID -> hits summed over CPUs."""
+        out = {}
+        for key, raw in self.rule_ctrs.items():
+            (rid,) = RULE_ID.unpack(key)
+            out[rid] = sum(struct.unpack(f"<{self.ncpu}Q", raw))
+        return out
+
+    @classmethod
+    def discover(cls, netns: str | None = None) -> Maps:
+        """The maps of the dataplane whose main programs are attached in ``netns``, found by
+        program id (no bpffs needed): the main programs' maps, then those of the policy
+        programs in the jump maps (IP sets, rule counters). BPFError if nothing is attached."""
+        from calico.felix.bpf import attach
+
+        progs = attach.attached_program_ids(netns)
+        if not progs:
+            raise BPFError("no calico BPF programs attached to any interface here")
+        fds: dict[str, int] = {}
+        seen: set[int] = set()
+
+        def add(prog_id: int) -> None:
+            for map_id in program_map_ids(prog_id):
+                if map_id in seen:
+                    continue
+                seen.add(map_id)
+                name, fd = open_map_by_id(map_id)
+                if name in fds or not name.startswith("cpy_"):
+                    os.close(fd)
+                else:
+                    fds[name] = fd
+
+        for prog_id in progs.values():
+            add(prog_id)
+        for jump in (JUMP_ING_MAP, JUMP_EGR_MAP):
+            if jump not in fds:
+                continue
+            jmap = PinnedMap(jump, 4, 4, fd=os.dup(fds[jump]))
+            try:
+                policy_ids = {PROG_FD.unpack(v)[0] for _, v in jmap.items()}
+            finally:
+                jmap.close()
+            for pid in sorted(policy_ids):  # userspace reads a prog array slot as a prog id
+                add(pid)
+        try:
+            return cls("", fds)
+        finally:
+            for fd in fds.values():  # any we did not use
+                os.close(fd)
 
     def conntrack(self) -> list[CTEntry]:
         return [decode_ct(k, v) for k, v in self.ct.items()]

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 BPFFS_ROOT = "/sys/fs/bpf"
 PIN_DIR = "/sys/fs/bpf/tc/globals"  # upstream's directory; our maps are named cpy_*
 OBJECT_CACHE = "/var/lib/calico/bpf"
+POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory
+LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
 # Not a valid v3 name (underscore), so it can never collide with a datastore profile.
 ALLOW_PROFILE = "_bpf_policy"
 _ALLOW_ALL = Profile(inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule(action="allow"),))
@@ -74,7 +76,14 @@ def open_dataplane(config: Any) -> BPFDataplane:
         if os.path.ismount(BPFFS_ROOT):
             raise bpffs.BPFUnavailable(f"{BPFFS_ROOT} is mounted but is not a bpffs")
         bpffs.mount_bpffs(BPFFS_ROOT)
-    return BPFDataplane(PIN_DIR, OBJECT_CACHE, sizes=map_sizes(config))
+    debug = bool(config["BPFPolicyDebugEnabled"])
+    return BPFDataplane(
+        PIN_DIR,
+        OBJECT_CACHE,
+        sizes=map_sizes(config),
+        policy_debug_dir=POLICY_DEBUG_DIR if debug else None,
+        defines={"CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]]},
+    )
 
 
 def enable(config: Any, parts: Any) -> Any:
@@ -89,7 +98,7 @@ def enable(config: Any, parts: Any) -> Any:
         )
         return parts
     prefixes = tuple(config["InterfacePrefix"].split(","))
-    bpf = BPFEndpointManager(dp, prefixes)
+    bpf = BPFEndpointManager(dp, prefixes, policy_debug=bool(config["BPFPolicyDebugEnabled"]))
     try:
         timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])
     except ValueError as e:

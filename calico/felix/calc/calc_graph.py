@@ -37,6 +37,7 @@ from calico.felix.calc.pipeline import CalcPipeline
 from calico.felix.calc.policy_resolver import PolicyResolver
 from calico.felix.calc.profile_decoder import ProfileDecoder
 from calico.felix.calc.rule_scanner import RuleScanner
+from calico.felix.calc.service_index import ServiceIndex
 from calico.felix.calc.stats_collector import StatsCollector, StatsSink
 from calico.felix.calc.validation_filter import ValidationFilter
 from calico.felix.calc.vxlan_resolver import VXLANResolver
@@ -55,6 +56,7 @@ from calico.model import (
     PolicyKey,
     ProfileLabelsKey,
     ProfileRulesKey,
+    ResourceKey,
     TierKey,
     WorkloadEndpointKey,
 )
@@ -152,8 +154,14 @@ class CalcGraph:
         self.all_updates.register(TierKey, self.policy_resolver.on_tier)
         self.all_updates.register_status_handler(self.policy_resolver.on_status)
 
-        # Active rules -> rule scanner -> callbacks and the IP set index.
-        self.rule_scanner = RuleScanner(callbacks, self.ipset_index)
+        # Service IP sets (rules with ``services:``) from EndpointSlices.
+        self.service_index = ServiceIndex(
+            callbacks.on_ipset_member_added, callbacks.on_ipset_member_removed
+        )
+        self.all_updates.register(ResourceKey, self.service_index.on_resource)
+
+        # Active rules -> rule scanner -> callbacks and the IP set indexes.
+        self.rule_scanner = RuleScanner(callbacks, self.ipset_index, self.service_index)
         self.active_rules = ActiveRulesCalculator(self.rule_scanner, selector_index_cls)
         self.active_rules.add_match_listener(self.policy_resolver)
         self.all_updates.register(PolicyKey, self.active_rules.on_policy)

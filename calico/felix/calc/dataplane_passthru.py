@@ -19,6 +19,8 @@ from calico.felix.messages import (
     GlobalBGPConfigUpdate,
     HostMetadataV4V6Update,
     IPAMPool,
+    ServicePort,
+    ServiceUpdate,
     WireguardEndpointUpdate,
     WireguardEndpointV6Update,
 )
@@ -120,8 +122,32 @@ def global_bgp_config(value: BGPConfiguration | None) -> GlobalBGPConfigUpdate:
     )
 
 
+def service_update(namespace: str, name: str, svc: Any) -> ServiceUpdate:
+    """A raw Kubernetes Service (KDD) as the dataplane's ServiceUpdate: type, cluster IPs
+    (``clusterIPs``, else ``clusterIP``; ``None`` dropped), load-balancer ingress IPs, external
+    IPs and ports (protocol TCP when unset)."""
+    spec = svc.get("spec") or {}
+    cluster = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    ports = tuple(
+        ServicePort(str(p.get("protocol") or "TCP"), int(p["port"]), int(p.get("nodePort") or 0))
+        for p in spec.get("ports") or ()
+        if isinstance(p.get("port"), int)
+    )
+    return ServiceUpdate(
+        name=name,
+        namespace=namespace,
+        type=str(spec.get("type") or "ClusterIP"),
+        cluster_ips=tuple(ip for ip in cluster if ip and ip != "None"),
+        loadbalancer_ips=tuple(i["ip"] for i in ingress if isinstance(i, dict) and i.get("ip")),
+        external_ips=tuple(spec.get("externalIPs") or ()),
+        ports=ports,
+    )
+
+
 class DataplanePassthru:
-    """Registers IPPoolKey, WireguardKey and ResourceKey (Node, BGPConfiguration ``default``).
+    """Registers IPPoolKey, WireguardKey and ResourceKey (Node, BGPConfiguration ``default``,
+    KubernetesService).
 
     Invariant: every update it emits is preceded by nothing else for that ID, and a remove
     is only emitted for an ID whose update was emitted (so the sequencer never sees a
@@ -136,6 +162,7 @@ class DataplanePassthru:
         self._wg_v4: dict[str, WireguardEndpointUpdate] = {}
         self._wg_v6: dict[str, WireguardEndpointV6Update] = {}
         self._bgp: GlobalBGPConfigUpdate | None = None
+        self._services: dict[tuple[str, str], ServiceUpdate] = {}
 
     def register(self, fanout: TypeFanout) -> None:
         fanout.register(IPPoolKey, self.on_pool)
@@ -188,7 +215,19 @@ class DataplanePassthru:
             if update != self._bgp:
                 self._bgp = update
                 self._cb.on_global_bgp_config_update(update)
-        # KubernetesService: not produced (no Kubernetes datastore yet); see the design doc.
+        elif key.kind == "KubernetesService":
+            self._on_service(key.namespace or "", key.name, value)
+
+    def _on_service(self, namespace: str, name: str, value: Any) -> None:
+        ident = (namespace, name)
+        if not isinstance(value, dict):
+            if self._services.pop(ident, None) is not None:
+                self._cb.on_service_remove(name, namespace)
+            return
+        update = service_update(namespace, name, value)
+        if update != self._services.get(ident):
+            self._services[ident] = update
+            self._cb.on_service_update(update)
 
     def _on_node(self, name: str, value: Any) -> None:
         if value is None:

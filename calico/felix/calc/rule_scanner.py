@@ -11,8 +11,8 @@ Selector handling follows upstream (felix/calc/rule_scanner.go):
   UDP/SCTP);
 * when a side has named ports but no numeric ports, its plain selector set is skipped: the
   named-port set already filters by the selector;
-* ``dst_service`` -> a ``svc:`` IP_AND_PORT set, ``src_service`` -> a ``svcnoport:`` NET set (no
-  service index feeds them yet, so they stay empty).
+* ``dst_service`` -> a ``svc:`` IP_AND_PORT set, ``src_service`` -> a ``svcnoport:`` NET set,
+  whose members come from the ServiceIndex (EndpointSlices; Kubernetes datastore only).
 
 An IP set is announced (``on_ipset_added`` then the label index's ``update_ip_set``) when the
 first active rule references it and withdrawn (index first, then ``on_ipset_removed``) when the
@@ -176,12 +176,22 @@ class IPSetIndex(Protocol):
     def delete_ip_set(self, set_id: str) -> None: ...
 
 
+class ServiceSetIndex(Protocol):
+    """The service index's IP set interface (ServiceIndex)."""
+
+    def update_ip_set(self, set_id: str, service: str, include_ports: bool) -> None: ...
+    def delete_ip_set(self, set_id: str) -> None: ...
+
+
 class RuleScanner:
     """Turns ARC's active/inactive events into parsed rules and IP set lifecycles."""
 
-    def __init__(self, callbacks: RuleCallbacks, index: IPSetIndex) -> None:
+    def __init__(
+        self, callbacks: RuleCallbacks, index: IPSetIndex, services: ServiceSetIndex | None = None
+    ) -> None:
         self._callbacks = callbacks
         self._index = index
+        self._services = services
         self._sets_by_owner: dict[object, frozenset[str]] = {}
         self._owners_by_set: dict[str, set[object]] = {}
         self._data_by_set: dict[str, IPSetData] = {}
@@ -229,6 +239,8 @@ class RuleScanner:
                     self._index.update_ip_set(
                         set_id, parse(data.selector), data.named_port_protocol, data.named_port
                     )
+                elif self._services is not None:
+                    self._services.update_ip_set(set_id, data.service, data.service_include_ports)
             owners.add(owner)
         for set_id in old - new.keys():
             owners = self._owners_by_set[set_id]
@@ -238,6 +250,8 @@ class RuleScanner:
                 data = self._data_by_set.pop(set_id)
                 if not data.service:
                     self._index.delete_ip_set(set_id)
+                elif self._services is not None:
+                    self._services.delete_ip_set(set_id)
                 self._callbacks.on_ipset_removed(set_id)
         if new:
             self._sets_by_owner[owner] = frozenset(new)

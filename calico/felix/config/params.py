@@ -247,6 +247,8 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("BPFMapSizeConntrack", INT, "512000", ""),
     ("BPFMapSizeIPSets", INT, "1048576", ""),
     ("BPFMapSizeIfState", INT, "1000", ""),
+    ("BPFLogLevel", oneof("Off", "Info", "Debug"), "Off", ""),
+    ("BPFPolicyDebugEnabled", BOOL, "true", ""),
     (
         "BPFConntrackTimeouts",
         p.KeyValueListParser(),

@@ -13,7 +13,12 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from calico.model.base import Key
-from calico.model.processors.passthrough import Processor, for_node, resource_passthrough
+from calico.model.processors.passthrough import (
+    Processor,
+    for_node,
+    kubernetes_raw,
+    resource_passthrough,
+)
 from calico.model.resources import ResourceKey
 
 if TYPE_CHECKING:
@@ -143,6 +148,7 @@ __all__ = [
     "ipam_block",
     "kubernetes_cluster_network_policy",
     "kubernetes_network_policy",
+    "kubernetes_raw",
     "network_policy",
     "network_set",
     "node",

@@ -19,6 +19,14 @@ def resource_passthrough(key: ResourceKey, value: Any) -> Output:
     return passthrough(key, value)
 
 
+def kubernetes_raw(key: ResourceKey, value: Any) -> Output:
+    """A native Kubernetes object (Service, EndpointSlice) as the API returned it, under its
+    ResourceKey: upstream's Felix syncer passes these through unconverted (KDD only)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key.kind} {key.name}: not an object")
+    return {key: dict(value)}
+
+
 def _resource_node(key: ResourceKey, value: Any) -> str | None:
     """Which node a resource belongs to: ``spec.node`` if it has one, else a Node's name."""
     spec = value.get("spec") if isinstance(value, Mapping) else None

@@ -106,14 +106,28 @@ class _ValueCodec:
         return self.cls.from_json(data)
 
 
+#: Native Kubernetes kinds the Felix syncer passes through as the API's JSON (Kubernetes
+#: datastore; no v3 model): the value is that dict, on the wire too.
+RAW_KUBERNETES_KINDS = frozenset({"KubernetesService", "KubernetesEndpointSlice"})
+
+
 class _ResourceCodec:
-    """A ResourceKey's value: the v3 resource (the JSON is its wire form)."""
+    """A ResourceKey's value: the v3 resource (the JSON is its wire form), or for the raw
+    Kubernetes kinds the object's JSON itself."""
 
     def encode(self, key: Key, value: Any) -> Any:
+        if isinstance(key, ResourceKey) and key.kind in RAW_KUBERNETES_KINDS:
+            if not isinstance(value, dict):
+                raise ValueJSONError(f"{key.kind} carries a JSON object: {value!r}")
+            return value
         return value.to_wire()
 
     def decode(self, key: Key, data: Any) -> Any:
         assert isinstance(key, ResourceKey)
+        if key.kind in RAW_KUBERNETES_KINDS:
+            if not isinstance(data, dict):
+                raise ValueJSONError(f"{key.kind} expected a JSON object: {data!r}")
+            return data
         try:
             return decode_resource(key, data)
         except ValueError as exc:

@@ -77,6 +77,20 @@ def node_group() -> None:
     show_default=True,
 )
 @click.option(
+    "--goldmane-port",
+    type=click.IntRange(1, 65535),
+    default=lay.DEFAULT_GOLDMANE_PORT,
+    show_default=True,
+    help="Goldmane's gRPC port (flows from Felix, queries from whisker-backend).",
+)
+@click.option(
+    "--whisker-port",
+    type=click.IntRange(1, 65535),
+    default=lay.DEFAULT_WHISKER_PORT,
+    show_default=True,
+    help="Whisker's UI and REST API, on 127.0.0.1.",
+)
+@click.option(
     "--ready-timeout",
     type=click.FloatRange(min=1),
     default=120.0,
@@ -98,6 +112,8 @@ def run_command(
     cni_conf_dir: str,
     cni_bin_dir: str,
     felix_health_port: int,
+    goldmane_port: int,
+    whisker_port: int,
     ready_timeout: float,
     print_logs: bool,
 ) -> None:
@@ -130,6 +146,8 @@ def run_command(
         cni_conf_dir=os.path.abspath(cni_conf_dir),
         cni_bin_dir=os.path.abspath(cni_bin_dir),
         felix_health_port=felix_health_port,
+        goldmane_port=goldmane_port,
+        whisker_port=whisker_port,
     )
     code = run_node(settings, layout, ready_timeout, print_logs)
     if code:

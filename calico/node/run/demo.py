@@ -277,6 +277,8 @@ def print_running(settings: lay.NodeSettings) -> None:
     prefix = "".join(f"{k}={v} " for k, v in env.items())
     say(f"   calicoctl         {prefix}{typed('calicoctl')} get workloadendpoints -A")
     say(f"   Logs              {settings.log_dir}/<service>/current")
+    if "whisker-backend" in settings.services:
+        say(f"   Whisker           {settings.whisker_url()}")
 
 
 def wait_for_interrupt() -> None:

@@ -30,6 +30,8 @@ DEFAULT_CNI_BIN_DIR = "/opt/cni/bin"
 # The conflist the node installs (handed to the installer as --conflist-name) and reads back.
 CNI_CONFLIST_NAME = "10-calico.conflist"
 DEFAULT_HEALTH_PORT = 9099
+DEFAULT_GOLDMANE_PORT = 7443  # upstream's goldmane Service port
+DEFAULT_WHISKER_PORT = 8081  # upstream's Whisker UI port
 STATE_DIR_ENV = "CALICO_NODE_STATE_DIR"
 # Exported to every supervised process: its value (the state dir) identifies our processes in
 # /proc, even after their parent died and they were re-parented.
@@ -61,6 +63,8 @@ class NodeSettings:
     cni_bin_dir: str = DEFAULT_CNI_BIN_DIR
     felix_health_host: str = "localhost"
     felix_health_port: int = DEFAULT_HEALTH_PORT
+    goldmane_port: int = DEFAULT_GOLDMANE_PORT
+    whisker_port: int = DEFAULT_WHISKER_PORT
     services: tuple[str, ...] = ()
     cni_files: tuple[str, ...] = field(default=())
 
@@ -86,6 +90,10 @@ class NodeSettings:
 
     def health_url(self, check: str = "readiness") -> str:
         return f"http://{self.felix_health_host}:{self.felix_health_port}/{check}"
+
+    def whisker_url(self) -> str:
+        """Whisker's UI (whisker-backend serves plain HTTP on loopback in a node run)."""
+        return f"http://127.0.0.1:{self.whisker_port}/"
 
 
 @dataclass(frozen=True)

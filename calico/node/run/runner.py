@@ -141,6 +141,8 @@ def run_node(settings: NodeSettings, layout: Layout, ready_timeout: float, print
         say(f"[4/4] waiting for Felix to report ready at {settings.health_url()}")
         if wait_ready(settings, sup, stop, ready_timeout):
             say("Calico node is running. Ctrl-C or 'calico node stop' stops it.")
+            if "whisker-backend" in enabled:
+                say(f"Whisker (flow logs): {settings.whisker_url()}")
         elif not stop.event.is_set() and sup.alive():
             say(f"Felix is not ready after {ready_timeout:.0f}s; still supervising (see the logs)")
         return supervise(sup, stop)

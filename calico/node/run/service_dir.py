@@ -13,7 +13,8 @@ listens on ``<state dir>/cni-daemon.sock``: its generated ``run`` hands the imag
 socket as its argument, which the script passes on as ``--socket``; the installed launchers use
 the same socket. Felix gets the node's own copy of the image's ``felix.cfg``
 (``<state>/felix.cfg``, passed as ``--config-file``) and per-node endpoint status and MTU paths,
-so no two nodes on one machine share a file.
+so no two nodes on one machine share a file. goldmane and whisker-backend (flow logs,
+design/whisker.md) run on every backend, on GOLDMANE_PORT and WHISKER_PORT (loopback HTTP).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ SERVICE_COMPONENTS: dict[str, str | None] = {
     "confd": "confd",
     "bird": None,
     "bird6": None,
+    "goldmane": "goldmane",
+    "whisker-backend": "whisker-backend",
 }
 # The services only one networking backend runs.
 BACKEND_SERVICES: dict[str, tuple[str, ...]] = {"bird": bird_services.BIRD_SERVICES}
@@ -106,6 +109,9 @@ def service_env(settings: NodeSettings, layout: Layout) -> dict[str, str]:
         "FELIX_ENDPOINTSTATUSPATHPREFIX": str(layout.endpoint_status_prefix),
         "FELIX_MTUFILEPATH": str(layout.mtu_file),
         "CALICO_NETWORKING_BACKEND": settings.networking_backend,
+        # goldmane and whisker-backend both read upstream's PORT; their run scripts map these.
+        "GOLDMANE_PORT": str(settings.goldmane_port),
+        "WHISKER_PORT": str(settings.whisker_port),
         MARKER_ENV: str(layout.state_dir),
     }
     if settings.networking_backend == "vxlan":

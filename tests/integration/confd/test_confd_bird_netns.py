@@ -1,7 +1,10 @@
 """Two real BIRD 1.6 instances in two network namespaces, configured only by confd from one
 datastore: the mesh session reaches Established, each node's block route lands in the other's
 kernel (proto bird), a new BGPPeer reaches the running BIRD through ``birdc configure``, a
-config BIRD rejects leaves the running one alone, and ``calicoctl node status`` shows it all."""
+config BIRD rejects leaves the running one alone, and ``calicoctl node status`` shows it all.
+BGP passwords (TCP-MD5 in the namespaces' kernel) come from Secrets on the fake Kubernetes API
+server: matching ones establish, a mismatch keeps the session down and ``calicoctl node status``
+shows BIRD's reason, fixing the Secret brings it back."""
 
 from __future__ import annotations
 
@@ -19,14 +22,18 @@ from pathlib import Path
 import netns_support as nss
 import pytest
 from confd_render_support import CONFD_FS
+from k8s_fake_apiserver import FakeAPIServer
 
 from calico import birdctl
 from calico.api.io import load_documents
 from calico.confd.daemon import Confd
+from calico.confd.passwords import SecretPasswords
 from calico.confd.renderer import Renderer
 from calico.datastore.client import Client
 from calico.datastore.daemon_config import daemon_datastore_config
 from calico.datastore.factory import open_backend
+from calico.datastore.kubernetes.rest import Rest
+from calico.datastore.kubernetes.secrets import SecretWatcher, api_configuration
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bird") is None or os.geteuid() != 0, reason="needs BIRD and root"
@@ -89,7 +96,27 @@ class Node:
 
 
 @pytest.fixture
-def two_nodes(tmp_path: Path) -> Iterator[tuple[Client, list[Node], dict[str, str]]]:
+def api() -> Iterator[FakeAPIServer]:
+    """Where the confds read BGP password Secrets (namespace kube-system)."""
+    server = FakeAPIServer(bookmark_interval=60.0).start()
+    yield server
+    server.stop()
+
+
+def _secret_passwords(api: FakeAPIServer, confd: Confd) -> SecretPasswords:
+    cfg = api_configuration(
+        daemon_datastore_config(env={"DATASTORE_TYPE": "kubernetes", "K8S_API_ENDPOINT": api.url}),
+        {},
+    )
+    return SecretPasswords(
+        SecretWatcher(Rest(cfg, timeout=5.0), "kube-system", confd.secret_changed)
+    )
+
+
+@pytest.fixture
+def two_nodes(
+    tmp_path: Path, api: FakeAPIServer
+) -> Iterator[tuple[Client, list[Node], dict[str, str]]]:
     env = {"DATASTORE_TYPE": "local", "CALICO_DATASTORE_PATH": str(tmp_path / "calico.db")}
     backend = open_backend(daemon_datastore_config(env=env))
     client = Client(backend)
@@ -123,6 +150,7 @@ def two_nodes(tmp_path: Path) -> Iterator[tuple[Client, list[Node], dict[str, st
                     {"NODENAME": name},
                     status_path=tmp_path / f"{name}-status.json",
                 )
+                confd.passwords = _secret_passwords(api, confd)
                 thread = threading.Thread(target=confd.run, kwargs={"poll": 0.05}, daemon=True)
                 thread.start()
                 nodes.append(Node(name, ns, confdir, sock, sock6, confd, thread))
@@ -246,3 +274,115 @@ spec: {ignoredInterfaces: ['bad"name']}
         "confd: bird configuration rejected, still running the previous one: bird.cfg:"
         in res.stdout
     )
+
+
+def _secret(name: str, pw: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "kube-system"}, "stringData": {"pw": pw}}
+
+
+def _md5_failures(ns: str) -> int:
+    """The namespace's TcpExt TCPMD5Failure counter (segments with a wrong signature)."""
+    head, values = (
+        line.split()
+        for line in nss.in_ns(ns, "cat", "/proc/net/netstat").stdout.splitlines()
+        if line.startswith("TcpExt:")
+    )
+    return int(values[head.index("TCPMD5Failure")])
+
+
+def _info(node: Node, name: str) -> str:
+    """BIRD's info column for protocol ``name`` ("" while BIRD does not have it yet)."""
+    p = _protocols(node.sock).get(name)
+    return p.info if p else ""
+
+
+PEERINGS = """
+apiVersion: projectcalico.org/v3
+kind: BGPConfiguration
+metadata: {name: default}
+spec: {nodeToNodeMeshEnabled: false}
+---
+apiVersion: projectcalico.org/v3
+kind: BGPPeer
+metadata: {name: a-to-b}
+spec:
+  node: node-a
+  peerIP: 10.77.0.2
+  asNumber: 64512
+  reversePeering: Manual
+  password: {secretKeyRef: {name: pw-a, key: pw}}
+---
+apiVersion: projectcalico.org/v3
+kind: BGPPeer
+metadata: {name: b-to-a}
+spec:
+  node: node-b
+  peerIP: 10.77.0.1
+  asNumber: 64512
+  reversePeering: Manual
+  password: {secretKeyRef: {name: pw-b, key: pw}}
+"""
+
+
+def _node_status(b: Node, tmp_path: Path) -> str:
+    env = {
+        **os.environ,
+        "CALICO_BIRD_SOCKET": str(b.sock),
+        "CALICO_BIRD6_SOCKET": str(b.sock6),
+        "CALICO_CONFD_STATUS_FILE": str(tmp_path / f"{b.name}-status.json"),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "calico.cli.main", "ctl", "node", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_bgp_passwords_from_secrets_mismatch_keeps_the_session_down(  # type: ignore[no-untyped-def]
+    two_nodes, api: FakeAPIServer, tmp_path: Path
+) -> None:
+    client, (a, b), _ = two_nodes
+    api.put_object(
+        "v1", "secrets", {"apiVersion": "v1", "kind": "Secret", **_secret("pw-a", "alpha")}
+    )
+    api.put_object(
+        "v1", "secrets", {"apiVersion": "v1", "kind": "Secret", **_secret("pw-b", "alpha")}
+    )
+    _apply(client, PEERINGS)
+    # Same password on both sides: TCP-MD5 signed session, Established.
+    _wait(lambda: _info(a, "Node_10_77_0_2") == "Established", what="MD5 up")
+    _wait(lambda: _info(b, "Node_10_77_0_1") == "Established", what="MD5 up on B")
+    assert 'password "alpha";' in (a.confdir / "config" / "bird.cfg").read_text()
+    assert 'password "alpha";' in (b.confdir / "config" / "bird.cfg").read_text()
+    # B's Secret changes: confd re-renders B, BIRD restarts the session with the new key and
+    # the two kernels drop each other's segments (bad MD5 signature): the session stays down.
+    api.update_object(
+        "v1", "secrets", {"apiVersion": "v1", "kind": "Secret", **_secret("pw-b", "beta")}
+    )
+    _wait(lambda: 'password "beta";' in (b.confdir / "config" / "bird.cfg").read_text())
+    _wait(lambda: _info(b, "Node_10_77_0_1") not in ("Established", ""), what="down")
+    _wait(lambda: _info(a, "Node_10_77_0_2") not in ("Established", ""), what="down on A")
+    deadline = time.monotonic() + 15  # BIRD retries every 5 s (connect retry time): 3 tries
+    failures = _md5_failures(b.ns)
+    while time.monotonic() < deadline:
+        assert _info(a, "Node_10_77_0_2") != "Established"
+        assert _info(b, "Node_10_77_0_1") != "Established"
+        time.sleep(0.5)
+    status = _node_status(b, tmp_path)
+    row = next(line for line in status.splitlines() if line.startswith("| 10.77.0.1 "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # BIRD's view: the BGP FSM never gets past TCP (Connect/Active), not an OPEN-level error.
+    assert cells[1:3] == ["node specific", "start"], row
+    assert cells[4].split()[0] in ("Connect", "Active"), row
+    # The kernel's: B's namespace keeps rejecting A's segments for their bad MD5 signature.
+    assert _md5_failures(b.ns) > failures
+    # The fix reaches BIRD the same way: back to Established.
+    api.update_object(
+        "v1", "secrets", {"apiVersion": "v1", "kind": "Secret", **_secret("pw-b", "alpha")}
+    )
+    _wait(lambda: _info(b, "Node_10_77_0_1") == "Established", timeout=60, what="fixed")
+    _wait(lambda: _info(a, "Node_10_77_0_2") == "Established", what="fixed on A")

@@ -82,6 +82,29 @@ def test_crud_and_cas(backend: EtcdBackend, prefix: str) -> None:
         backend.get(k)
 
 
+def test_update_many_is_all_or_nothing(backend: EtcdBackend, prefix: str) -> None:
+    kvs = [backend.create(f"{prefix}k{i}", f'{{"v": {i}}}') for i in range(3)]
+    assert backend.update_many([(kv.key, '{"v": "new"}', kv.revision) for kv in kvs])
+    now = [backend.get(kv.key) for kv in kvs]
+    assert [kv.value for kv in now] == ['{"v": "new"}'] * 3
+    assert len({kv.revision for kv in now}) == 1  # one transaction
+    # one stale revision: nothing at all is written
+    stale = [(kv.key, '{"v": "again"}', kv.revision) for kv in now[:2]]
+    stale.append((now[2].key, '{"v": "again"}', kvs[2].revision))
+    assert not backend.update_many(stale)
+    assert [backend.get(kv.key).value for kv in kvs] == ['{"v": "new"}'] * 3
+    # a missing key never gets created; revision 0 and oversized batches are refused
+    assert not backend.update_many([(prefix + "missing", "{}", now[0].revision)])
+    with pytest.raises(ResourceDoesNotExistError):
+        backend.get(prefix + "missing")
+    with pytest.raises(ValueError, match="current revision"):
+        backend.update_many([(prefix + "missing", "{}", 0)])
+    too_many = [(f"{prefix}x{i}", "{}", 1) for i in range(backend.MAX_TXN_OPS + 1)]
+    with pytest.raises(ValueError, match="at most 64"):
+        backend.update_many(too_many)
+    assert backend.update_many([])
+
+
 def test_list_pages_at_one_revision(
     backend: EtcdBackend, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -186,7 +186,12 @@ def test_sigterm_exits_zero(goldmane: GoldmaneProcess) -> None:
             {"SERVER_CERT_PATH": "/x"},
             "Error: SERVER_CERT_PATH and SERVER_KEY_PATH must be set together",
         ),
-        ({"PUSH_URL": "https://x"}, "Error: PUSH_URL: the HTTP flow emitter is not implemented"),
+        ({"PUSH_URL": "ftp://x"}, "Error: PUSH_URL: expected an http:// or https:// URL"),
+        ({"PROMETHEUS_PORT": "70000"}, "Error: PROMETHEUS_PORT: port 70000 out of range"),
+        (
+            {"EMITTER_AGGREGATION_WINDOW": "10s"},
+            "Error: EMITTER_AGGREGATION_WINDOW: must be at least AGGREGATION_WINDOW (15s)",
+        ),
         ({"HEALTH_ENABLED": "yes"}, "Error: HEALTH_ENABLED: invalid boolean 'yes'"),
         ({"LOG_LEVEL": "chatty"}, "Error: LOG_LEVEL: unknown level 'chatty'"),
     ],

@@ -186,3 +186,105 @@ def test_cluster_network_policies_reach_felix_and_tombstones_delete(api: FakeAPI
     finally:
         syncer.stop()
         backend.close()
+
+
+def test_services_and_endpoint_slices_feed_the_service_sets(api: FakeAPIServer) -> None:
+    """Services and EndpointSlices reach Felix raw (KDD only), and a policy rule with
+    ``services:`` resolves, through the calc graph, to the slices' addresses (+ports)."""
+    from calico.felix.calc.calc_graph import build_felix_calc_pipeline
+    from calico.felix.messages import IPSetUpdate
+    from calico.model import ResourceKey
+    from calico.selector import make_unique_id
+    from calico.syncer.api import SyncStatus, UpdateType
+
+    api.put_object(
+        "v1",
+        "services",
+        {"metadata": {"name": "web", "namespace": "x"}, "spec": {"ports": [{"port": 80}]}},
+    )
+    slice_ = {
+        "metadata": {
+            "name": "web-abc",
+            "namespace": "x",
+            "labels": {"kubernetes.io/service-name": "web"},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"]}],
+        "ports": [{"port": 8080, "protocol": "TCP"}],
+    }
+    api.put_object("discovery.k8s.io/v1", "endpointslices", slice_)
+    api.put_object(
+        "crd.projectcalico.org/v1",
+        "globalnetworkpolicies",
+        {
+            "metadata": {"name": "to-web"},
+            "spec": {
+                "selector": "all()",
+                "egress": [
+                    {
+                        "action": "Allow",
+                        "destination": {"services": {"name": "web", "namespace": "x"}},
+                    }
+                ],
+            },
+        },
+    )
+    backend = KubernetesBackend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": api.url}))
+    state = _State()
+    syncer = felix_syncer(backend, state)
+    syncer.start()
+    svc_key = ResourceKey("KubernetesService", "web", "x")
+    eps_key = ResourceKey("KubernetesEndpointSlice", "web-abc", "x")
+    try:
+        assert _wait(lambda: state.get(svc_key) is not None and state.get(eps_key) is not None)
+        assert state.get(eps_key)["endpoints"] == [{"addresses": ["10.0.0.1"]}]
+        slice_ = api.get_object("discovery.k8s.io/v1", "endpointslices", "web-abc", "x")
+        slice_["endpoints"].append({"addresses": ["10.0.0.2"]})
+        api.update_object("discovery.k8s.io/v1", "endpointslices", slice_)
+        assert _wait(lambda: len(state.get(eps_key)["endpoints"]) == 2)
+        assert _wait(lambda: any(isinstance(k, PolicyKey) for k in list(state.values)))
+        with state.lock:
+            snapshot = dict(state.values)
+    finally:
+        syncer.stop()
+        backend.close()
+    batches: list[Any] = []
+    pipe = build_felix_calc_pipeline("node1", batches.append, synchronous=True)
+    pipe.on_updates([Update(k, v, "1", UpdateType.NEW) for k, v in snapshot.items()])
+    from calico.model import values as v1
+
+    wep = v1.WorkloadEndpoint.from_json(
+        {"state": "active", "name": "cali1", "profile_ids": [], "ipv4_nets": ["10.1.0.1/32"]}
+    )
+    wep_key = WorkloadEndpointKey("node1", "k8s", "x/p", "eth0")
+    pipe.on_updates([Update(wep_key, wep, "1", UpdateType.NEW)])
+    pipe.on_status_updated(SyncStatus.IN_SYNC)
+    pipe.flush()
+    sets = {m.id: m for b in batches for m in b if isinstance(m, IPSetUpdate)}
+    assert sets[make_unique_id("svc", "x/web")].members == (
+        "10.0.0.1,tcp:8080",
+        "10.0.0.2,tcp:8080",
+    )
+
+
+def test_felix_status_reports_are_skipped_on_kubernetes(
+    api: FakeAPIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Upstream skips Felix's status keys in KDD silently: no thread, no request, no warning."""
+    import logging
+
+    from calico.felix.status import StatusReporter
+
+    backend = KubernetesBackend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": api.url}))
+    before = api.requests
+    reporter = StatusReporter(backend, "node1", interval=0.01)
+    with caplog.at_level(logging.INFO, logger="calico.felix.status"):
+        reporter.start()
+    try:
+        assert reporter._thread is None
+        assert api.requests == before
+        assert [r.levelname for r in caplog.records] == ["INFO"]
+        assert "Kubernetes datastore" in caplog.records[0].getMessage()
+    finally:
+        reporter.stop()
+        backend.close()

@@ -22,6 +22,7 @@ import requests
 from k8s_fake_apiserver import FakeAPIServer
 from kc_support import add_node, add_pool, kdd_config, wait_for
 
+from calico.api import parse_resource
 from calico.datastore.client import Client
 from calico.datastore.errors import ResourceDoesNotExistError
 from calico.datastore.factory import open_backend
@@ -252,3 +253,56 @@ def test_bad_datastore_config_is_a_clean_error(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "etcd endpoints" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_loadbalancer_controller_end_to_end(api: FakeAPIServer) -> None:
+    """A LoadBalancer Service created before any LoadBalancer pool gets its address once
+    the pool appears (the pool poll), and loses it when deleted (the Service watch)."""
+    client = Client(open_backend(kdd_config(api)))
+    api.put_object(
+        "v1",
+        "services",
+        {
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"type": "LoadBalancer", "ipFamilies": ["IPv4"]},
+        },
+    )
+    proc = Proc(
+        [CALICO, "component", "kube-controllers", "--status-file", ""],
+        _env(api, ENABLED_CONTROLLERS="loadbalancer"),
+    )
+
+    def ingress() -> list[str]:
+        svc = api.get_object("v1", "services", "web", "default")
+        return [i["ip"] for i in svc.get("status", {}).get("loadBalancer", {}).get("ingress", [])]
+
+    try:
+        wait_for(lambda: "Running with" in proc.output, timeout=30, what="start")
+        add_pool(client, "pods", "10.0.0.0/16")
+        client.create(
+            parse_resource(
+                {
+                    "apiVersion": "projectcalico.org/v3",
+                    "kind": "IPPool",
+                    "metadata": {"name": "lb"},
+                    "spec": {"cidr": "172.30.0.0/24", "allowedUses": ["LoadBalancer"]},
+                }
+            )
+        )
+        (ip,) = wait_for(ingress, timeout=40, what="LB address: " + proc.output[-2000:])
+        assert ip.startswith("172.30.0.")
+        ipam = IPAMClient(client)
+        assert ipam.get_assignment_attributes(ip)[1]["service"] == "web"
+        api.delete_object("v1", "services", "web", "default")
+
+        def released() -> bool:
+            try:
+                ipam.get_assignment_attributes(ip)
+            except ResourceDoesNotExistError:
+                return True
+            return False
+
+        wait_for(released, timeout=40, what="release: " + proc.output[-2000:])
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.output

@@ -146,3 +146,91 @@ def test_labels_heps_and_node_deletion(world: dict[str, Any]) -> None:
     ctrl.auto_heps = False  # disabled: ours are removed, the user's stays
     ctrl.reconcile()
     assert set(_heps(calico)) == {"mine"}
+
+
+def test_auto_hep_expected_ips_and_what_triggers_an_update(world: dict[str, Any]) -> None:
+    api, calico, kube, ctrl = (world[k] for k in ("api", "calico", "kube", "ctrl"))
+    add_node(api, "rich", {})
+    wait_for(lambda: kube.in_sync and kube.node_names() == {"rich"}, what="sync")
+    node = {
+        "apiVersion": "projectcalico.org/v3",
+        "kind": "Node",
+        "metadata": {"name": "rich"},
+        "spec": {
+            "orchRefs": [{"nodeName": "rich", "orchestrator": "k8s"}],
+            "bgp": {
+                "ipv4Address": "192.168.5.5/24",
+                "ipv6Address": "fd00::5/64",
+                "ipv4IPIPTunnelAddr": "10.0.1.1",
+            },
+            "ipv4VXLANTunnelAddr": "10.0.2.1",
+            "ipv6VXLANTunnelAddr": "fd10::1",
+            "wireguard": {"interfaceIPv4Address": "10.0.3.1", "interfaceIPv6Address": "fd20::1"},
+            "addresses": [
+                {"address": "192.168.5.5", "type": "InternalIP"},  # already listed (BGP)
+                {"address": "172.16.0.9", "type": "InternalIP"},
+                {"address": "203.0.113.9", "type": "ExternalIP"},
+            ],
+        },
+    }
+    calico.create(parse_resource(node))
+    ctrl.reconcile()
+    hep = _heps(calico)["rich-auto-hep"]
+    # upstream's order; no IPv6 tunnel addresses, no external address, no duplicate
+    assert hep.spec.expected_ips == [
+        "192.168.5.5",
+        "fd00::5",
+        "10.0.1.1",
+        "10.0.2.1",
+        "10.0.3.1",
+        "172.16.0.9",
+    ]
+    assert hep.spec.profiles == ["projectcalico-default-allow"]
+
+    # a profile edited on our endpoint is not a reason to rewrite it (as upstream) ...
+    hep.spec.profiles = ["edited"]
+    calico.update(hep)
+    rev = _heps(calico)["rich-auto-hep"].metadata.resource_version
+    ctrl.reconcile()
+    assert _heps(calico)["rich-auto-hep"].metadata.resource_version == rev
+    # ... but an address change of the node is
+    stored = calico.get("Node", "rich")
+    stored.spec.ipv4_vxlan_tunnel_addr = "10.0.2.2"
+    calico.update(stored)
+    ctrl.reconcile()
+    hep = _heps(calico)["rich-auto-hep"]
+    assert hep.spec.expected_ips is not None and "10.0.2.2" in hep.spec.expected_ips
+    assert "10.0.2.1" not in hep.spec.expected_ips
+
+
+def test_label_sync_writes_only_a_label_change_and_creates_no_nodes(
+    world: dict[str, Any],
+) -> None:
+    api, calico, kube, ctrl = (world[k] for k in ("api", "calico", "kube", "ctrl"))
+    ctrl.auto_heps = False
+    add_node(api, "same", {"zone": "z1"})
+    add_node(api, "orphan", {"zone": "z9"})  # a Kubernetes node without a Calico Node
+    calico.create(_calico_node("same", True, {"zone": "z1"}, "192.168.7.1"))
+    wait_for(lambda: kube.in_sync and len(kube.node_names()) == 2, what="sync")
+    rev = calico.get("Node", "same").metadata.resource_version
+    ctrl.reconcile()
+    same = calico.get("Node", "same")
+    assert same.metadata.resource_version == rev  # labels already equal: no write (upstream)
+    assert KUBE_LABELS not in (same.metadata.annotations or {})
+    assert {n.metadata.name for n in calico.list("Node").items} == {"same"}  # none created
+
+    node = api.get_object("v1", "nodes", "same")
+    node["metadata"]["labels"] = {"zone": "z1", "new": "x"}
+    api.update_object("v1", "nodes", node)
+    wait_for(
+        lambda: (
+            '"new"' in kube.snapshot("Node")[("", "same")]["metadata"]["annotations"][KUBE_LABELS]
+        ),
+        what="label change seen",
+    )
+    ctrl.reconcile()
+    same = calico.get("Node", "same")
+    assert same.metadata.labels == {"zone": "z1", "new": "x"}
+    assert json.loads(same.metadata.annotations[KUBE_LABELS]) == {"new": "x", "zone": "z1"}
+    assert same.spec.bgp is not None and same.spec.bgp.ipv4_address == "192.168.7.1/24"
+    assert same.metadata.uid  # the stored server-owned fields survive the raw write

@@ -156,3 +156,18 @@ def test_key_cache_converts_once_and_is_bounded() -> None:
     cache.get(pb.FlowKey(dest_name="c"))  # full: dropped whole, then this one added
     assert len(cache) == 1
     assert cache.get(a) is not first and cache.get(a) == first
+
+
+def test_rollover_without_streams_copies_nothing_but_advances_the_same() -> None:
+    def ring_with_flow() -> Goldmane:
+        gm = Goldmane(15, clock=lambda: 1_700_000_010.0)
+        gm.receive("h", pb.Flow(Key=pb.FlowKey(dest_name="x"), start_time=1_700_000_010))
+        return gm
+
+    collected, skipped = ring_with_flow().ring, ring_with_flow().ring
+    got = [collected.rollover(), collected.rollover()]
+    assert [skipped.rollover(collect=False), skipped.rollover(collect=False)] == [[], []]
+    assert [len(r) for r in got] == [0, 1]  # the flow's bucket became the streaming one
+    assert (collected.head_start, collected.num_keys) == (skipped.head_start, skipped.num_keys)
+    req = pb.FlowListRequest()
+    assert collected.list(req, 1_700_000_040).flows == skipped.list(req, 1_700_000_040).flows

@@ -351,3 +351,25 @@ def test_random_interleavings_never_duplicate(steps: list[tuple]) -> None:
         if s.block.attr_of(o) is not None
     }
     assert stored == set(held)
+
+
+def test_load_balancer_use_allocates_with_a_virtual_affinity(client, ipam) -> None:
+    add_pool(client, "wl", "10.3.0.0/24")
+    add_pool(client, "lb", "10.4.0.0/24", allowedUses=["LoadBalancer"])
+    (a,), _ = ipam.auto_assign(1, 0, "lb-x", None, "load-balancer", intended_use="LoadBalancer")
+    (b,), _ = ipam.auto_assign(1, 0, "lb-y", None, "load-balancer", intended_use="LoadBalancer")
+    assert a.ip in ipaddress.ip_network("10.4.0.0/24") and b.network == a.network
+    (stored,) = ipam.store.list_blocks()
+    assert stored.block.affinity == "virtual:load-balancer"
+    assert stored.block.host() is None  # no node owns it
+    (aff,) = ipam.store.list_affinities()
+    assert (aff.spec.node, aff.spec.type, aff.spec.state) == (
+        "load-balancer",
+        "virtual",
+        "confirmed",
+    )
+    # a workload allocation for a host called "load-balancer" is a different owner
+    (w,), _ = ipam.auto_assign(1, 0, "w", None, "load-balancer")
+    assert w.ip in ipaddress.ip_network("10.3.0.0/24")
+    kinds = sorted(s.block.affinity for s in ipam.store.list_blocks())
+    assert kinds == ["host:load-balancer", "virtual:load-balancer"]

@@ -56,3 +56,12 @@ def test_non_empty_block_of_deleted_node_is_kept(client, ipam) -> None:
     result = garbage_collect(ipam, lambda h, a: True)
     assert result.released_affinities == []
     assert ipam.store.get_block(ip.network) is not None
+
+
+def test_virtual_affinities_name_no_node(client, ipam) -> None:
+    add_pool(client, "lb", "10.4.0.0/24", allowedUses=["LoadBalancer"])
+    (lb,), _ = ipam.auto_assign(1, 0, "lb-x", None, "load-balancer", intended_use="LoadBalancer")
+    result = garbage_collect(ipam, lambda h, a: True, node_exists=lambda n: False)
+    assert result.released_affinities == [] and result.deleted_blocks == []
+    assert [a.spec.type for a in ipam.store.list_affinities()] == ["virtual"]
+    assert ipam.ips_by_handle("lb-x") == [str(lb.ip)]

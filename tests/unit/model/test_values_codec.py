@@ -176,4 +176,6 @@ def test_resource_values_are_the_v3_resources() -> None:
     with pytest.raises(ValueJSONError):
         decode_value(key, {"spec": {"bgp": {"ipv4Address": "not an address"}}})
     with pytest.raises(ValueJSONError, match=r"not a projectcalico\.org/v3 kind"):
-        decode_value(ResourceKey("KubernetesService", "s", "ns"), {})
+        decode_value(ResourceKey("LiveMigration", "s", "ns"), {})
+    # Services and EndpointSlices (Kubernetes datastore) are the API's JSON itself.
+    assert decode_value(ResourceKey("KubernetesService", "s", "ns"), {"spec": {}}) == {"spec": {}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,12 @@ BINARIES = {"bird": "bird", "bird6": "bird6"}
 
 def test_enabled_services_run_registered_components() -> None:
     base = ["felix", "node-services", "cni-daemon"]
-    assert service_dir.enabled_services("vxlan") == base
-    assert service_dir.enabled_services("none") == base
-    assert service_dir.enabled_services() == base
+    flows = ["goldmane", "whisker-backend"]
+    assert service_dir.enabled_services("vxlan") == [*base, *flows]
+    assert service_dir.enabled_services("none") == [*base, *flows]
+    assert service_dir.enabled_services() == [*base, *flows]
     # BIRD_SERVICES order, after felix (design/confd.md "Node run wiring").
-    assert service_dir.enabled_services("bird") == [*base, "confd", "bird", "bird6"]
+    assert service_dir.enabled_services("bird") == [*base, "confd", "bird", "bird6", *flows]
     components = {c for c in service_dir.SERVICE_COMPONENTS.values() if c is not None}
     assert components <= set(COMPONENTS)
 
@@ -104,3 +106,32 @@ def test_remove_stale_socket_removes_only_sockets(tmp_path: Path) -> None:
     remove_stale_socket(path)
     assert path.exists()
     remove_stale_socket(tmp_path / "missing")  # no error
+
+
+def test_goldmane_and_whisker_get_their_own_ports(tmp_path: Path) -> None:
+    """Both components read upstream's PORT; the image's scripts map the node's names."""
+    layout = layout_for(tmp_path / "state")
+    settings = NodeSettings(state_dir=str(layout.state_dir), goldmane_port=7555, whisker_port=8555)
+    env = service_dir.service_env(settings, layout)
+    assert (env["GOLDMANE_PORT"], env["WHISKER_PORT"]) == ("7555", "8555")
+    assert settings.whisker_url() == "http://127.0.0.1:8555/"
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "calico").write_text('#!/bin/sh\necho "$@ PORT=$PORT HOST=$HOST GM=$GOLDMANE_HOST"\n')
+    (stub / "calico").chmod(0o755)
+    available = service_dir.available_dir()
+    base = {"PATH": f"{stub}:/usr/bin:/bin", "GOLDMANE_PORT": "7555", "WHISKER_PORT": "8555"}
+    out = {
+        svc: subprocess.run(
+            ["/bin/sh", str(available / svc / "run")],
+            env=base,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for svc in ("goldmane", "whisker-backend")
+    }
+    assert out["goldmane"].startswith("component goldmane PORT=7555 ")
+    assert out["whisker-backend"] == (
+        "component whisker-backend PORT=8555 HOST=127.0.0.1 GM=127.0.0.1:7555"
+    )

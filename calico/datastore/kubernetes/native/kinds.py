@@ -292,6 +292,41 @@ class KubernetesClusterNetworkPolicyKind(NativeKind):
         return kv
 
 
+class RawKind(NativeKind):
+    """A native object passed through as the API returns it (Services, EndpointSlices: the
+    Felix syncer's service-index input, read-only as upstream)."""
+
+    namespaced = True
+    api = ""  # "/api/v1" or "/apis/<group>/<version>"
+    resource = ""
+
+    def _kv(self, obj: dict[str, Any]) -> list[KVPair]:
+        meta = obj.get("metadata") or {}
+        return [
+            KVPair(self.key(meta.get("name", ""), meta.get("namespace", "")), _dump(obj), _rv(obj))
+        ]
+
+    def collections(self, namespace: str) -> list[Collection]:
+        ns = f"namespaces/{namespace}/" if namespace else ""
+        return [Collection(f"{self.api}/{ns}{self.resource}", self._kv)]
+
+    def get(self, namespace: str, name: str) -> KVPair:
+        key = self.key(name, namespace)
+        return self._kv(
+            self._get(key, f"{self.api}/namespaces/{namespace}/{self.resource}/{name}")
+        )[0]
+
+
+class KubernetesServiceKind(RawKind):
+    kind, plural = "KubernetesService", "kubernetesservices"
+    api, resource = "/api/v1", "services"
+
+
+class KubernetesEndpointSliceKind(RawKind):
+    kind, plural = "KubernetesEndpointSlice", "kubernetesendpointslices"
+    api, resource = "/apis/discovery.k8s.io/v1", "endpointslices"
+
+
 def native_kinds(rest: Rest, cni_patch_mode: bool = False) -> dict[str, NativeKind]:
     """v3 plural -> handler."""
     kinds: list[NativeKind] = [
@@ -300,5 +335,7 @@ def native_kinds(rest: Rest, cni_patch_mode: bool = False) -> dict[str, NativeKi
         ProfileKind(rest),
         KubernetesNetworkPolicyKind(rest),
         KubernetesClusterNetworkPolicyKind(rest),
+        KubernetesServiceKind(rest),
+        KubernetesEndpointSliceKind(rest),
     ]
     return {k.plural: k for k in kinds}

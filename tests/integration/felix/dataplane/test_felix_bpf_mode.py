@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from felix_dp_fixtures import cluster, need_root
-from harness import eventually, in_ns, servers, tcp, wep_doc, workload
+from harness import CALICO, eventually, in_ns, servers, tcp, wep_doc, workload
 
 pytestmark = pytest.mark.root
 
@@ -40,6 +41,18 @@ def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
             }
         )
         assert eventually(lambda: tcp(client, server.ip, 8080), "timeout") == "timeout"
+        # "calico bpf" finds this Felix's maps through its attached programs (its bpffs is
+        # private to its "ip netns exec" mount namespace): the server's to-WEP hook counted
+        # the earlier accepted connection(s) and the denied one(s)
+        out = in_ns(c.host, CALICO, "bpf", "counters", "dump", "--iface", server.iface, "-o",
+                    "json").stdout  # fmt: skip
+        egress = json.loads(out)[server.iface]["egress"]
+        assert egress["accepted_by_policy"] >= 1 and egress["dropped_by_policy"] >= 1
+        rows = json.loads(in_ns(c.host, CALICO, "bpf", "ifstate", "dump", "-o", "json").stdout)
+        assert {r["name"]: r["flags"] for r in rows} == {
+            client.iface: ["workload", "ready"],
+            server.iface: ["workload", "ready"],
+        }
         # the nftables endpoint chains carry no policy: only the built-in allow profile
         ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
         tw = ruleset.split(f"chain filter-cali-tw-{server.iface}", 1)[1].split("}", 1)[0]

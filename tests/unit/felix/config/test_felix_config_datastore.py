@@ -33,6 +33,7 @@ SPEC = {
     "metadataPort": 0,
     "bpfEnabled": False,
     "bpfLogLevel": "Debug",
+    "bpfConntrackLogLevel": "Debug",
 }
 
 
@@ -50,7 +51,8 @@ def test_rendered_spec_resolves_without_errors() -> None:
     raw = rendered(SPEC)
     c = resolve({Source.DATASTORE_GLOBAL: raw}, hostname="h")
     assert c.invalid == {} and c.errors == []
-    assert c.unknown == {"BPFLogLevel": "Debug"}
+    assert c.unknown == {"BPFConntrackLogLevel": "Debug"}  # a BPF parameter Felix lacks
+    assert c["BPFLogLevel"] == "Debug"
     assert c.log_severity_screen == "DEBUG"
     assert c.default_endpoint_to_host_action == "ACCEPT"
     assert c.reporting_interval_secs == 90.0

@@ -1,0 +1,1 @@
+"""whisker-backend: Whisker's REST API over Goldmane, and the Whisker UI it serves."""
