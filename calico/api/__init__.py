@@ -63,14 +63,41 @@ __all__ = [
     "resource_to_wire",
     "with_default_namespace",
 ]
-_MODULES = ("calico.api.base", "calico.api.errors", "calico.api.io")
+_BASE, _ERRORS, _IO = "calico.api.base", "calico.api.errors", "calico.api.io"
+#: Where each name lives: asking for an error class must not import pydantic (calico.api.base).
+_HOMES = {
+    **dict.fromkeys(
+        ("API_VERSION", "CalicoModel", "ObjectMeta", "Resource", "kind_class", "kinds"), _BASE
+    ),
+    "resource_class": _BASE,
+    **dict.fromkeys(
+        (
+            "APIError",
+            "DocumentFormatError",
+            "FieldIssue",
+            "ResourceValidationError",
+            "UnknownKindError",
+        ),
+        _ERRORS,
+    ),
+    **dict.fromkeys(
+        (
+            "dump_resources",
+            "issues_from_pydantic",
+            "load_documents",
+            "load_file",
+            "parse_resource",
+            "resource_to_wire",
+            "with_default_namespace",
+        ),
+        _IO,
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        for module_name in _MODULES:
-            module = importlib.import_module(module_name)
-            if name in vars(module):
-                globals()[name] = value = vars(module)[name]
-                return value
+    home = _HOMES.get(name)
+    if home is not None:
+        globals()[name] = value = vars(importlib.import_module(home))[name]
+        return value
     raise AttributeError(f"module 'calico.api' has no attribute {name!r}")

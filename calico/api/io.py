@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from calico.api.base import API_VERSION, Resource, kind_class, resource_class
@@ -48,53 +47,6 @@ _TYPE_MESSAGES = {
     "bool_type": "must be a boolean",
     "bool_parsing": "must be a boolean",
     "missing": "field is required",
-}
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as strings and rejects duplicate keys (as Go's YAML)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:
-                duplicate = False  # unhashable; the base class reports it
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep=deep)
-
-
-# Go's YAML reader (yaml.v2 behind upstream's converter) has no timestamps for string fields and
-# no base-60 numbers: ``5663:12`` (a BGP community) must stay a string.
-_INT = re.compile(
-    r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"
-)
-_FLOAT = re.compile(
-    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
-
-
-def _resolver(tag: str, rx: re.Pattern[str]) -> tuple[str, re.Pattern[str]]:
-    if tag == "tag:yaml.org,2002:int":
-        return tag, _INT
-    if tag == "tag:yaml.org,2002:float":
-        return tag, _FLOAT
-    return tag, rx
-
-
-_Loader.yaml_implicit_resolvers = {
-    ch: [_resolver(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
 
@@ -180,9 +132,13 @@ def _parse(text: str, source: str) -> Iterator[tuple[int, Any]]:
             return
         except (ValueError, RecursionError):
             pass  # maybe YAML flow style; let the YAML parser have its say
+    import yaml  # ~15 ms: not paid by readers of stored JSON (every datastore command)
+
+    from calico.api.yamlload import GoLikeLoader
+
     index = 0
     try:
-        for index, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1):
+        for index, doc in enumerate(yaml.load_all(text, Loader=GoLikeLoader), start=1):
             if doc is not None:
                 yield index, doc
     except yaml.YAMLError as exc:
@@ -493,5 +449,7 @@ def dump_resources(
     if fmt == "json":
         return json.dumps(obj, indent=2) + "\n"
     if fmt == "yaml":
+        import yaml
+
         return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, allow_unicode=True)
     raise ValueError(f"unrecognized output format {fmt!r}")

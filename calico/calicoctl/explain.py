@@ -257,11 +257,16 @@ def explain_group(
 @handle_errors
 def explain_endpoint(name: str, namespace: str, output: str, config_file: str | None) -> None:
     """List the policies selecting an endpoint, in enforcement order, with their selectors."""
-    _check_output(output)
+    show_endpoint_policies(config_file, name, namespace, _check_output(output))
+
+
+def show_endpoint_policies(config_file: str | None, spec: str, namespace: str, output: str) -> None:
+    """Print the ordered policies selecting one endpoint (``explain endpoint`` and ``get
+    workloadendpoint NAME --show-policies``); ``output`` is text, yaml or json."""
     data = _load(config_file)
-    ep, _addr = resolve(data, name, namespace)
+    ep, _addr = resolve(data, spec, namespace)
     if ep is None:
-        raise CtlError(f"endpoint {name!r} not found: {name} is not a Calico endpoint's address")
+        raise CtlError(f"endpoint {spec!r} not found: {spec} is not a Calico endpoint's address")
     report = endpoint_policies(data, ep)
     _emit(report, output, render_endpoint(report))
 

@@ -111,6 +111,48 @@ def _targets(
     return [identity(cls, n) for n in names] if names else [identity(cls, "")]
 
 
+#: ``get -o`` formats -> the explain report's (tables are its text form).
+SHOW_POLICIES_OUTPUTS = {
+    "ps": "text",
+    "wide": "text",
+    "yaml": "yaml",
+    "yml": "yaml",
+    "json": "json",
+}
+
+
+def _show_policies(
+    kind: str | None,
+    names: tuple[str, ...],
+    filename: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
+    config_file: str | None,
+    output: str,
+) -> None:
+    if filename or all_namespaces:
+        raise CtlError(
+            "--show-policies takes one KIND and NAME, not --filename or --all-namespaces"
+        )
+    if not kind or len(names) != 1 or not names[0]:
+        raise CtlError("--show-policies needs exactly one endpoint: KIND NAME")
+    cls = resolve_kind(kind)
+    if cls.KIND not in ("WorkloadEndpoint", "HostEndpoint"):
+        raise CtlError(
+            f"--show-policies applies to workloadendpoint and hostendpoint, not {cls.KIND}"
+        )
+    fmt = SHOW_POLICIES_OUTPUTS.get(output)
+    if fmt is None:
+        raise CtlError(f"--show-policies prints ps, wide, yaml or json, not {output!r}")
+    from calico.calicoctl.explain import show_endpoint_policies  # policyeval: only when asked
+
+    if cls.KIND == "HostEndpoint":
+        spec = f"hostendpoint/{names[0]}"
+    else:
+        spec = f"workloadendpoint/{namespace or 'default'}/{names[0]}"
+    show_endpoint_policies(config_file, spec, namespace or "default", fmt)
+
+
 @click.command("get")
 @click.argument("kind", required=False)
 @click.argument("names", nargs=-1)
@@ -136,6 +178,12 @@ def _targets(
     is_flag=True,
     help="Strip cluster-specific metadata (uid, resourceVersion, creationTimestamp, namespace).",
 )
+@click.option(
+    "--show-policies",
+    is_flag=True,
+    help="With one workloadendpoint or hostendpoint NAME: the policies selecting it, in "
+    "enforcement order (as 'calicoctl explain endpoint').",
+)
 @handle_errors
 def get_command(
     kind: str | None,
@@ -148,8 +196,12 @@ def get_command(
     output: str,
     all_namespaces: bool,
     export: bool,
+    show_policies: bool,
 ) -> None:
     """Display resources by KIND [NAME...] or from a file, directory or stdin."""
+    if show_policies:
+        _show_policies(kind, names, filename, namespace, all_namespaces, config_file, output)
+        return
     fmt = parse_output(output)
     targets = _targets(kind, names, filename, recursive, skip_empty)
     flags = NamespaceFlags(namespace, all_namespaces)

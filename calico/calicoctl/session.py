@@ -9,10 +9,12 @@ failing the command if that is not possible.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import calico
 from calico.buildinfo import build_info
 from calico.calicoctl.errors import CtlError
 from calico.calicoctl.flags import CONFIG_HELP, config_option, global_options, options
@@ -24,6 +26,7 @@ from calico.datastore.errors import (
     ResourceDoesNotExistError,
 )
 from calico.datastore.factory import open_backend
+from calico.model.resources import resource_prefix
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ def check_version_mismatch(client: Client) -> None:
     if options().allow_version_mismatch:
         return
     try:
-        cinfo = client.get("ClusterInformation", "default")
+        cluster = _cluster_version(client)
     except ResourceDoesNotExistError:
         return
     except ConnectionFailedError:
@@ -54,10 +57,9 @@ def check_version_mismatch(client: Client) -> None:
             f"Unable to get Cluster Information to verify version mismatch: {exc}\n"
             "Use --allow-version-mismatch to override."
         ) from None
-    cluster = cinfo.spec.calico_version or ""  # type: ignore[attr-defined]
     if not cluster:
         return
-    mine = client_version()
+    mine = calico.__version__  # what client_version() reports, without asking git
     if _short_version(cluster) != _short_version(mine):
         raise CtlError(
             "Version mismatch.\n"
@@ -65,6 +67,23 @@ def check_version_mismatch(client: Client) -> None:
             f"Cluster Version:  {_short_version(cluster)}\n"
             "Use --allow-version-mismatch to override."
         )
+
+
+def _cluster_version(client: Client) -> str:
+    """ClusterInformation ``default``'s calicoVersion, read from the stored JSON: decoding it
+    through the API models would import and build the cluster kinds' models for one string
+    (design/performance.md "Imports"). A value that is not plainly readable goes through the
+    validating client, whose errors are the ones reported."""
+    kv = client.backend.get(resource_prefix("ClusterInformation") + "default")
+    try:
+        raw = json.loads(kv.value)
+    except ValueError:
+        raw = None
+    spec = raw.get("spec") if isinstance(raw, dict) else None
+    if isinstance(spec, dict) and isinstance(spec.get("calicoVersion", ""), str):
+        return str(spec.get("calicoVersion") or "")
+    cinfo = client.get("ClusterInformation", "default")
+    return cinfo.spec.calico_version or ""  # type: ignore[attr-defined,no-any-return]
 
 
 def load_config(config_file: str | None) -> dsconfig.DatastoreConfig:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from calico.health.probe import check
-
 
 @click.command("health")
 @click.option("--host", default="localhost", show_default=True, help="Host of the health server.")
@@ -30,6 +28,8 @@ def health_command(host: str, port: int, check_type: str, timeout: str) -> None:
 
     Exits 0 when the endpoint answers 2xx or 3xx, otherwise 1 with the reason on stderr.
     """
+    from calico.health.probe import check  # requests: ~60 ms every other command must not pay
+
     result = check(host, port, check_type, timeout)
     if not result.ok:
         click.echo(result.message, err=True)

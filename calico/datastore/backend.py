@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 
-@dataclass(frozen=True)
-class KVPair:
+class KVPair(NamedTuple):
+    """One stored key. A named tuple, not a frozen dataclass: a list builds one per key, and a
+    frozen dataclass's ``__init__`` (four ``object.__setattr__`` calls) cost as much as
+    SQLite's own read of 100,000 rows (design/performance.md "Datastore listing")."""
+
     key: str
     value: str  # JSON text
     revision: int  # revision of the last write to this key

@@ -8,18 +8,22 @@ below both, so neither imports the other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from calico.api import APIError, Resource, kind_class, parse_resource
+import calico.api as api
 from calico.model.resources import ResourceKey
 
-R = TypeVar("R", bound=Resource)
+if TYPE_CHECKING:
+    from calico.api import Resource
+
+# calico.api's names resolve on first use: importing this module does not import pydantic.
+R = TypeVar("R", bound="Resource")
 
 
 def decode_resource(key: ResourceKey, value: Any) -> Resource:
     """Validate a stored value as the v3 resource ``key`` names; the key (not the value) is
     authoritative for kind, name and namespace."""
-    cls = kind_class(key.kind)
+    cls = api.kind_class(key.kind)
     if cls is None:
         raise ValueError(f"{key.kind} {key.name!r}: not a projectcalico.org/v3 kind")
     return decode(key, value, cls)
@@ -41,8 +45,8 @@ def decode(key: ResourceKey, value: Any, cls: type[R]) -> R:
     data.setdefault("apiVersion", "projectcalico.org/v3")
     data.setdefault("kind", cls.KIND)
     try:
-        res = parse_resource(data, source=where)
-    except APIError as exc:
+        res = api.parse_resource(data, source=where)
+    except api.APIError as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(res, cls):
         raise ValueError(f"{where}: decoded a {type(res).__name__}, expected {cls.KIND}")

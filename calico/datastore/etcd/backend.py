@@ -19,13 +19,16 @@ from calico.datastore.errors import (
     UpdateConflictError,
 )
 from calico.datastore.etcd.connection import Connection, ConnectionOptions
-from calico.datastore.etcd.keys import encode, prefix_range, to_pair
+from calico.datastore.etcd.keys import encode, pairs, prefix_range, to_pair
 from calico.datastore.etcd.watch import EtcdWatch
-from calico.proto.etcd import kv_pb2, rpc_pb2
+from calico.proto.etcd import rpc_pb2
 
 Compare = rpc_pb2.Compare
 
-LIST_PAGE_SIZE = 10_000  # keys per Range page; the list stays at one pinned revision
+# Keys per Range page; the list stays at one pinned revision. etcd 3.4 walks the index over the
+# whole rest of the range for every page (to count it), so small pages make a list quadratic:
+# 10,000-key pages cost 3x one unpaged Range at 100,000 keys (design/performance.md).
+LIST_PAGE_SIZE = 100_000
 
 
 def _check_key(key: str) -> bytes:
@@ -189,7 +192,7 @@ class EtcdBackend:
 
     def _list_once(self, prefix: str) -> ListResult:
         start, end = prefix_range(prefix)
-        kvs: list[kv_pb2.KeyValue] = []
+        out: list[KVPair] = []
         revision = 0
         while True:
             req = rpc_pb2.RangeRequest(
@@ -202,12 +205,16 @@ class EtcdBackend:
             )
             resp = self._conn.call("list", lambda s, t, r=req: s.kv.Range(r, timeout=t), read=True)
             revision = revision or resp.header.revision
-            kvs.extend(resp.kvs)
+            out += pairs(resp.kvs)
             if not resp.more or not resp.kvs:
                 break
             start = resp.kvs[-1].key + b"\0"
-        ttls = self._lease_ttls([kv.lease for kv in kvs])
-        return ListResult([to_pair(kv, ttls.get(kv.lease)) for kv in kvs], revision)
+        leased = [i for i, kv in enumerate(out) if kv.ttl is not None]  # ttl holds the lease
+        if leased:
+            ttls = self._lease_ttls([int(out[i].ttl or 0) for i in leased])
+            for i in leased:
+                out[i] = out[i]._replace(ttl=ttls.get(int(out[i].ttl or 0)))
+        return ListResult(out, revision)
 
     def current_revision(self) -> int:
         req = rpc_pb2.RangeRequest(key=b"\0", count_only=True)

@@ -236,7 +236,9 @@ class LocalBackend:
                 rows = conn.execute(sql, (*params, time.time())).fetchall()
             finally:
                 conn.execute("COMMIT")
-            return ListResult([KVPair(*row) for row in rows], rev)
+            # tuple.__new__ straight from each 4-column row: no per-key Python frame.
+            new = tuple.__new__
+            return ListResult([new(KVPair, row) for row in rows], rev)
 
         return self._read(read)
 

@@ -8,64 +8,129 @@ passed through as the validated v3 resource (``resource_passthrough``). See desi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from calico.model.base import Key
-from calico.model.processors.config import cluster_information, felix_configuration, node
-from calico.model.processors.endpoints import (
-    global_network_set,
-    host_endpoint,
-    network_set,
-    profile,
-    workload_endpoint,
-)
-from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
 from calico.model.processors.passthrough import (
     Processor,
     for_node,
     kubernetes_raw,
     resource_passthrough,
 )
-from calico.model.processors.policy import (
-    global_network_policy,
-    kubernetes_cluster_network_policy,
-    kubernetes_network_policy,
-    network_policy,
-    staged_global_network_policy,
-    staged_kubernetes_network_policy,
-    staged_network_policy,
-    tier,
-)
-from calico.model.processors.rules import rule_v1, rules_v1
-from calico.model.processors.selectors import entity_selector, prefix_selector
 from calico.model.resources import ResourceKey
 
-#: The Felix syncer's processor for each v3 kind (others pass through).
-PROCESSORS: Mapping[str, Processor] = {
-    "ClusterInformation": cluster_information,
-    "FelixConfiguration": felix_configuration,
-    "GlobalNetworkPolicy": global_network_policy,
-    "GlobalNetworkSet": global_network_set,
-    "HostEndpoint": host_endpoint,
-    "IPAMBlock": ipam_block,
-    "IPPool": ip_pool,
-    "NetworkPolicy": network_policy,
-    "NetworkSet": network_set,
-    "Node": node,
-    "Profile": profile,
-    "StagedGlobalNetworkPolicy": staged_global_network_policy,
-    "StagedKubernetesNetworkPolicy": staged_kubernetes_network_policy,
-    "StagedNetworkPolicy": staged_network_policy,
-    "Tier": tier,
-    "WorkloadEndpoint": workload_endpoint,
-    "BlockAffinity": block_affinity,
+if TYPE_CHECKING:
+    from calico.model.processors.config import cluster_information, felix_configuration, node
+    from calico.model.processors.endpoints import (
+        global_network_set,
+        host_endpoint,
+        network_set,
+        profile,
+        workload_endpoint,
+    )
+    from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
+    from calico.model.processors.policy import (
+        global_network_policy,
+        kubernetes_cluster_network_policy,
+        kubernetes_network_policy,
+        network_policy,
+        staged_global_network_policy,
+        staged_kubernetes_network_policy,
+        staged_network_policy,
+        tier,
+    )
+    from calico.model.processors.rules import rule_v1, rules_v1
+    from calico.model.processors.selectors import entity_selector, prefix_selector
+
+_PKG = "calico.model.processors."
+#: Where each processor (and helper) is defined. Modules are imported when a name is first
+#: used: each one imports the API models of its kinds, and a process that converts three kinds
+#: should not build (or import) the models of thirty (design/performance.md "Imports").
+_HOMES: Mapping[str, str] = {
+    **dict.fromkeys(("cluster_information", "felix_configuration", "node"), "config"),
+    **dict.fromkeys(
+        ("global_network_set", "host_endpoint", "network_set", "profile", "workload_endpoint"),
+        "endpoints",
+    ),
+    **dict.fromkeys(("block_affinity", "ip_pool", "ipam_block"), "ipam"),
+    **dict.fromkeys(
+        (
+            "global_network_policy",
+            "kubernetes_cluster_network_policy",
+            "kubernetes_network_policy",
+            "network_policy",
+            "staged_global_network_policy",
+            "staged_kubernetes_network_policy",
+            "staged_network_policy",
+            "tier",
+        ),
+        "policy",
+    ),
+    **dict.fromkeys(("rule_v1", "rules_v1"), "rules"),
+    **dict.fromkeys(("entity_selector", "prefix_selector"), "selectors"),
 }
+
+#: The Felix syncer's processor for each v3 kind (others pass through), by name.
+_KIND_PROCESSORS: Mapping[str, str] = {
+    "ClusterInformation": "cluster_information",
+    "FelixConfiguration": "felix_configuration",
+    "GlobalNetworkPolicy": "global_network_policy",
+    "GlobalNetworkSet": "global_network_set",
+    "HostEndpoint": "host_endpoint",
+    "IPAMBlock": "ipam_block",
+    "IPPool": "ip_pool",
+    "NetworkPolicy": "network_policy",
+    "NetworkSet": "network_set",
+    "Node": "node",
+    "Profile": "profile",
+    "StagedGlobalNetworkPolicy": "staged_global_network_policy",
+    "StagedKubernetesNetworkPolicy": "staged_kubernetes_network_policy",
+    "StagedNetworkPolicy": "staged_network_policy",
+    "Tier": "tier",
+    "WorkloadEndpoint": "workload_endpoint",
+    "BlockAffinity": "block_affinity",
+}
+
+
+def _resolve(name: str) -> Any:
+    value = getattr(importlib.import_module(_PKG + _HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return _resolve(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Processors(Mapping[str, Processor]):
+    """kind -> processor, importing a processor's module on first lookup."""
+
+    def __getitem__(self, kind: str) -> Processor:
+        name = _KIND_PROCESSORS[kind]
+        found = globals().get(name)
+        return found if found is not None else _resolve(name)  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_KIND_PROCESSORS)
+
+    def __len__(self) -> int:
+        return len(_KIND_PROCESSORS)
+
+
+#: The Felix syncer's processor for each v3 kind (others pass through).
+PROCESSORS: Mapping[str, Processor] = _Processors()
 
 
 def process(key: ResourceKey, value: Any) -> Mapping[Key, Any]:
     """Convert any v3 resource with the processor for its kind."""
-    return PROCESSORS.get(key.kind, resource_passthrough)(key, value)
+    kind = key.kind
+    if kind in _KIND_PROCESSORS:
+        return PROCESSORS[kind](key, value)
+    return resource_passthrough(key, value)
 
 
 __all__ = [

@@ -172,3 +172,40 @@ def test_installed_script(ds_env: dict[str, str], ctl_bin: Ctl) -> None:
     r = ctl_bin("explain", "--from", "prod/front", "--to", "prod/web", "--port", "80")
     assert r.code == 0, r
     assert "Verdict: Allow" in r.out
+
+
+def test_get_show_policies_matches_explain_endpoint(loaded: Ctl) -> None:
+    explained = loaded("explain", "endpoint", "prod/web", "-o", "json")
+    r = loaded("get", "wep", "node1-k8s-web-eth0", "-n", "prod", "--show-policies", "-o", "json")
+    assert r.code == 0, r
+    assert json.loads(r.out) == json.loads(explained.out)
+    r = loaded("get", "workloadendpoint", "node1-k8s-web-eth0", "-n", "prod", "--show-policies")
+    assert r.code == 0, r
+    assert r.out.splitlines()[:2] == [
+        "workloadendpoint prod/node1-k8s-web-eth0",
+        "Ingress policies:",
+    ]
+    r = loaded("get", "hostendpoint", "node1-eth0", "--show-policies", "-o", "yaml")
+    assert r.code == 0, r
+    assert yaml.safe_load(r.out)["endpoint"] == "hostendpoint node1-eth0"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ippool", "p1"],
+         "--show-policies applies to workloadendpoint and hostendpoint, not IPPool"),
+        (["wep"], "--show-policies needs exactly one endpoint: KIND NAME"),
+        (["wep", "a", "b"], "--show-policies needs exactly one endpoint: KIND NAME"),
+        (["wep", "node1-k8s-web-eth0", "-n", "prod", "-o", "go-template=x"],
+         "--show-policies prints ps, wide, yaml or json, not 'go-template=x'"),
+        (["wep", "node1-k8s-web-eth0", "-A"], "--show-policies takes one KIND and NAME"),
+        (["wep", "node1-k8s-web-eth0"], "endpoint 'workloadendpoint/default/node1-k8s-web-eth0' "
+         "not found"),
+    ],
+)  # fmt: skip
+def test_get_show_policies_bad_input(loaded: Ctl, args: list[str], message: str) -> None:
+    r = loaded("get", *args, "--show-policies")
+    assert r.code == 1, r
+    assert r.err.startswith(message), r
+    assert "Traceback" not in r.err

@@ -107,3 +107,31 @@ def test_version_mismatch_check(ctl: Ctl, ds_env: dict[str, str]) -> None:
     assert ctl("get", "ippool", "--allow-version-mismatch").code == 0
     assert ctl("--allow-version-mismatch", "get", "ippool").code == 0
     assert ctl("version").out.splitlines()[2] == "Cluster Version:   v1.2.3-rc1"
+
+
+def test_version_check_reads_raw_json_and_falls_back_to_validation(
+    ctl: Ctl, ds_env: dict[str, str]
+) -> None:
+    """The check reads calicoVersion from the stored JSON; a value it cannot read plainly
+    (here a number) goes through the validating client, whose error is reported."""
+    import json
+
+    from calico.datastore import config as dsconfig
+    from calico.datastore.factory import open_backend
+    from calico.model.resources import resource_prefix
+
+    ctl("create", "-f", str(DATA / "pools.yaml"))  # initialises ClusterInformation
+    key = resource_prefix("ClusterInformation") + "default"
+    backend = open_backend(dsconfig.from_env(dict(ds_env)))
+    try:
+        stored = json.loads(backend.get(key).value)
+        stored["spec"]["calicoVersion"] = "v9.9.9"
+        backend.apply(key, json.dumps(stored))
+        r = ctl("get", "ippool")
+        assert r.code == 1 and "Cluster Version:  9.9.9\n" in r.err, r
+        stored["spec"]["calicoVersion"] = 3
+        backend.apply(key, json.dumps(stored))
+        r = ctl("get", "ippool")
+        assert (r.code, r.err) == (1, "error with field CalicoVersion = '3' (must be a string)\n")
+    finally:
+        backend.close()

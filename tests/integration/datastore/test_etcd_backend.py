@@ -118,6 +118,28 @@ def test_list_pages_at_one_revision(
     assert result.revision == backend.current_revision()
 
 
+def test_list_reports_lease_ttls_across_pages(
+    backend: EtcdBackend, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list carries each key's lease TTL, however the keys fall into pages, and None for the
+    keys without one (the lease ID travels in the pair until the TTLs are looked up)."""
+    monkeypatch.setattr(etcd_backend_module, "LIST_PAGE_SIZE", 2)
+    backend.apply(prefix + "a", "{}")
+    backend.create(prefix + "b", "{}", ttl=30)
+    backend.apply(prefix + "c", "{}")
+    backend.create(prefix + "d", "{}", ttl=60)
+    backend.create(prefix + "e", "{}", ttl=30)
+    listed = backend.list(prefix).kvs
+    assert [(p.key[len(prefix) :], p.ttl) for p in listed] == [
+        ("a", None),
+        ("b", 30.0),
+        ("c", None),
+        ("d", 60.0),
+        ("e", 30.0),
+    ]
+    assert all(isinstance(p.revision, int) and p.value == "{}" for p in listed)
+
+
 def test_failover_skips_dead_endpoint(etcd_server: EtcdServer, prefix: str) -> None:
     b = EtcdBackend([dead_endpoint(), etcd_server.endpoints])
     try:

@@ -577,3 +577,28 @@ def test_policy_prefilter_skips_other_namespaces() -> None:
     data = dataset(other)
     assert ingress_verdict(data, pkt()) == "Allow"
     assert [e.key.namespace for e in data.policies.values()] == ["ns2"]
+
+
+def test_address_lookup_exact_match_only_and_index_follows_additions() -> None:
+    """The text search is a prefilter: 10.0.0.1 must not find 10.0.0.12 (a text prefix), an
+    address in another field (a NAT's external IP) must not count, IPv6 matches however it is
+    spelt, and an endpoint added after a lookup is found by the next one."""
+    data = dataset(
+        wep("a12", "10.0.0.12", {"app": "x"}, ipNATs=[{"internalIP": "10.0.0.12",
+                                                      "externalIP": "10.0.0.1"}]),
+        wep("v6", "", {"app": "v6"}, ipNetworks=["fd00:0:0::0001/128"]),
+    )  # fmt: skip
+    at = data.endpoints_at
+    assert [e.name for e in at(ipaddress.ip_address(A_IP))] == ["node1-k8s-a-eth0"]
+    assert [e.name for e in at(ipaddress.ip_address("10.0.0.12"))] == ["node1-k8s-a12-eth0"]
+    assert [e.name for e in at(ipaddress.ip_address("fd00::1"))] == ["node1-k8s-v6-eth0"]
+    assert at(ipaddress.ip_address("10.0.0.9")) == []
+    late = {"apiVersion": "projectcalico.org/v3", **wep("late", "10.0.0.9", {"app": "late"})}
+    data.add_endpoint_text("WorkloadEndpoint", "ns1", late["metadata"]["name"], json.dumps(late))
+    assert [e.name for e in at(ipaddress.ip_address("10.0.0.9"))] == ["node1-k8s-late-eth0"]
+    late6 = {
+        "apiVersion": "projectcalico.org/v3",
+        **wep("late6", "", {"app": "l6"}, ipNetworks=["FD00::2/128"]),
+    }
+    data.add_endpoint_text("WorkloadEndpoint", "ns1", late6["metadata"]["name"], json.dumps(late6))
+    assert [e.name for e in at(ipaddress.ip_address("fd00::2"))] == ["node1-k8s-late6-eth0"]
