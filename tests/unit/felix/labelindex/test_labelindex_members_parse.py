@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calico.felix.calc import validation_filter as vf
 from calico.felix.labelindex.members import NamedPort, host_cidrs, normalise_net, port_members
 
 V4_HALVES = ("0.0.0.0/1", "128.0.0.0/1")
@@ -45,7 +46,7 @@ inputs = st.one_of(
 )
 
 
-@settings(max_examples=3000)
+@settings(max_examples=3000, deadline=None)
 @given(inputs)
 def test_same_as_ipaddress(text: str) -> None:
     assert outcome(normalise_net, text) == outcome(reference_net, text)
@@ -81,3 +82,29 @@ def test_port_members_use_the_member_address() -> None:
     ports = [NamedPort("http", "TCP", 8080)]
     nets = normalise_net("fd00::1") + normalise_net("10.0.0.7/32")
     assert port_members(nets, ports, "http", "tcp") == ["fd00::1,tcp:8080", "10.0.0.7,tcp:8080"]
+
+
+def _validates(fn: object, value: object) -> bool:
+    try:
+        fn([value], "nets")  # type: ignore[operator]
+    except Exception as e:
+        assert type(e).__name__ == "Invalid", e
+        return False
+    return True
+
+
+def _reference_valid(parse: object, value: object) -> bool:
+    try:
+        parse(value)  # type: ignore[operator]
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(inputs, st.integers(-1, 2**33), st.builds(lambda a: f"{a}\n", addresses)))
+def test_validation_filter_accepts_exactly_what_ipaddress_accepts(value: object) -> None:
+    assert _validates(vf._nets, value) == _reference_valid(
+        lambda x: ipaddress.ip_network(x, strict=False), value
+    )
+    assert _validates(vf._addrs, value) == _reference_valid(ipaddress.ip_address, value)
