@@ -1,4 +1,5 @@
-"""Benchmark NftablesTable: full program, no-op apply, small delta, resync, restart.
+"""Benchmark NftablesTable: full program, no-op apply, small delta, resync, restart, and
+element-only deltas (raw nfnetlink batch vs libnftables, alternating on the same table).
 
 Runs itself inside a throwaway network namespace (root needed). Baselines are measured in the
 same run with libnftables' text parser (``Nftables().cmd(text)``) on an equivalent ruleset in a
