@@ -13,6 +13,13 @@ run is the baseline of every line (``ratio`` = indexed / linear). Metrics:
 * ``calc_label_change_ms``: median latency (update + flush) of one local endpoint label change.
 * ``calc_selector_change_ms``: median latency of one policy selector change. Targets <= 5 ms.
 * ``calc_peak_rss_mb``: peak RSS of the child process. Target <= 400 MB.
+
+``--scale`` instead runs the issue-23 shape (upstream's largest calc-graph benchmark): 250,000
+remote endpoints on 1,250 hosts plus 200 local ones, 10,000 policies over 5,000 selectors;
+baseline = the default dataset in the same run. Metrics ``calc_scale_in_sync_s`` (target <= 20 s
+for all of Felix, so the calc graph's share must be well under), ``calc_scale_peak_rss_mb``
+(<= 1.5 GB) and ``calc_scale_churn_p99_ms``: 200 remote-endpoint changes (label flips that
+move them in and out of selectors used by local policies, and IP changes), each update + flush.
 """
 
 from __future__ import annotations
@@ -53,18 +60,30 @@ NETSETS = 200
 NAMESPACES = 20
 LOCAL = "host-0"
 REPEATS = 51
+SCALE = {"HOSTS": 1251, "WEPS_PER_HOST": 200, "POLICIES": 10000, "SELECTORS": 5000}
+CHURN = 200
+
+
+def use_scale() -> None:
+    """Switch the module's dataset shape to ``SCALE`` (host-0's 200 endpoints are local)."""
+    globals().update(SCALE)
 
 
 def selector(j: int) -> str:
+    if SELECTORS > 500:  # more distinct selectors: also vary the namespace
+        return f"app == 'app{j % 50}' && role == 'r{(j // 50) % 10}' && team == 't{j // 500}'"
     return f"app == 'app{j % 50}' && role == 'r{(j // 50) % 10}'"
 
 
 def wep_labels(i: int, app_override: str | None = None) -> dict[str, str]:
-    return {
+    labels = {
         "app": app_override or f"app{i % 50}",
         "role": f"r{(i // 7) % 10}",
         "projectcalico.org/namespace": f"ns{i % NAMESPACES}",
     }
+    if SELECTORS > 500:  # the scale shape's selectors also use a team label
+        labels["team"] = f"t{i % 10}"
+    return labels
 
 
 def wep_value(i: int, app_override: str | None = None) -> dict[str, Any]:
@@ -173,6 +192,60 @@ def run_child(index: str) -> dict[str, float]:
     }
 
 
+def run_scale_child() -> dict[str, float]:
+    """Cold start and remote-endpoint churn at the ``SCALE`` shape, indexed only."""
+    use_scale()
+    updates = [as_update(k, v) for k, v in dataset()]
+    sink = CountingSink()
+    pipeline = build_felix_calc_pipeline(LOCAL, sink, synchronous=True)
+    start = time.perf_counter()
+    pipeline.on_status_updated(SyncStatus.RESYNC_IN_PROGRESS)
+    pipeline.on_updates(updates)
+    pipeline.on_status_updated(SyncStatus.IN_SYNC)
+    pipeline.flush()
+    cold = time.perf_counter() - start
+    assert sink.in_sync
+    del updates
+    churn_ms = []
+    for r in range(CHURN):
+        i = WEPS_PER_HOST + (r * 7919) % (HOSTS * WEPS_PER_HOST - WEPS_PER_HOST)  # remote
+        value = wep_value(i, f"app{(i + 1 + r % 2) % 50}")
+        if r % 4 == 3:
+            value["ipv4_nets"] = [f"10.250.{r // 256}.{r % 256}/32"]
+        t0 = time.perf_counter()
+        pipeline.on_updates([as_update(wep_key(i), value)])
+        pipeline.flush()
+        churn_ms.append((time.perf_counter() - t0) * 1000)
+    churn_ms.sort()
+    return {
+        "in_sync_s": cold,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "churn_p99_ms": churn_ms[min(len(churn_ms) - 1, round(0.99 * (len(churn_ms) - 1)))],
+        "churn_p50_ms": churn_ms[len(churn_ms) // 2],
+        "messages": sink.messages,
+        "endpoints": HOSTS * WEPS_PER_HOST,
+        "policies": POLICIES,
+    }
+
+
+def main_scale() -> None:
+    def child(*args: str) -> dict[str, float]:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True
+        ).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    big, base = child("scale"), child("indexed")
+    emit("calc_graph", "calc_scale_in_sync_s", big["in_sync_s"], base["cold_start_s"],
+         target=20.0, endpoints=big["endpoints"], policies=big["policies"],
+         baseline_is="default dataset (10k endpoints, 1k policies), same run")  # fmt: skip
+    emit("calc_graph", "calc_scale_peak_rss_mb", big["peak_rss_mb"], base["peak_rss_mb"],
+         target=1536.0, baseline_is="default dataset, same run")  # fmt: skip
+    emit("calc_graph", "calc_scale_churn_p99_ms", big["churn_p99_ms"], base["label_change_ms"],
+         target=50.0, p50_ms=round(big["churn_p50_ms"], 3), changes=CHURN,
+         baseline_is="median local label change, default dataset, same run")  # fmt: skip
+
+
 def main() -> None:
     results: dict[str, dict[str, float]] = {}
     for index in ("indexed", "linear"):
@@ -203,7 +276,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+    if sys.argv[1:] == ["--child", "scale"]:
+        print(json.dumps(run_scale_child()), flush=True)
+    elif len(sys.argv) == 3 and sys.argv[1] == "--child":
         print(json.dumps(run_child(sys.argv[2])), flush=True)
+    elif sys.argv[1:] == ["--scale"]:
+        main_scale()
     else:
         main()

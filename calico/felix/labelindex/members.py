@@ -9,6 +9,7 @@ IP_AND_PORT (named-port) sets.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,14 +46,44 @@ def set_protocol(protocol: str | None) -> str | None:
     raise ValueError(f"unsupported named-port protocol {protocol!r}")
 
 
-@lru_cache(maxsize=65536)
+def _pton(text: str) -> tuple[int, bytes] | None:
+    """``(family, packed)`` via inet_pton (~10x cheaper than ``ipaddress``; at 250k endpoints
+    ``ipaddress`` was a third of the calc graph's time), or None for anything it rejects,
+    which then takes the ``ipaddress`` path and its exact acceptance rules and errors."""
+    family = socket.AF_INET6 if ":" in text else socket.AF_INET
+    try:
+        packed = socket.inet_pton(family, text)
+    except OSError:
+        return None
+    if family == socket.AF_INET6 and not any(packed[:10]):
+        return None  # inet_ntop writes ::ffff:a.b.c.d where ipaddress writes ::ffff:xxxx:xxxx
+    return family, packed
+
+
 def normalise_net(net: str) -> tuple[str, ...]:
     """The NET members one CIDR or bare IP contributes.
 
     Host bits are masked, a bare IP becomes ``/32`` or ``/128``, and a ``/0`` becomes its two
     ``/1`` halves (the kernel cannot hold a zero-length prefix). Raises ``ValueError`` on junk.
     """
-    network = ipaddress.ip_network(net.strip(), strict=False)
+    text = net.strip()
+    addr, slash, length_text = text.partition("/")
+    parsed = _pton(addr)
+    if parsed is not None and (not slash or (length_text.isascii() and length_text.isdigit())):
+        family, packed = parsed
+        bits = len(packed) * 8
+        length = int(length_text) if slash else bits
+        if 0 < length <= bits:
+            if length < bits:
+                mask = ((1 << length) - 1) << (bits - length)
+                packed = (int.from_bytes(packed, "big") & mask).to_bytes(len(packed), "big")
+            return (f"{socket.inet_ntop(family, packed)}/{length}",)
+    return _normalise_net_slow(text)
+
+
+@lru_cache(maxsize=4096)
+def _normalise_net_slow(net: str) -> tuple[str, ...]:
+    network = ipaddress.ip_network(net, strict=False)
     if network.prefixlen == 0:
         return _V4_HALVES if network.version == 4 else _V6_HALVES
     return (network.with_prefixlen,)
@@ -72,15 +103,19 @@ def host_cidrs(addrs: Iterable[str]) -> tuple[str, ...]:
     return tuple(_host_cidr(a) for a in addrs)
 
 
-@lru_cache(maxsize=65536)
 def _host_cidr(addr: str) -> str:
-    ip = ipaddress.ip_address(addr.strip().split("/", 1)[0])
+    text = addr.strip().split("/", 1)[0]
+    parsed = _pton(text)
+    if parsed is not None:
+        family, packed = parsed
+        return f"{socket.inet_ntop(family, packed)}/{len(packed) * 8}"
+    ip = ipaddress.ip_address(text)
     return f"{ip}/{ip.max_prefixlen}"
 
 
-@lru_cache(maxsize=65536)
 def _address_of(member: str) -> str:
-    return str(ipaddress.ip_network(member).network_address)
+    """The address of a normalised member (host bits already clear): the text before ``/``."""
+    return member.partition("/")[0]
 
 
 def port_members(

@@ -18,6 +18,13 @@ from typing import Any, Protocol
 
 from calico.felix.nftables.elements import Verdict, canonical, canonical_all, canonical_verdict
 from calico.felix.nftables.model import TABLE_FAMILY, TABLE_NAME, Chain, NftSet, VerdictMap
+from calico.felix.nftables.netlink import (
+    ElementBatch,
+    NetlinkElements,
+    Unencodable,
+    map_elem,
+    set_member_elems,
+)
 from calico.felix.nftables.readback import parse_listing
 from calico.felix.nftables.state import KernelState, MapState, RenderedChain, SetState
 from calico.felix.nftables.state import render_chain as _render
@@ -35,6 +42,12 @@ class NftHandle(Protocol):
     def json_cmd(self, json_root: dict[str, Any]) -> tuple[int, Any, str]: ...
 
 
+class ElementSender(Protocol):
+    """Commits an element-only batch atomically (:class:`NetlinkElements`; injectable)."""
+
+    def send(self, batch: ElementBatch) -> str | None: ...
+
+
 class NftablesError(RuntimeError):
     pass
 
@@ -43,7 +56,8 @@ class NftablesError(RuntimeError):
 class ApplyResult:
     ok: bool
     error: str | None = None
-    kernel_calls: int = 0  # json_cmd round trips (readback + transaction)
+    kernel_calls: int = 0  # kernel round trips (readback + transaction)
+    netlink: bool = False  # the transaction went out as a raw nfnetlink element batch
     commands: int = 0  # commands in the transaction (0: nothing sent)
     resynced: bool = False  # the table was read back first
     full_rewrite: bool = False  # the transaction deleted and re-added the whole table
@@ -70,11 +84,16 @@ class NftablesTable:
         clock: Callable[[], float] = time.monotonic,
         refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
         max_failures: int = DEFAULT_MAX_FAILURES,
+        netlink: ElementSender | None = None,
     ) -> None:
+        """``netlink``: where element-only deltas go (design/felix-nftables.md "Element deltas
+        over netlink"); made here along with ``nft`` when that is not given, else none."""
         if nft is None:
             import nftables  # Debian's binding; created here so it binds the caller's netns
 
             nft = nftables.Nftables()
+            netlink = NetlinkElements() if netlink is None else netlink
+        self._netlink = netlink
         self.name, self.family = name, family
         self._nft = nft
         self._clock = clock
@@ -191,11 +210,38 @@ class NftablesTable:
         if not plan.empty:
             result.commands = len(plan.commands)
             result.kernel_calls += 1
-            rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
-            if rc != 0:
-                return self._failed(result, err.strip() or f"json_cmd rc={rc}")
+            error = self._send(plan, result)
+            if error is not None:
+                return self._failed(result, error)
         self._committed(plan)
         return result
+
+    def _send(self, plan: Plan, result: ApplyResult) -> str | None:
+        """One atomic transaction: an element-only delta as a netlink batch when we can encode
+        it (no libnftables cache fill), everything else through libnftables."""
+        batch = self._element_batch(plan) if plan.only_elements and self._netlink else None
+        if batch is not None:
+            assert self._netlink is not None
+            result.netlink = True
+            return self._netlink.send(batch)
+        rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
+        return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
+
+    def _element_batch(self, plan: Plan) -> ElementBatch | None:
+        batch = ElementBatch(self.family, self.name)
+        try:
+            for op in plan.element_ops:
+                if op.is_map:
+                    elems = [map_elem(k, op.type, v) for k, v in op.members]
+                else:
+                    elems = [
+                        e for m in op.members for e in set_member_elems(m, op.type, op.interval)
+                    ]
+                batch.add(op.delete, op.name, elems)
+        except Unencodable as exc:
+            log.debug("element delta not encodable for netlink (%s); using libnftables", exc)
+            return None
+        return batch or None
 
     def _readback(self) -> str | None:
         rc, out, err = self._nft.json_cmd(

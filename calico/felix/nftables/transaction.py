@@ -19,7 +19,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from calico.felix.nftables.elements import Element, SetType, sort_key, to_json, verdict_json
+from calico.felix.nftables.elements import (
+    Element,
+    SetType,
+    Verdict,
+    sort_key,
+    to_json,
+    verdict_json,
+)
 from calico.felix.nftables.state import ChainState, KernelState, MapState, RenderedChain, SetState
 
 
@@ -65,6 +72,19 @@ class Stats:
     elements_removed: int = 0
 
 
+@dataclass(frozen=True)
+class ElementOp:
+    """One element delta: set members (canonical) or map ``(key, verdict)`` pairs; verdict
+    is None for a map removal."""
+
+    delete: bool
+    name: str
+    type: SetType
+    interval: bool  # an interval set (never for maps)
+    members: tuple[Any, ...]
+    is_map: bool = False
+
+
 @dataclass
 class Plan:
     """The commands of one transaction and the known-state updates to commit if it succeeds."""
@@ -76,6 +96,9 @@ class Plan:
     maps: dict[str, MapState | None] = field(default_factory=dict)
     set_deltas: dict[str, tuple[set[Element], set[Element]]] = field(default_factory=dict)
     replace_all: bool = False
+    # The step-7 element deltas in structured form, for the netlink fast path (netlink.py).
+    element_ops: list[ElementOp] = field(default_factory=list)
+    only_elements: bool = False  # every command is an element delta on an existing table
 
     @property
     def empty(self) -> bool:
@@ -168,6 +191,9 @@ def build_plan(
             {"add": {"table": {"family": family, "name": table}}},
         ]
     plan.commands = head + commands
+    plan.only_elements = (
+        known.table_exists and not full_rewrite and len(commands) == len(b.phases[6])
+    )
     return plan
 
 
@@ -234,6 +260,10 @@ def _plan_set(
     if removes or adds:
         _plan_elements(b, st, name, _elems_json(removes, want.type), _elems_json(adds, want.type))
         plan.set_deltas[name] = (removes, adds)
+        for delete, members in ((True, removes), (False, adds)):
+            if members:
+                ordered = tuple(sorted(members, key=sort_key))
+                plan.element_ops.append(ElementOp(delete, name, want.type, want.interval, ordered))
 
 
 def _plan_map(
@@ -263,6 +293,13 @@ def _plan_map(
     adds = sorted((k for k, v in want.elements.items() if have.elements.get(k) != v), key=sort_key)
     if not (removes or adds or created):
         return
+    none: Verdict | None = None
+    if removes:
+        gone = tuple((k, none) for k in removes)
+        plan.element_ops.append(ElementOp(True, name, want.key_type, False, gone, is_map=True))
+    if adds:
+        new = tuple((k, want.elements[k]) for k in adds)
+        plan.element_ops.append(ElementOp(False, name, want.key_type, False, new, is_map=True))
     _plan_elements(
         b,
         st,

@@ -351,7 +351,8 @@ class RouteTable:
             else:
                 self._applied_owner[cidr] = cur
         self._owner_changed.clear()
-        result.removed_ips -= {cidr_addr(c) for c in self._claims}
+        if result.removed_ips:  # an IP still claimed elsewhere was not removed (O(claims))
+            result.removed_ips -= {cidr_addr(c) for c in self._claims}
 
     # --- ownership ----------------------------------------------------------------------------
 
