@@ -16,6 +16,7 @@ import contextlib
 import ipaddress
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -98,8 +99,29 @@ def wait_peers(cluster: Cluster, index: int, want: dict[str, str]) -> dict[str, 
         )
 
     ok, _ = poll(check, CONVERGE, 0.5)
-    assert ok, f"node{index}: {got} != {want}\n{cluster.bgp_status(index)}\n{cluster.diagnostics()}"
+    assert ok, f"node{index}: {got} != {want}\n{bird_detail(cluster)}\n{cluster.diagnostics()}"
     return got
+
+
+def bird_detail(cluster: Cluster) -> str:
+    """Every node's BIRD protocols in detail, its bird.cfg peerings and confd's log tail."""
+    out = []
+    for i in (1, 2, 3):
+        node = cluster.node(i)
+        sock = node.state_dir / "bird.ctl"
+        res = subprocess.run(
+            ["birdcl", "-s", str(sock), "show", "protocols", "all"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        log = node.log_dir / "confd" / "current"
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+        out.append(
+            f"=== node{i} BIRD ===\n{res.stdout}{res.stderr}\n--- confd ---\n" + "\n".join(tail)
+        )
+    return "\n".join(out)
 
 
 def wait_routes(cluster: Cluster, index: int, want: dict[str, str]) -> None:
