@@ -59,7 +59,9 @@ class Calc:
 
     def __init__(self) -> None:
         self.changes: list[tuple[str, str]] = []
-        self.calc = LocalBGPPeerCalculator(HOST, lambda k, n: self.changes.append((k.workload_id, n)))
+        self.calc = LocalBGPPeerCalculator(
+            HOST, lambda k, n: self.changes.append((k.workload_id, n))
+        )
         self.all, self.local = TypeFanout(), TypeFanout()
         self.calc.register(self.all, self.local)
 
