@@ -116,7 +116,7 @@ def bird_detail(cluster: Cluster) -> str:
         node = cluster.node(i)
         sock = node.state_dir / "bird.ctl"
         res = subprocess.run(
-            ["birdcl", "-s", str(sock), "show", "protocols", "all"],
+            ["birdc", "-s", str(sock), "show", "protocols", "all"],
             capture_output=True,
             text=True,
             timeout=10,
