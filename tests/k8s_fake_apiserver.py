@@ -728,10 +728,16 @@ class FakeAPIServer:
     """``with FakeAPIServer() as api: api.url`` — a fresh, empty cluster on a free port."""
 
     def __init__(
-        self, *, v1_crds: bool = True, v3_crds: bool = False, bookmark_interval: float = 1.0
+        self,
+        *,
+        v1_crds: bool = True,
+        v3_crds: bool = False,
+        bookmark_interval: float = 1.0,
+        host: str = "127.0.0.1",
     ) -> None:
+        """``host``: the address to listen on (bound in the creating thread's namespace)."""
         self.store = FakeStore(_resources(v1_crds, v3_crds))
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server((host, 0), _Handler)
         self._server.store = self.store
         self._server.bookmark_interval = bookmark_interval
         self._server.requests = 0
@@ -741,7 +747,8 @@ class FakeAPIServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
 
     @property
     def requests(self) -> int:
@@ -781,12 +788,12 @@ class FakeAPIServer:
     def outage(self, seconds: float) -> None:
         """Stop serving for ``seconds`` (connections refused), then serve again on the same
         port with the same store: an API server restart."""
-        port = self._server.server_address[1]
+        host, port = self._server.server_address[:2]
         self.drop_watches()
         self._server.shutdown()
         self._server.server_close()
         time.sleep(seconds)
-        server = _Server(("127.0.0.1", port), _Handler)
+        server = _Server((host, port), _Handler)
         server.store = self.store
         server.bookmark_interval = self._server.bookmark_interval
         server.requests, server.watches = self._server.requests, self._server.watches

@@ -163,6 +163,9 @@ class WorkloadEndpoint:
     ipv6_nat: tuple[NatInfo, ...] = ()
     allow_spoofed_source_prefixes: tuple[str, ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
+    # The BGPPeer (localWorkloadSelector) confd peers with this workload as; "" = none
+    # (upstream's LocalBGPPeer.bgp_peer_name; written to the endpoint status file).
+    bgp_peer_name: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ node, so tests get the single-node harness's helpers (readiness, diagnostics, CN
 by the installed plugin inside the node's namespace, teardown) on every node. Later issues
 (Typha, the Kubernetes datastore) reuse :class:`Cluster` with other backends/datastores; BGP
 uses ``backend="bird"`` with a no-encap pool (``vxlan_mode="Never"``), :meth:`Cluster.bgp_status`
-and :meth:`Cluster.bird_routes`.
+and :meth:`Cluster.bird_routes`; ``kube_api=True`` adds a fake Kubernetes API server
+(:attr:`Cluster.kube`, ``tests/k8s_fake_apiserver.py``) in the lan namespace, next to etcd, and
+hands the nodes a ``KUBECONFIG`` for it (confd reads BGP password Secrets there, as upstream's
+calico-node does with an etcd datastore).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from netns_support import ip, py_server, unique_name
+from k8s_fake_apiserver import ApiError, FakeAPIServer
+from netns_support import NetnsWorker, ip, py_server, unique_name
 from node_harness import PY, Node, Workload, in_ns, require_root
 
 from calico.node.cluster import ctl, fabric, lifecycle, procs
@@ -42,8 +46,11 @@ class Cluster:
         second_subnet: tuple[int, ...] = (),
         backend: str = "vxlan",
         extra_env: dict[str, str] | None = None,
+        kube_api: bool = False,
     ) -> None:
         self.spec = cluster_spec.build(unique_name("clt", 6), root, count, datastore, second_subnet)
+        self.kube_api = kube_api
+        self.kube: FakeAPIServer | None = None
         env = procs.child_env(
             self.spec.root,
             {
@@ -65,6 +72,8 @@ class Cluster:
 
     def up(self, vxlan_mode: str = "Always") -> None:
         lifecycle.prepare(self.spec, lambda _m: None, vxlan_mode)
+        if self.kube_api:
+            self._start_kube_api()
         first, *rest = self.nodes.values()
         for batch in ([first], rest):
             for node in batch:
@@ -72,11 +81,51 @@ class Cluster:
             for node in batch:
                 node.wait_ready(timeout=120)
 
+    def _start_kube_api(self) -> None:
+        """The fake API server, listening on the lan namespace's router address (its socket is
+        bound on a thread inside that namespace; serving runs on the server's own thread)."""
+        worker = NetnsWorker(self.spec.lan_netns)
+        try:
+            self.kube = worker.call(
+                lambda: FakeAPIServer(host=self.spec.router_ip, bookmark_interval=60.0)
+            ).start()
+        finally:
+            worker.close()
+        kubeconfig = Path(self.spec.root) / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f'clusters: [{{name: fake, cluster: {{server: "{self.kube.url}"}}}}]\n'
+            "users: [{name: calico-node, user: {}}]\n"
+            "contexts: [{name: fake, context: {cluster: fake, user: calico-node}}]\n"
+            "current-context: fake\n"
+        )
+        for node in self.nodes.values():
+            node.run_env = {**(node.run_env or {}), "KUBECONFIG": str(kubeconfig)}
+
     def down(self) -> None:
         for node in self.nodes.values():
             with contextlib.suppress(Exception):
                 node.teardown()
+        if self.kube is not None:
+            with contextlib.suppress(Exception):
+                self.kube.stop()
         lifecycle.down(self.spec.root, self.spec.name, lambda _m: None)
+
+    def put_secret(self, name: str, data: dict[str, str], namespace: str = "kube-system") -> None:
+        """Create or replace a Secret on the fake API server (``kube_api=True``)."""
+        assert self.kube is not None, "the cluster has no Kubernetes API (kube_api=False)"
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "stringData": dict(data),
+        }
+        try:
+            self.kube.get_object("v1", "secrets", name, namespace)
+        except ApiError:
+            self.kube.put_object("v1", "secrets", obj)
+        else:
+            self.kube.update_object("v1", "secrets", obj)
 
     # -- helpers --------------------------------------------------------------------------------
 

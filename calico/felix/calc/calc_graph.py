@@ -10,6 +10,7 @@ Wiring (upstream felix/calc/calc_graph.go)::
       ├─ Policy/ProfileRules/ProfileLabels ─▶ ARC ─▶ RuleScanner ─▶ callbacks (+ IP set index)
       ├─ Policy/Tier ─▶ PolicyResolver ◀─ matches from the ARC
       ├─ WEP/Node ─▶ [StatsCollector] (cluster counts for the metrics)
+      ├─ BGPPeer/this Node + local WEPs ─▶ LocalBGPPeerCalculator ─▶ PolicyResolver
       └─ ResourceKey, config, pools, ... ─▶ ProfileDecoder, ConfigBatcher, EncapsulationResolver,
                                             DataplanePassthru, [VXLANResolver], [L3RouteResolver]
                                             (L3RouteResolver also takes local WEPs)
@@ -33,6 +34,7 @@ from calico.felix.calc.encap_resolver import EncapsulationResolver
 from calico.felix.calc.event_sequencer import EventSequencer
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.calc.l3_route_resolver import L3RouteResolver
+from calico.felix.calc.local_bgp_peers import LocalBGPPeerCalculator
 from calico.felix.calc.pipeline import CalcPipeline
 from calico.felix.calc.policy_resolver import PolicyResolver
 from calico.felix.calc.profile_decoder import ProfileDecoder
@@ -175,6 +177,11 @@ class CalcGraph:
         for key_type in (WorkloadEndpointKey, HostEndpointKey):
             self.local_endpoints.register(key_type, self.active_rules.on_endpoint)
             self.local_endpoints.register(key_type, self.policy_resolver.on_endpoint)
+        # After the resolver: a new endpoint is known there before its BGP peer name arrives.
+        self.local_bgp_peers = LocalBGPPeerCalculator(
+            hostname, self.policy_resolver.on_endpoint_bgp_peer
+        )
+        self.local_bgp_peers.register(self.all_updates, self.local_endpoints)
 
         self._register_helper_nodes(
             callbacks, ipip_enabled, vxlan_enabled, enable_vxlan_resolver, route_source

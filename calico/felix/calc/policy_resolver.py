@@ -55,8 +55,10 @@ def _nats(nats: tuple[v1.IPNAT, ...]) -> tuple[NatInfo, ...]:
     return tuple(NatInfo(ext_ip=n.ext_ip, int_ip=n.int_ip) for n in nats)
 
 
-def workload_message(value: v1.WorkloadEndpoint, tiers: tuple[TierInfo, ...]) -> WorkloadEndpoint:
-    """A v1 workload endpoint plus its tiers as the dataplane message."""
+def workload_message(
+    value: v1.WorkloadEndpoint, tiers: tuple[TierInfo, ...], bgp_peer_name: str = ""
+) -> WorkloadEndpoint:
+    """A v1 workload endpoint plus its tiers (and local BGP peer) as the dataplane message."""
     return WorkloadEndpoint(
         state=value.state or "active",
         name=value.name,
@@ -69,6 +71,7 @@ def workload_message(value: v1.WorkloadEndpoint, tiers: tuple[TierInfo, ...]) ->
         ipv6_nat=_nats(value.ipv6_nat),
         allow_spoofed_source_prefixes=value.allow_spoofed_source_ips,
         annotations=tuple(sorted(value.annotations.items())),
+        bgp_peer_name=bgp_peer_name,
     )
 
 
@@ -149,6 +152,7 @@ class PolicyResolver:
         self._policies_by_endpoint: dict[EndpointKey, set[PolicyKey]] = {}
         self._endpoints_by_policy: dict[PolicyKey, set[EndpointKey]] = {}
         self._dirty: set[EndpointKey] = set()
+        self._bgp_peer_names: dict[WorkloadEndpointKey, str] = {}
         self._in_sync = False
 
     @property
@@ -170,10 +174,23 @@ class PolicyResolver:
     def on_endpoint(self, key: EndpointKey, value: EndpointValue | None) -> None:
         """Called for each local endpoint update."""
         if value is None:
+            if isinstance(key, WorkloadEndpointKey):
+                self._bgp_peer_names.pop(key, None)
             if self._endpoints.pop(key, None) is not None:
                 self._dirty.add(key)
         elif self._endpoints.get(key) != value:
             self._endpoints[key] = value
+            self._dirty.add(key)
+
+    def on_endpoint_bgp_peer(self, key: WorkloadEndpointKey, name: str) -> None:
+        """From the LocalBGPPeerCalculator: the BGPPeer local workload ``key`` peers with."""
+        if self._bgp_peer_names.get(key, "") == name:
+            return
+        if name:
+            self._bgp_peer_names[key] = name
+        else:
+            self._bgp_peer_names.pop(key, None)
+        if key in self._endpoints:
             self._dirty.add(key)
 
     def on_status(self, status: SyncStatus) -> None:
@@ -210,7 +227,7 @@ class PolicyResolver:
                 return
             normal, _u, _p, _f = self._tiers_for(key)
             self._callbacks.on_workload_endpoint_update(
-                wep_id(key), workload_message(value, normal)
+                wep_id(key), workload_message(value, normal, self._bgp_peer_names.get(key, ""))
             )
         else:
             if not isinstance(value, v1.HostEndpoint):

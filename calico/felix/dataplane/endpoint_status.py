@@ -56,13 +56,13 @@ class EndpointStatusContent:
     bgp_peer_name: str = ""
 
     @classmethod
-    def from_endpoint(cls, ep: WorkloadEndpoint, bgp_peer_name: str = "") -> EndpointStatusContent:
+    def from_endpoint(cls, ep: WorkloadEndpoint) -> EndpointStatusContent:
         return cls(
             iface_name=ep.name,
             mac=ep.mac,
             ipv4_nets=tuple(ep.ipv4_nets),
             ipv6_nets=tuple(ep.ipv6_nets),
-            bgp_peer_name=bgp_peer_name,
+            bgp_peer_name=ep.bgp_peer_name,
         )
 
     def to_json(self) -> str:

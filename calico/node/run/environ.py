@@ -7,6 +7,11 @@ loader prefers ``CALICO_<NAME>`` over ``<NAME>``, so a stray ``CALICO_DATASTORE_
 caller's shell would otherwise override ``--datastore`` for every child, and a stray
 ``CALICO_CNI_DAEMON_SOCKET`` would send this node's CNI calls to another node's helper. The node
 sets each of these itself, from its flags.
+
+The Kubernetes client variables (``KUBECONFIG``, ``K8S_*``, bare or ``CALICO_``-prefixed) do
+pass: the node's datastores are etcd and SQLite, chosen by ``DATASTORE_TYPE``, so these never
+select one, and confd needs them as in upstream's calico-node pod (whose environment reaches
+every process) to read BGP password Secrets (design/node-run.md "run").
 """
 
 from __future__ import annotations
@@ -26,15 +31,6 @@ _DATASTORE_NAMES = (
     "ETCD_DISCOVERY_SRV",
     "ETCD_USERNAME",
     "ETCD_PASSWORD",
-    "KUBECONFIG",
-    "K8S_API_ENDPOINT",
-    "K8S_API_TOKEN",
-    "K8S_KEY_FILE",
-    "K8S_CERT_FILE",
-    "K8S_CA_FILE",
-    "K8S_CURRENT_CONTEXT",
-    "K8S_INSECURE_SKIP_TLS_VERIFY",
-    "K8S_DISABLE_NODE_POLL",
     "USE_POD_CIDR",
     "API_GROUP",
 )

@@ -133,3 +133,104 @@ def test_run_once_reads_the_status_dir_from_the_environment(tmp_path: Path) -> N
     )
     assert res.returncode == 0, res.stderr
     assert "Local_Workload_10_244_0_9" in (confdir / "config" / "bird.cfg").read_text()
+
+
+ROUTER_POD = """
+apiVersion: projectcalico.org/v3
+kind: WorkloadEndpoint
+metadata:
+  name: kube--master-k8s-router1-eth0
+  namespace: default
+  labels: {{app: {app}, projectcalico.org/namespace: default, projectcalico.org/orchestrator: k8s}}
+spec:
+  node: kube-master
+  orchestrator: k8s
+  pod: router1
+  endpoint: eth0
+  interfaceName: caliroute1
+  ipNetworks: [10.244.0.7/32]
+"""
+
+
+def test_felix_names_the_peer_in_its_status_file_and_confd_peers_with_the_workload(
+    tmp_path: Path,
+) -> None:
+    """Felix's side (syncer -> calc graph -> endpoint status reporter) writes ``bgpPeerName``
+    for a workload the BGPPeer's localWorkloadSelector matches; confd reads that file."""
+    from calico.felix.calc.calc_graph import build_felix_calc_pipeline
+    from calico.felix.dataplane.endpoint_status import (
+        EndpointStatusContent,
+        EndpointStatusFileReporter,
+        EndpointStatusFiles,
+    )
+    from calico.felix.messages import WorkloadEndpointRemove, WorkloadEndpointUpdate
+    from calico.syncer.definitions import felix_syncer
+
+    env = _datastore(tmp_path)
+    backend = open_backend(daemon_datastore_config(env=env))
+    client = Client(backend)
+    for res in load_documents(ROUTER_POD.format(app="router")):
+        client.apply(res)
+    prefix = tmp_path / "run"
+    reporter = EndpointStatusFileReporter(EndpointStatusFiles(prefix))
+    reporter.mark_in_sync()
+
+    def sink(batch: list[object]) -> None:  # the dataplane's part: endpoint up -> status file
+        for msg in batch:
+            if isinstance(msg, WorkloadEndpointUpdate):
+                reporter.endpoint_up(msg.id, EndpointStatusContent.from_endpoint(msg.endpoint))
+            elif isinstance(msg, WorkloadEndpointRemove):
+                reporter.endpoint_down(msg.id)
+        assert reporter.reconcile() == []
+
+    graph = build_felix_calc_pipeline(NODE, sink)
+    graph.start()
+    syncer = felix_syncer(backend, graph)
+    syncer.start()
+    watched = StatusDir(prefix / "endpoint-status")
+
+    def peers() -> list[tuple[str, str]]:
+        watched.scan()
+        return [(w.bgp_peer_name, w.ipv4) for w in watched.active()]
+
+    try:
+        _wait(lambda: peers() == [("in-cluster-router", "10.244.0.7")])
+        confdir = tmp_path / "confd"
+        make_renderer(confdir, {})
+        for toml in (confdir / "conf.d").glob("*.toml"):  # no BIRD to reload here
+            lines = toml.read_text().splitlines()
+            toml.write_text("\n".join(ln for ln in lines if not ln.startswith("reload_cmd")))
+        res = subprocess.run(
+            [*CONFD, "--run-once", "--confdir", str(confdir)],
+            env={
+                **os.environ,
+                **env,
+                "NODENAME": NODE,
+                "CALICO_ENDPOINT_STATUS_PATH_PREFIX": str(prefix),
+                "CALICO_CONFD_STATUS_FILE": str(tmp_path / "st.json"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 0, res.stderr
+        assert (
+            "protocol bgp Local_Workload_10_244_0_7"
+            in (confdir / "config" / "bird.cfg").read_text()
+        )
+        # Relabelled out of the selector: Felix drops the name, the file stays (still up).
+        for res in load_documents(ROUTER_POD.format(app="web")):
+            client.apply(res)
+        _wait(lambda: peers() == [])
+        assert len(list((prefix / "endpoint-status").iterdir())) == 1
+        # A BGPPeer selecting the new label brings it back under that peer's name.
+        for res in load_documents(
+            "apiVersion: projectcalico.org/v3\nkind: BGPPeer\nmetadata: {name: web-peer}\n"
+            "spec: {localWorkloadSelector: app == 'web', asNumber: 65200}\n"
+        ):
+            client.apply(res)
+        _wait(lambda: peers() == [("web-peer", "10.244.0.7")])
+    finally:
+        syncer.stop()
+        graph.stop()
+        backend.close()

@@ -28,6 +28,19 @@ STRAY = {
     "FELIX_LOGSEVERITYSCREEN": "Debug",
     "PATH": "/usr/bin:/bin",
 }
+# The Kubernetes client settings confd's Secret client reads (as calico-node's pod env).
+KUBE_CLIENT = {
+    "KUBECONFIG": "/etc/calico/kubeconfig",
+    "CALICO_KUBECONFIG": "/etc/calico/kubeconfig",
+    "K8S_API_ENDPOINT": "https://192.0.2.9:6443",
+    "K8S_API_TOKEN": "t0ken",
+    "K8S_CA_FILE": "/etc/ca.pem",
+    "K8S_CERT_FILE": "/etc/c.pem",
+    "K8S_KEY_FILE": "/etc/k.pem",
+    "K8S_CURRENT_CONTEXT": "ctx",
+    "K8S_INSECURE_SKIP_TLS_VERIFY": "false",
+    "K8S_DISABLE_NODE_POLL": "true",
+}
 
 
 def settings_for(tmp_path: Path, **kw: str) -> tuple[NodeSettings, Layout]:
@@ -49,6 +62,26 @@ def test_inherited_drops_exactly_the_node_owned_variables() -> None:
         "FELIX_LOGSEVERITYSCREEN": "Debug",
         "PATH": "/usr/bin:/bin",
     }
+
+
+def test_kubernetes_client_settings_pass_to_every_child() -> None:
+    assert environ.inherited({**STRAY, **KUBE_CLIENT}) == {
+        "CALICO_IPV4POOL_CIDR": "10.10.0.0/16",
+        "FELIX_LOGSEVERITYSCREEN": "Debug",
+        "PATH": "/usr/bin:/bin",
+        **KUBE_CLIENT,
+    }
+    # The datastore-selecting neighbours still do not.
+    for name in ("USE_POD_CIDR", "CALICO_API_GROUP", "DATASTORE_TYPE", "CALICO_DATASTORE_PATH"):
+        assert environ.is_node_owned(name), name
+
+
+def test_kubernetes_client_settings_never_change_the_nodes_datastore(tmp_path: Path) -> None:
+    settings, layout = settings_for(tmp_path)
+    env = provision.startup_env(settings, layout, {**STRAY, **KUBE_CLIENT})
+    assert env["KUBECONFIG"] == "/etc/calico/kubeconfig"
+    config = DatastoreConfig.from_env(env)
+    assert (config.datastore_type, config.local_path) == ("local", str(tmp_path / "calico.db"))
 
 
 def test_explicit_datastore_wins_over_a_stray_calico_datastore_type(tmp_path: Path) -> None:
