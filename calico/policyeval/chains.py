@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 
+FILTER_LAYER = "filter"  # workload chains and their policies live in the filter layer
+WL_TO_PREFIX = "cali-tw-"  # to workload: the workload's ingress policy
+WL_FROM_PREFIX = "cali-fw-"  # from workload: egress policy
 POLICY_INBOUND_PREFIX = "cali-pi-"
 POLICY_OUTBOUND_PREFIX = "cali-po-"
 PROFILE_INBOUND_PREFIX = "cali-pri-"
