@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
 
-INT_OR_STRING: dict[str, Any] = {"x-kubernetes-int-or-string": True}
+INT_OR_STRING = v.INT_OR_STRING  # re-exported: felixconfig and older callers import it here
 
 
 def _as_number(value: object) -> int:

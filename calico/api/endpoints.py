@@ -14,7 +14,6 @@ from pydantic import AfterValidator, Field, WithJsonSchema, field_validator, mod
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
-from calico.api.bgp import INT_OR_STRING
 from calico.api.rules import DSCPValue, Loc, ProtocolValue, Rule, supports_ports
 
 _NAMESPACE_LABEL = "projectcalico.org/namespace"
@@ -299,7 +298,7 @@ class QoSControls(CalicoModel):
     egress_packet_burst: _PACKETS | None = None
     ingress_max_connections: _CONNECTIONS | None = None
     egress_max_connections: _CONNECTIONS | None = None
-    dscp: Annotated[DSCPValue, WithJsonSchema(INT_OR_STRING)] | None = None
+    dscp: Annotated[DSCPValue, WithJsonSchema(v.INT_OR_STRING)] | None = None
 
 
 class WorkloadEndpointSpec(CalicoModel):

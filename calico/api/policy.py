@@ -16,7 +16,6 @@ from pydantic import AfterValidator, Field, WithJsonSchema, field_validator, mod
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
-from calico.api.bgp import INT_OR_STRING
 from calico.api.conditions import Condition
 from calico.api.rules import (
     DSCPValue,
@@ -535,7 +534,7 @@ class StagedKubernetesNetworkPolicy(Resource):
 
 
 class QoSAction(CalicoModel):
-    dscp: Annotated[DSCPValue, WithJsonSchema(INT_OR_STRING)] | None = None
+    dscp: Annotated[DSCPValue, WithJsonSchema(v.INT_OR_STRING)] | None = None
 
 
 class QoSEntityRule(CalicoModel):

@@ -11,6 +11,10 @@ import re
 
 from calico.durations import DurationError, format_duration, parse_duration
 
+#: JSON-schema marker of fields that take an int or a string; here, not in a resource module, so
+#: a module using it does not import (and build the models of) another resource module.
+INT_OR_STRING: dict[str, bool] = {"x-kubernetes-int-or-string": True}
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")

@@ -6,7 +6,8 @@ Run on the node hosting the source workload (as root). A short-lived table of ou
 exactly the probe's 5-tuple; the probe is sent from inside the workload's network namespace (the
 peer of its ``cali*`` interface); ``nft monitor trace`` shows every rule the packet hit. The
 kernel verdict is compared with the computed one: overall when the destination workload is on
-this node too, else the source's egress. Felix's table is never touched.
+this node too, else the source's egress. Felix's table is never touched; its per-rule counters
+for the endpoints' chains are read before and after the probe (``explain_counters``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from calico.calicoctl import explain_counters as counters
 from calico.calicoctl.errors import CtlError
 from calico.policyeval.dataset import Endpoint
 from calico.policyeval.evaluate import Packet
@@ -115,6 +117,16 @@ def live(
         raise CtlError("--live needs a workload endpoint as the source (--from)")
     iface = getattr(src.value, "name", "")
     netns = workload_netns(iface)
+    dst_iface = getattr(dst.value, "name", "") if dst is not None else ""
+    dst_here = (
+        dst is not None
+        and dst.kind == "WorkloadEndpoint"
+        and bool(dst_iface)
+        and _run("ip", "link", "show", "dev", dst_iface).returncode == 0
+    )
+    sides = {"egress": counters.endpoint_chain(iface, ingress=False)}
+    if dst_here:
+        sides["ingress"] = counters.endpoint_chain(dst_iface, ingress=True)
     table = f"calico-explain-{os.getpid()}"
     ruleset = (
         f"table inet {table} {{\n chain trace {{\n  type filter hook prerouting priority -400;\n"
@@ -127,6 +139,7 @@ def live(
         ["nft", "monitor", "trace"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     try:
+        before = counters.snapshot(sides.values())
         time.sleep(0.3)  # nft monitor subscribes asynchronously
         kind = {6: "tcp", 17: "udp", 132: "sctp"}.get(pkt.protocol, "icmp")
         if kind == "sctp":
@@ -138,16 +151,13 @@ def live(
         _run("ip", "netns", "exec", netns, sys.executable, "-c", PROBE, kind, str(pkt.dst),
              str(a), str(b), str(pkt.version))  # fmt: skip
         time.sleep(0.5)
+        after = counters.snapshot(sides.values())
     finally:
         monitor.terminate()
         out, _ = monitor.communicate(timeout=5)
         _run("nft", "delete", "table", "inet", table)
     trace = parse_trace(out)
-    dst_here = (
-        dst is not None
-        and dst.kind == "WorkloadEndpoint"
-        and (_run("ip", "link", "show", "dev", getattr(dst.value, "name", "")).returncode == 0)
-    )
+    trace["counters"] = counters.report(sides, before, after, computed)
     if dst_here:
         trace["compared"], expected = "overall", computed["result"]["verdict"]
     else:

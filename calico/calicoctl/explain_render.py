@@ -31,9 +31,40 @@ def _step(step: dict[str, Any]) -> str:
     return f"{label}{step.get('note', kind)} -> {action}"
 
 
-def _side(title: str, side: dict[str, Any], indent: str = "") -> list[str]:
+def _counts(c: dict[str, Any]) -> str:
+    return (
+        f"{c['packets']} packets, {c['bytes']} bytes"
+        f" (probe +{c['probePackets']} packets, +{c['probeBytes']} bytes)"
+    )
+
+
+def _side(
+    title: str, side: dict[str, Any], indent: str = "", live: dict[str, Any] | None = None
+) -> list[str]:
+    """A side's decision chain; with ``live`` counters each rule step shows its nft counts."""
     lines = [f"{indent}{title} of {side['endpoint'] or 'a non-Calico address'}: {side['verdict']}"]
-    lines += [f"{indent}  {_step(step)}" for step in side["chain"]]
+    counted = iter((live or {}).get("steps", []))
+    for step in side["chain"]:
+        line = f"{indent}  {_step(step)}"
+        if live is not None and step["step"] == "rule":
+            c = next(counted, None)
+            if c is not None and c["chain"] is not None:
+                line += f"  [counters: {_counts(c)}]"
+            elif c is not None:
+                line += "  [counters: no such chain on this node]"
+        lines.append(line)
+    return lines
+
+
+def _live_counters(side: str, data: dict[str, Any]) -> list[str]:
+    lines = [f"  {side} counters ({data['chain']}):"]
+    if not data["chains"]:
+        lines.append("    (no policy or profile chains programmed)")
+    for chain in data["chains"]:
+        lines.append(f"    {chain['chain']}:")
+        lines += [f"      rule {c['ruleIndex']}: {_counts(c)}" for c in chain["rules"]]
+        if not chain["rules"]:
+            lines.append("      (no counted rules)")
     return lines
 
 
@@ -51,8 +82,13 @@ def render_connection(report: dict[str, Any]) -> str:
     if "icmpType" in pkt:
         head += f" (type {pkt['icmpType']} code {pkt['icmpCode']})"
     lines = [head]
-    lines += _side("Egress", report["egress"])
-    lines += _side("Ingress", report["ingress"])
+    counters = report.get("live", {}).get("counters")
+    if counters is None:
+        lines += _side("Egress", report["egress"])
+        lines += _side("Ingress", report["ingress"])
+    else:  # the kernel's counts only exist for the sides programmed on this node
+        lines += _side("Egress", report["egress"], live=counters.get("egress"))
+        lines += _side("Ingress", report["ingress"], live=counters.get("ingress"))
     lines.append(f"Verdict: {_result(report['result'])}")
     staged = report["staged"]
     if (
@@ -73,6 +109,9 @@ def render_connection(report: dict[str, Any]) -> str:
         if live["rule"]:
             lines.append(f"  deciding rule: {live['rule']}")
         lines.append("  chains: " + " -> ".join(live["chains"]))
+        for side in ("egress", "ingress"):
+            if side in live.get("counters", {}):
+                lines += _live_counters(side, live["counters"][side])
     return "\n".join(lines) + "\n"
 
 

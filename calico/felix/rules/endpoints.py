@@ -28,9 +28,8 @@ from calico.felix.rules.exprs import (
 )
 from calico.felix.rules.nflog import end_of_tier_prefix, nflog, no_profile_prefix
 from calico.felix.rules.policy import is_staged, policy_chain_name, profile_chain_name
+from calico.policyeval.chains import WL_FROM_PREFIX, WL_TO_PREFIX
 
-WL_TO_PREFIX = "cali-tw-"  # to workload: the workload's ingress policy
-WL_FROM_PREFIX = "cali-fw-"  # from workload: egress policy
 HOST_TO_PREFIX = "cali-th-"  # to host endpoint (leaving the host): egress policy
 HOST_FROM_PREFIX = "cali-fh-"  # from host endpoint (arriving): ingress policy
 HOST_TO_FWD_PREFIX = "cali-thfw-"

@@ -14,6 +14,7 @@ from calico.felix.messages import Policy, PolicyID, Profile, Rule
 from calico.felix.nftables.model import Chain, Expr, NftRule, layered, length_limited_id
 from calico.felix.rules.config import RenderConfig
 from calico.felix.rules.exprs import (
+    COUNTER,
     DROP,
     NOTRACK,
     REJECT,
@@ -24,28 +25,19 @@ from calico.felix.rules.exprs import (
 )
 from calico.felix.rules.matches import RuleMatch, is_family_specific, rule_match
 from calico.felix.rules.nflog import OWNER_POLICY, OWNER_PROFILE, nflog, rule_prefix
-
-POLICY_INBOUND_PREFIX = "cali-pi-"
-POLICY_OUTBOUND_PREFIX = "cali-po-"
-PROFILE_INBOUND_PREFIX = "cali-pri-"
-PROFILE_OUTBOUND_PREFIX = "cali-pro-"
-
-KIND_SHORT = {
-    "NetworkPolicy": "np",
-    "GlobalNetworkPolicy": "gnp",
-    "KubernetesNetworkPolicy": "knp",
-    "KubernetesClusterNetworkPolicy": "kcnp",
-    "ClusterNetworkPolicy": "kcnp",
-    "StagedNetworkPolicy": "snp",
-    "StagedGlobalNetworkPolicy": "sgnp",
-    "StagedKubernetesNetworkPolicy": "sknp",
-}
+from calico.policyeval.chains import (
+    POLICY_INBOUND_PREFIX,
+    POLICY_OUTBOUND_PREFIX,
+    PROFILE_INBOUND_PREFIX,
+    PROFILE_OUTBOUND_PREFIX,
+    rule_comment,
+)
+from calico.policyeval.chains import policy_chain_id as _policy_chain_id
+from calico.policyeval.chains import short_kind as _short_kind
 
 
 def short_kind(policy_id: PolicyID) -> str:
-    if not policy_id.kind:
-        return "np" if policy_id.namespace else "gnp"
-    return KIND_SHORT.get(policy_id.kind, policy_id.kind.lower())
+    return _short_kind(policy_id.kind, policy_id.namespace)
 
 
 def is_staged(policy_id: PolicyID) -> bool:
@@ -55,11 +47,7 @@ def is_staged(policy_id: PolicyID) -> bool:
 
 def policy_chain_id(policy_id: PolicyID) -> str:
     """The policy's name in chain names: ``gnp/name`` or ``np/namespace/name``."""
-    parts = [short_kind(policy_id)]
-    if policy_id.namespace:
-        parts.append(policy_id.namespace)
-    parts.append(policy_id.name)
-    return "/".join(parts)
+    return _policy_chain_id(policy_id.kind, policy_id.namespace, policy_id.name)
 
 
 def policy_layer(policy: Policy) -> str:
@@ -167,9 +155,11 @@ class RuleRenderContext:
 def _assemble(
     m: RuleMatch, actions: list[Expr], config: RenderConfig, comment: str
 ) -> list[NftRule]:
-    """One rule, or a scratch-mark block when a side ORs several port alternatives."""
+    """One rule, or a scratch-mark block when a side ORs several port alternatives. The rule
+    that decides counts its packets and bytes (as upstream's nftables rules all do), which
+    ``calicoctl explain --live`` reports; the block's scratch rules only prepare the match."""
     if not m.alternatives:
-        return [NftRule([*m.exprs, *actions], comment)]
+        return [NftRule([*m.exprs, COUNTER, *actions], comment)]
     bits = [config.mark_scratch0, config.mark_scratch1]
     out = [NftRule([mark_clear(bits[0] | bits[1])], comment)]
     prev: int | None = None
@@ -179,7 +169,7 @@ def _assemble(
             out.append(NftRule([*cond, *alt, mark_set(bit)], comment))
         prev = bit
     assert prev is not None
-    out.append(NftRule([*m.exprs, mark_is_set(prev), *actions], comment))
+    out.append(NftRule([*m.exprs, mark_is_set(prev), COUNTER, *actions], comment))
     return out
 
 
@@ -190,7 +180,7 @@ def render_rule(
     if ctx.staged and rule.action not in ("allow", "deny", "pass", "next-tier"):
         return []  # a staged policy's log rules would log traffic it does not police
     actions = ctx.actions(rule.action, index)
-    comment = f"rule {rule.rule_id}" if rule.rule_id else ""
+    comment = rule_comment(index, rule.rule_id)
     out: list[NftRule] = []
     if not is_family_specific(rule) and set(versions) == {4, 6}:
         m = rule_match(rule, None)

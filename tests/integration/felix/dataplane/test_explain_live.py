@@ -32,13 +32,16 @@ DENY_9090 = {
 }
 
 
-def explain_live(c: Cluster, db: Path, port: int) -> tuple[int, dict[str, Any], str]:
+def explain_live(
+    c: Cluster, db: Path, port: int, protocol: str = "TCP", output: str = "json"
+) -> tuple[int, Any, str]:
     env = {
         "DATASTORE_TYPE": "local",
         "CALICO_DATASTORE_PATH": str(db),
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
     }
     args = ["explain", "--from", "ns1/client", "--to", "ns1/server", "--port", str(port)]
+    args += ["--protocol", protocol]
     proc = subprocess.run(
         [
             "ip",
@@ -51,13 +54,15 @@ def explain_live(c: Cluster, db: Path, port: int) -> tuple[int, dict[str, Any], 
             *args,
             "--live",
             "-o",
-            "json",
+            output,
         ],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
     )
+    if output != "json":
+        return proc.returncode, proc.stdout, proc.stderr
     report = json.loads(proc.stdout) if proc.returncode == 0 else {}
     return proc.returncode, report, proc.stderr
 
@@ -86,6 +91,68 @@ def test_live_trace_agrees_with_the_computed_chain(policy_cluster: Cluster) -> N
         assert "calico-explain" not in tables and "inet calico" in tables
     finally:
         c.ds.delete("GlobalNetworkPolicy", "live-deny-9090")
+
+
+COUNT_UDP = {
+    "kind": "GlobalNetworkPolicy",
+    "metadata": {"name": "live-count-udp"},
+    "spec": {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [
+            {"action": "Allow", "protocol": "TCP"},
+            {"action": "Deny", "protocol": "UDP", "destination": {"ports": [5354]}},
+            {"action": "Allow"},
+        ],
+    },
+}
+PROBE_BYTES = 20 + 8 + len("calico-explain")  # the UDP probe's IPv4 packet, as nft counts it
+
+
+def test_live_reports_per_rule_counters_of_the_endpoint_chains(policy_cluster: Cluster) -> None:
+    c = policy_cluster
+    client, server = c.w["client"], c.w["server"]
+    pi_chain = "filter-cali-pi-gnp/live-count-udp"
+    c.ds.apply(COUNT_UDP)
+    try:
+        tw_chain = f"filter-cali-tw-{server.iface}"
+        listing = ("nft", "list", "chain", "inet", "calico", tw_chain)
+        eventually(lambda: pi_chain in in_ns(c.host, *listing).stdout, True)  # programmed
+        code, report, err = explain_live(c, c.workdir / "calico.db", 5354, "UDP")
+        assert code == 0, err
+        assert report["result"]["verdict"] == "Deny" and report["live"]["agrees"] is True
+        ingress = report["live"]["counters"]["ingress"]
+        assert ingress["chain"] == f"filter-cali-tw-{server.iface}"
+        # The computed deciding step, with the counts of the nft rule it became.
+        [step] = ingress["steps"]
+        assert step["policy"] == "GlobalNetworkPolicy live-count-udp"
+        assert step["ruleIndex"] == 1 and step["chain"] == pi_chain
+        assert (step["probePackets"], step["probeBytes"]) == (1, PROBE_BYTES)
+        assert step["packets"] >= 1
+        # Every rule of the endpoint's chains is listed; only the deny saw the probe.
+        [listed] = [ch for ch in ingress["chains"] if ch["chain"] == pi_chain]
+        assert [r["ruleIndex"] for r in listed["rules"]] == [0, 1, 2]
+        assert [r["probePackets"] for r in listed["rules"]] == [0, 1, 0]
+        first = listed["rules"][1]["packets"]
+        # Egress: the client's profile allowed it, and that rule counted the probe too.
+        egress = report["live"]["counters"]["egress"]
+        assert egress["chain"] == f"filter-cali-fw-{client.iface}"
+        [out] = egress["steps"]
+        assert out["policy"].startswith("Profile ") and out["chain"].startswith("filter-cali-pro-")
+        assert out["probePackets"] >= 1
+        # Counters are cumulative (Felix's resyncs never rewrite or reset them); text shows
+        # them next to the computed chain.
+        code, text, err = explain_live(c, c.workdir / "calico.db", 5354, "UDP", "text")
+        assert code == 0, err
+        line = next(ln for ln in text.splitlines() if "GlobalNetworkPolicy live-count-udp" in ln)
+        assert line.endswith(
+            f"[counters: {first + 1} packets, {(first + 1) * PROBE_BYTES} bytes"
+            f" (probe +1 packets, +{PROBE_BYTES} bytes)]"
+        ), text
+        assert f"ingress counters (filter-cali-tw-{server.iface}):" in text
+        assert f"    {pi_chain}:" in text
+    finally:
+        c.ds.delete("GlobalNetworkPolicy", "live-count-udp")
 
 
 def test_live_flags_drift_between_datastore_and_dataplane(

@@ -11,6 +11,7 @@ V4 = {"match": {"op": "==", "left": {"meta": {"key": "nfproto"}}, "right": "ipv4
 TCP = {"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": 6}}
 ALLOW = [{"mangle": {"key": MARK, "value": {"|": [MARK, 0x10000]}}}, {"return": None}]
 PASS = [{"mangle": {"key": MARK, "value": {"|": [MARK, 0x20000]}}}, {"return": None}]
+COUNT = {"counter": None}  # every deciding policy rule counts (calicoctl explain --live reads it)
 
 
 def is_set(bit: int) -> dict:
@@ -60,13 +61,15 @@ def test_actions() -> None:
     )
     inbound = r.policy_chains(PolicyID("p"), pol)[0]
     assert exprs(inbound.rules) == [
-        [TCP, *ALLOW],
-        [{"drop": None}],
-        PASS,
-        PASS,
-        [{"log": {"prefix": "calico-packet: "}}],
+        [TCP, COUNT, *ALLOW],
+        [COUNT, {"drop": None}],
+        [COUNT, *PASS],
+        [COUNT, *PASS],
+        [COUNT, {"log": {"prefix": "calico-packet: "}}],
     ]
-    assert inbound.rules[0].comment == "rule r1"
+    # The comment carries the rule's index in its list (and its ID when it has one).
+    comments = [r.comment for r in inbound.rules]
+    assert comments == ["rule 0 r1", "rule 1", "rule 2", "rule 3", "rule 4"]
 
 
 def test_reject_and_log_rate_limit_and_prefix() -> None:
@@ -76,15 +79,16 @@ def test_reject_and_log_rate_limit_and_prefix() -> None:
     pid = PolicyID("web", "GlobalNetworkPolicy", tier="sec")
     inbound = r.policy_chains(pid, Policy(inbound_rules=(Rule("deny"), Rule("log"))))[0]
     assert exprs(inbound.rules) == [
-        [{"reject": None}],
+        [COUNT, {"reject": None}],
         [
+            COUNT,
             {"limit": {"rate": 5, "per": "minute", "burst": 5}},
             {"log": {"prefix": "sec-gnp-web: "}},
         ],
     ]
     # Outside the filter layer reject is not allowed by the kernel: drop instead.
     pre = r.policy_chains(pid, Policy(inbound_rules=(Rule("deny"),), pre_dnat=True))[0]
-    assert exprs(pre.rules) == [[{"drop": None}]]
+    assert exprs(pre.rules) == [[COUNT, {"drop": None}]]
 
 
 def test_untracked_allow_notracks() -> None:
@@ -92,7 +96,7 @@ def test_untracked_allow_notracks() -> None:
     inbound = r.policy_chains(
         PolicyID("p"), Policy(inbound_rules=(Rule("allow"),), untracked=True)
     )[0]
-    assert exprs(inbound.rules) == [[{"notrack": None}, *ALLOW]]
+    assert exprs(inbound.rules) == [[COUNT, {"notrack": None}, *ALLOW]]
 
 
 def test_family_specific_rules_render_per_family() -> None:
@@ -101,9 +105,13 @@ def test_family_specific_rules_render_per_family() -> None:
     inbound = r.policy_chains(PolicyID("p"), Policy(inbound_rules=(rule,)))[0]
     assert len(inbound.rules) == 2
     assert inbound.rules[0].exprs[0] == V4
+    # Both families' rules carry the one policy rule's index: their counters add up to its.
+    assert [r.comment for r in inbound.rules] == ["rule 0", "rule 0"]
+    assert all(COUNT in r.exprs for r in inbound.rules)
     # v4 only: the v6 variant disappears and agnostic rules gain a family guard.
     only4 = r.policy_chains(PolicyID("p"), Policy(inbound_rules=(rule, Rule("deny"))), 4)[0]
-    assert exprs(only4.rules)[1] == [V4, {"drop": None}]
+    assert exprs(only4.rules)[1] == [V4, COUNT, {"drop": None}]
+    assert [r.comment for r in only4.rules] == ["rule 0", "rule 1"]
     assert len(only4.rules) == 2
     # IPv6 disabled in config: same as asking for v4.
     r4 = RuleRenderer(RenderConfig(ipv6_enabled=False))
@@ -132,5 +140,8 @@ def test_mixed_ports_use_scratch_mark_block() -> None:
     assert got[1][-1] == set0 and got[2][-1] == set0  # two source alternatives
     assert got[3][0] == is_set(s0) and got[3][-1] == set1  # destination alternatives need s0
     assert got[4][0] == is_set(s0) and got[4][-1] == set1
-    assert got[5] == [V4, TCP, is_set(s1), *ALLOW]
+    assert got[5] == [V4, TCP, is_set(s1), COUNT, *ALLOW]
     assert len(got) == 6
+    # Only the deciding rule counts: the scratch rules see candidates, not matches.
+    assert [COUNT in rule for rule in got] == [False] * 5 + [True]
+    assert {r.comment for r in inbound.rules} == {"rule 0"}
