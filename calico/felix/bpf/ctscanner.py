@@ -1,4 +1,4 @@
-"""Userspace conntrack expiry for ``cpy_v4_ct`` and ``cpy_v6_ct`` with upstream's BPFConntrackTimeouts.
+"""Userspace conntrack expiry (``cpy_v4_ct``, ``cpy_v6_ct``) with upstream's BPFConntrackTimeouts.
 
 Every ``interval`` seconds the scanner reads each entry and deletes it when it has been idle
 longer than its state's timeout (measured on ``last_seen``, in the programs' clock:

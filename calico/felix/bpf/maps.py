@@ -134,9 +134,7 @@ def _ipset_key(set_id: int, member: str, version: int) -> bytes | None:
     layout = IPSET_KEY if version == 4 else IPSET6_KEY
     sid = set_id.to_bytes(8, "big")
     if not proto_port:
-        return layout.pack(
-            IPSET_ID_BITS + net.prefixlen, sid, net.network_address.packed, 0, 0, 0
-        )
+        return layout.pack(IPSET_ID_BITS + net.prefixlen, sid, net.network_address.packed, 0, 0, 0)
     proto_name, _, port = proto_port.partition(":")
     proto = PROTO_NUMBERS.get(proto_name.strip().lower())
     if proto is None:

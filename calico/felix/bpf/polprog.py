@@ -185,9 +185,7 @@ class Generator:
             ("dst", rule.not_dst_ip_set_ids, True),
             ("src", rule.src_ip_port_set_ids, False),
         ):
-            conds.extend(
-                ("!" if negate else "") + self._set_lookup(i, side, version) for i in ids
-            )
+            conds.extend(("!" if negate else "") + self._set_lookup(i, side, version) for i in ids)
         for side, ports, named, not_ports, not_named in (
             ("src", rule.src_ports, rule.src_named_port_ip_set_ids, rule.not_src_ports,
              rule.not_src_named_port_ip_set_ids),

@@ -66,9 +66,7 @@ def test_ipv6_criteria_rendering_boundaries() -> None:
     (c33,) = g.rule_conditions(Rule(action="allow", src_net=("2001:db8:8000::/33",)), 6) or []
     assert c33 == "((st->ip6_src[0] == 0xb80d0120 && (st->ip6_src[1] & 0x00000080) == 0x00000080))"
     assert g.rule_conditions(Rule(action="allow", src_net=("::/0",)), 6) == ["((1))"]
-    conds = g.rule_conditions(
-        Rule(action="allow", protocol="icmpv6", icmp=ICMPTypeCode(128, 0)), 6
-    )
+    conds = g.rule_conditions(Rule(action="allow", protocol="icmpv6", icmp=ICMPTypeCode(128, 0)), 6)
     assert conds == ["st->proto == 58", "(st->icmp_type == 128 && st->icmp_code == 0)"]
     with pytest.raises(ValueError, match="ICMP type match needs protocol"):
         g.rule_conditions(Rule(action="allow", icmp=ICMPTypeCode(128)), 6)
