@@ -128,8 +128,10 @@ def test_program_structure_follows_the_endpoint_chain() -> None:
     assert "tier onlystaged" not in src and "tier egressonly" not in src
     for v in (4, 6):  # profile pass continues with the next profile
         assert f"goto v{v}_pro0_end;" in src
-    assert src.index("\tif (st->ip_ver == 6)\n\t\tgoto v6;") < src.index("v4_allow:")
-    assert src.index("v4_deny:") < src.index("\nv6:\n") < src.index("v6_allow:")
+    # one subprogram per family, each with its own exits, dispatched on the packet's family
+    v4, v6 = src.index("int cali_walk_v4("), src.index("int cali_walk_v6(")
+    assert v4 < src.index("v4_allow:") < src.index("v4_deny:") < v6 < src.index("v6_allow:")
+    assert "\tif (st->ip_ver == 6)\n\t\treturn cali_walk_v6(skb, st);\n" in src
     assert src.rstrip().endswith('char _license[] SEC("license") = "GPL";')
     down = g.source(EndpointPolicy((), (), True, True))
     assert "goto v4_deny; /* endpoint admin down */" in down
