@@ -24,6 +24,12 @@
 #include "cali_maps.h"
 #include "conntrack.h"
 
+/* Ipv6Support: 0 drops IPv6 on workload interfaces as unsupported (upstream's BPF mode with
+ * IPv6 off does the same). */
+#ifndef CALI_IPV6
+#define CALI_IPV6 1
+#endif
+
 static __always_inline void cali_state_reset(struct cali_state *st, __u8 proto)
 {
 	st->proto = proto;
@@ -169,7 +175,7 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
 		if (cali_parse(skb, st) < 0)
 			goto unsupported;
-	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+	} else if (CALI_IPV6 && skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		if (cali_parse6(skb, st) < 0)
 			goto unsupported;
 		if (cali_icmp6_nd(st))

@@ -247,3 +247,30 @@ def test_ip_set_members_of_both_families_and_resync(dp: BPFDataplane) -> None:
     assert second.resync() == 3  # 10.1.0.1, fd00:1::/48, s:gone's member
     assert list(dp.maps.ipsets.keys()) == []
     assert list(dp.maps.ipsets6.keys()) == list(second._members["s:mix"])
+
+
+def test_ipv6_support_off_drops_ipv6(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Ipv6Support=false (``CALI_IPV6`` 0): IPv6 is dropped as unsupported before policy, even
+    ND; IPv4 is untouched."""
+    import os
+
+    from bpf_support import private_bpffs
+
+    need_bpf()
+    base = str(tmp_path_factory.mktemp("bpf6off"))
+    with private_bpffs(base) as mnt:
+        d = BPFDataplane(
+            os.path.join(mnt, "globals"), os.path.join(base, "cache"), defines={"CALI_IPV6": 0}
+        )
+        try:
+            d.register("lo", 1)
+            s = PolicyState()
+            s.profiles["allow"] = Profile(inbound_rules=(Rule(action="allow"),))
+            d.set_policies("lo", s.sources(profile_ids=("allow",)))
+            assert run_once(d.to_fd, tcp6()) == DENY
+            assert run_once(d.to_fd, packet6("fe80::1", "ff02::1", ICMP6, icmp_type=135)) == DENY
+            assert run_once(d.to_fd, packet(A4, B4, TCP, 40000, 80)) == ALLOW
+            counts = (d.maps.read_counters(1) or {})["egress"]
+            assert (counts["dropped_unsupported"], counts["accepted_by_policy"]) == (2, 1)
+        finally:
+            d.close()
