@@ -231,3 +231,23 @@ def test_enable_falls_back_to_nftables_when_bpffs_is_unusable(
         assert mode.enable({"BPFEnabled": True}, parts) is parts
     assert "/proc is mounted but is not a bpffs" in caplog.text
     assert "falling back to the nftables dataplane" in caplog.text
+
+
+@pytest.mark.parametrize(("ipv6", "define"), [(True, 1), (False, 0)])
+def test_ipv6_support_reaches_the_programs_as_a_define(
+    monkeypatch: pytest.MonkeyPatch, ipv6: bool, define: int
+) -> None:
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(mode.bpffs, "check_kernel", lambda: None)
+    monkeypatch.setattr(mode.bpffs, "is_bpffs", lambda path: True)
+    monkeypatch.setattr(mode, "BPFDataplane", lambda *a, **kw: seen.update(kw) or "dp")
+    config = {
+        "BPFPolicyDebugEnabled": False,
+        "BPFLogLevel": "Off",
+        "Ipv6Support": ipv6,
+        "BPFMapSizeConntrack": 10,
+        "BPFMapSizeIPSets": 10,
+        "BPFMapSizeIfState": 10,
+    }
+    assert mode.open_dataplane(config) == "dp"
+    assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define}
