@@ -274,3 +274,40 @@ def test_ipv6_support_off_drops_ipv6(tmp_path_factory: pytest.TempPathFactory) -
             assert (counts["dropped_unsupported"], counts["accepted_by_policy"]) == (2, 1)
         finally:
             d.close()
+
+
+def test_calico_bpf_dumps_show_ipv6(dp: BPFDataplane) -> None:
+    """``calico bpf conntrack dump`` / ``ipsets dump`` read the v6 maps too."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    calico = str(Path(sys.executable).parent / "calico")
+
+    def dump(*args: str) -> object:
+        out = subprocess.run(
+            [calico, "bpf", *args, "dump", "--pin-dir", dp.pin_dir, "-o", "json"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    s = program(dp, Rule(action="allow"))
+    for m in (dp.maps.ipsets, dp.maps.ipsets6):
+        for key in list(m.keys()):
+            m.delete(key)
+    set_members(dp, s, "s:dump", {"fd70::/64": True, f"{B6},udp:53": True, "10.70.0.0/16": True})
+    assert run_once(dp.to_fd, tcp6(A6, B6, 80, 40000)) == ALLOW
+    assert run_once(dp.to_fd, packet6(A6, B6, ICMP6, icmp_type=128)) == ALLOW
+    flows = dump("conntrack")
+    assert isinstance(flows, list)
+    got = sorted((f["proto"], f["a"], f["b"], f["flags"]) for f in flows)
+    assert got == [
+        ("icmpv6", f"[{A6}]:1", f"[{B6}]:1", ["B"]),
+        ("tcp", f"[{A6}]:40000", f"[{B6}]:80", ["B"]),
+    ]
+    sid = s.ids.get_or_alloc("s:dump")
+    assert dump("ipsets") == {
+        f"0x{sid:016x}": sorted(["10.70.0.0/16", "fd70::/64", f"{B6},udp:53"])
+    }
