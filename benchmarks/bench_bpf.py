@@ -172,6 +172,17 @@ def _packet(src: str, dst: str, sport: int, dport: int, flags: int) -> bytes:
     return b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00" + ip + tcp
 
 
+def _packet6(src: str, dst: str, sport: int, dport: int, flags: int) -> bytes:
+    """Ethernet + IPv6 + TCP header."""
+    import ipaddress
+    import struct
+
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, flags, 1024, 0, 0)
+    addrs = ipaddress.IPv6Address(src).packed, ipaddress.IPv6Address(dst).packed
+    ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp), 6, 64, *addrs)
+    return b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x86\xdd" + ip + tcp
+
+
 def fastpath_bench(tmp: str) -> None:
     """Per-packet CPU cost inside the kernel (BPF_PROG_TEST_RUN, ``FAST_REPEAT`` runs): the
     noise-free complement to the iperf3 lines. An endpoint whose ingress has the throughput
@@ -181,13 +192,16 @@ def fastpath_bench(tmp: str) -> None:
     * ``bpf_established_ns_per_pkt``: an ACK of a tracked flow (the conntrack fast path; the
       policy count should not matter: target ratio <= 1.05);
     * ``bpf_new_flow_ns_per_pkt``: a SYN (always re-policed), walking all 1,000 policies.
+    * ``bpf6_established_ns_per_pkt`` / ``bpf6_new_flow_ns_per_pkt``: the same over IPv6 (the
+      program's v6 walk, the v6 conntrack and IP set maps).
     """
     from calico.felix.bpf import bpffs
     from calico.felix.bpf.dataplane import BPFDataplane
     from calico.felix.bpf.libbpf import time_run
-    from calico.felix.bpf.maps import IPSET_VALUE, ipset_key
+    from calico.felix.bpf.maps import IPSET_VALUE, ipset6_key, ipset_key
 
     client, server = "10.0.0.1", "10.0.0.2"
+    client6, server6 = "fd00::1", "fd00::2"
     pols = {}
     for i in range(TPUT_POLICIES):
         last = i == TPUT_POLICIES - 1
@@ -210,8 +224,10 @@ def fastpath_bench(tmp: str) -> None:
         try:
             dp.register("lo", 1)
             key = ipset_key(ids.get_or_alloc("s:client"), f"{client}/32")
-            assert key is not None
+            key6 = ipset6_key(ids.get_or_alloc("s:client"), f"{client6}/128")
+            assert key is not None and key6 is not None
             dp.maps.ipsets.update(key, IPSET_VALUE.pack(1))
+            dp.maps.ipsets6.update(key6, IPSET_VALUE.pack(1))
             results: dict[str, dict[str, float]] = {}
             for label, ep_tiers in (("policies", tiers), ("none", ())):
                 gen = Generator(pols, allow, ids.get_or_alloc, rule_counters=True)
@@ -220,14 +236,20 @@ def fastpath_bench(tmp: str) -> None:
                     "egress": gen.source(EndpointPolicy(ep_tiers, ("allow",), True)),
                 }
                 dp.set_policies("lo", srcs)
-                for k in list(dp.maps.ct.keys()):
-                    dp.maps.ct.delete(k)
+                for ct in (dp.maps.ct, dp.maps.ct6):
+                    for k in list(ct.keys()):
+                        ct.delete(k)
                 syn = _packet(client, server, 40000, 5201, 0x02)
                 ack = _packet(client, server, 40000, 5201, 0x10)
                 rc_syn, ns_syn = time_run(dp.to_fd, syn, FAST_REPEAT)
                 rc_ack, ns_ack = time_run(dp.to_fd, ack, FAST_REPEAT)
                 assert rc_syn == rc_ack == -1, (label, rc_syn, rc_ack)  # allowed: TC_ACT_UNSPEC
-                results[label] = {"syn": ns_syn, "ack": ns_ack}
+                syn6 = _packet6(client6, server6, 40000, 5201, 0x02)
+                ack6 = _packet6(client6, server6, 40000, 5201, 0x10)
+                rc6_syn, ns6_syn = time_run(dp.to_fd, syn6, FAST_REPEAT)
+                rc6_ack, ns6_ack = time_run(dp.to_fd, ack6, FAST_REPEAT)
+                assert rc6_syn == rc6_ack == -1, (label, rc6_syn, rc6_ack)
+                results[label] = {"syn": ns_syn, "ack": ns_ack, "syn6": ns6_syn, "ack6": ns6_ack}
         finally:
             dp.close()
     finally:
@@ -237,6 +259,10 @@ def fastpath_bench(tmp: str) -> None:
          results["none"]["ack"], target_ratio=1.05, **extra)  # fmt: skip
     emit("bpf", "bpf_new_flow_ns_per_pkt", results["policies"]["syn"],
          results["none"]["syn"], **extra)  # fmt: skip
+    emit("bpf", "bpf6_established_ns_per_pkt", results["policies"]["ack6"],
+         results["none"]["ack6"], target_ratio=1.05, **extra)  # fmt: skip
+    emit("bpf", "bpf6_new_flow_ns_per_pkt", results["policies"]["syn6"],
+         results["none"]["syn6"], **extra)  # fmt: skip
 
 
 TPUT_POLICIES = 1000

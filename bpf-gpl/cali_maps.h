@@ -35,6 +35,23 @@ struct {
 } cpy_v4_ct SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct cali_ct6_key);
+	__type(value, struct cali_ct_value);
+	__uint(max_entries, CALI_CT_MAP_SIZE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v6_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_ipset6_key);
+	__type(value, __u32);
+	__uint(max_entries, CALI_IPSETS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v6_ipsets SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__type(key, struct cali_ipset_key);
 	__type(value, __u32);
@@ -78,6 +95,16 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cpy_v4_hostips SEC(".maps");
+
+/* The same for the host's IPv6 addresses (16 network-order bytes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct { __u32 a[4]; });
+	__type(value, __u32);
+	__uint(max_entries, CALI_HOSTIPS_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v6_hostips SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

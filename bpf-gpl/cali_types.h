@@ -20,6 +20,15 @@ struct cali_ct_key {
 	__u16 port_b;
 };
 
+/* IPv6: the same with 128-bit addresses (four network-order words, compared word 0 first). */
+struct cali_ct6_key {
+	__u32 proto;     /* ICMPv6: 58 | request type << 8 */
+	__u32 addr_a[4]; /* network order */
+	__u32 addr_b[4];
+	__u16 port_a;
+	__u16 port_b;
+};
+
 #define CALI_CT_LEG_A 0x1   /* side A's endpoint approved the flow */
 #define CALI_CT_LEG_B 0x2
 #define CALI_CT_FIN_SEEN 0x4
@@ -53,10 +62,26 @@ struct cali_ipset_key {
 };
 #define CALI_IPSET_FULL_PREFIX 128
 
+/* IPv6 IP set LPM key: as above with a 128-bit address (64 + 128 + 16 + 8 = 216 bits). */
+struct cali_ipset6_key {
+	__u32 prefixlen;
+	__u32 id_hi;
+	__u32 id_lo;
+	__u32 addr[4]; /* network order */
+	__u16 port;
+	__u8 proto;
+	__u8 pad;
+};
+#define CALI_IPSET6_FULL_PREFIX 216
+
 /* Scratch state handed from the main program to the policy program across the tail call. */
 struct cali_state {
-	__u32 ip_src;
+	__u32 ip_src;    /* IPv4 only */
 	__u32 ip_dst;
+	__u32 ip6_src[4]; /* IPv6 only, network order */
+	__u32 ip6_dst[4];
+	__u8 ip_ver;     /* 4 or 6: which addresses, conntrack key and maps apply */
+	__u8 pad[3];
 	__u16 sport;
 	__u16 dport;
 	__u8 proto;
@@ -69,6 +94,7 @@ struct cali_state {
 	__s32 pol_rc;    /* 1 allow, 2 deny */
 	__u32 my_leg;    /* CALI_CT_LEG_* this hook approves */
 	struct cali_ct_key ct_key;
+	struct cali_ct6_key ct6_key;
 };
 
 #define CALI_POL_ALLOW 1
@@ -85,7 +111,7 @@ struct cali_ctr_key {
 #define CALI_CTR_POL_ACCEPT 2      /* allowed by the policy program */
 #define CALI_CTR_POL_DENY 3        /* denied by the policy program */
 #define CALI_CTR_DROP_NO_POLICY 4  /* interface not ready / empty slot */
-#define CALI_CTR_DROP_UNSUPPORTED 5 /* not IPv4/ARP, or unparseable */
+#define CALI_CTR_DROP_UNSUPPORTED 5 /* not IPv4/IPv6/ARP, or unparseable */
 #define CALI_CTR_HOST_BYPASS 6     /* from a host address: not policed */
 #define CALI_CTR_N 7
 struct cali_ctr_value {

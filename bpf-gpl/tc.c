@@ -4,17 +4,19 @@
  * calico_from_wep: TC ingress (packets leaving the pod) -> the pod's egress policy.
  * calico_to_wep:   TC egress (packets towards the pod)  -> the pod's ingress policy.
  *
- * ARP passes, other non-IPv4 is dropped. A conntrack hit whose leg this hook already approved
+ * ARP and ICMPv6 ND/MLD pass; IPv4 and IPv6 are policed; anything else is dropped. A conntrack hit whose leg this hook already approved
  * passes without policy (TCP SYNs are always re-policed). Otherwise the packet is parsed into
  * cpy_state and the endpoint's policy program is tail-called from the hook's jump map at the
  * slot cpy_iface gives; a missing interface entry, slot or program drops the packet, so an
  * interface stays deny-all until its policy is in place. Packets to a workload from one of the
- * host's own addresses (cpy_v4_hostips) pass without policy, as in the nftables dataplane.
+ * host's own addresses (cpy_v4_hostips, cpy_v6_hostips) pass without policy, as in the
+ * nftables dataplane.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
@@ -22,19 +24,15 @@
 #include "cali_maps.h"
 #include "conntrack.h"
 
-static __always_inline int cali_parse(struct __sk_buff *skb, struct cali_state *st)
-{
-	struct iphdr ip;
-	__u8 l4[4];
-	__u32 l4off;
+/* Ipv6Support: 0 drops IPv6 on workload interfaces as unsupported (upstream's BPF mode with
+ * IPv6 off does the same). */
+#ifndef CALI_IPV6
+#define CALI_IPV6 1
+#endif
 
-	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
-		return -1;
-	if (ip.ihl < 5)
-		return -1;
-	st->ip_src = ip.saddr;
-	st->ip_dst = ip.daddr;
-	st->proto = ip.protocol;
+static __always_inline void cali_state_reset(struct cali_state *st, __u8 proto)
+{
+	st->proto = proto;
 	st->sport = 0;
 	st->dport = 0;
 	st->icmp_type = 0;
@@ -43,11 +41,15 @@ static __always_inline int cali_parse(struct __sk_buff *skb, struct cali_state *
 	st->tcp_flags = 0;
 	st->icmp_id = 0;
 	st->pol_rc = 0;
-	/* Non-first fragments carry no L4 header. */
-	if (ip.frag_off & bpf_htons(0x1fff))
-		return 0;
-	l4off = ETH_HLEN + ip.ihl * 4;
-	switch (ip.protocol) {
+}
+
+/* Ports / TCP flags / ICMP (icmp_proto: IPPROTO_ICMP or IPPROTO_ICMPV6) at l4off. */
+static __always_inline int cali_parse_l4(struct __sk_buff *skb, struct cali_state *st,
+					 __u32 l4off, __u8 icmp_proto)
+{
+	__u8 l4[4];
+
+	switch (st->proto) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
 	case IPPROTO_SCTP:
@@ -57,21 +59,103 @@ static __always_inline int cali_parse(struct __sk_buff *skb, struct cali_state *
 		st->sport = (l4[0] << 8) | l4[1];
 		st->dport = (l4[2] << 8) | l4[3];
 		st->has_ports = 1;
-		if (ip.protocol == IPPROTO_TCP &&
+		if (st->proto == IPPROTO_TCP &&
 		    bpf_skb_load_bytes(skb, l4off + 13, &st->tcp_flags, 1) < 0)
 			return -1;
-		break;
-	case IPPROTO_ICMP: {
+		return 0;
+	}
+	if (st->proto == icmp_proto) {
 		__u8 icmp[6];
 		if (bpf_skb_load_bytes(skb, l4off, icmp, 6) < 0)
 			return -1;
 		st->icmp_type = icmp[0];
 		st->icmp_code = icmp[1];
 		st->icmp_id = (icmp[4] << 8) | icmp[5];
-		break;
-	}
 	}
 	return 0;
+}
+
+static __always_inline int cali_parse(struct __sk_buff *skb, struct cali_state *st)
+{
+	struct iphdr ip;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
+		return -1;
+	if (ip.ihl < 5)
+		return -1;
+	st->ip_ver = 4;
+	st->ip_src = ip.saddr;
+	st->ip_dst = ip.daddr;
+	cali_state_reset(st, ip.protocol);
+	/* Non-first fragments carry no L4 header. */
+	if (ip.frag_off & bpf_htons(0x1fff))
+		return 0;
+	return cali_parse_l4(skb, st, ETH_HLEN + ip.ihl * 4, IPPROTO_ICMP);
+}
+
+/* IPv6: walk up to CALI_V6_MAX_EXT extension headers (hop-by-hop, routing, destination
+ * options, fragment, AH) to the upper-layer protocol; more than that is unsupported. A
+ * non-first fragment has the fragment header's next header as protocol and no L4. */
+#define CALI_V6_MAX_EXT 6
+static __always_inline int cali_parse6(struct __sk_buff *skb, struct cali_state *st)
+{
+	struct ipv6hdr ip6;
+	__u32 off = ETH_HLEN + sizeof(struct ipv6hdr);
+	__u8 nh;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
+		return -1;
+	st->ip_ver = 6;
+	st->ip_src = 0;
+	st->ip_dst = 0;
+	__builtin_memcpy(st->ip6_src, &ip6.saddr, 16);
+	__builtin_memcpy(st->ip6_dst, &ip6.daddr, 16);
+	nh = ip6.nexthdr;
+#pragma unroll
+	for (int i = 0; i < CALI_V6_MAX_EXT; i++) {
+		__u8 ext[4];
+
+		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_ROUTING && nh != IPPROTO_DSTOPTS &&
+		    nh != IPPROTO_FRAGMENT && nh != IPPROTO_AH)
+			break;
+		if (bpf_skb_load_bytes(skb, off, ext, 4) < 0)
+			return -1;
+		if (nh == IPPROTO_FRAGMENT) {
+			nh = ext[0];
+			off += 8;
+			if (((ext[2] << 8) | ext[3]) & 0xfff8) { /* offset != 0: no L4 header */
+				cali_state_reset(st, nh);
+				return 0;
+			}
+		} else if (nh == IPPROTO_AH) {
+			nh = ext[0];
+			off += (ext[1] + 2) * 4;
+		} else {
+			nh = ext[0];
+			off += (ext[1] + 1) * 8;
+		}
+	}
+	if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING || nh == IPPROTO_DSTOPTS ||
+	    nh == IPPROTO_FRAGMENT || nh == IPPROTO_AH)
+		return -1;
+	cali_state_reset(st, nh);
+	return cali_parse_l4(skb, st, off, IPPROTO_ICMPV6);
+}
+
+/* ICMPv6 MLD (130-132, 143) and ND (133-137): link-local control traffic that skips policy,
+ * as upstream's BPF mode and the nftables workload-to-host chain let it through. */
+static __always_inline int cali_icmp6_nd(const struct cali_state *st)
+{
+	if (st->ip_ver != 6 || st->proto != IPPROTO_ICMPV6)
+		return 0;
+	return (st->icmp_type >= 130 && st->icmp_type <= 137) || st->icmp_type == 143;
+}
+
+static __always_inline int cali_from_host(struct cali_state *st)
+{
+	if (st->ip_ver == 6)
+		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_src) != 0;
+	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src) != 0;
 }
 
 static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
@@ -85,17 +169,24 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 	cali_count(ifindex, hook, CALI_CTR_TOTAL);
 	if (skb->protocol == bpf_htons(ETH_P_ARP))
 		return TC_ACT_UNSPEC;
-	if (skb->protocol != bpf_htons(ETH_P_IP))
-		goto unsupported;
 	st = cali_state_get();
 	if (!st)
 		goto unsupported;
-	if (cali_parse(skb, st) < 0)
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (cali_parse(skb, st) < 0)
+			goto unsupported;
+	} else if (CALI_IPV6 && skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (cali_parse6(skb, st) < 0)
+			goto unsupported;
+		if (cali_icmp6_nd(st))
+			return TC_ACT_UNSPEC;
+	} else {
 		goto unsupported;
+	}
 	st->hook = hook;
 	cali_ct_fill_key(st);
 
-	ct = bpf_map_lookup_elem(&cpy_v4_ct, &st->ct_key);
+	ct = cali_ct_lookup(st);
 	if (ct && (ct->legs & st->my_leg)) {
 		int syn = st->proto == IPPROTO_TCP && (st->tcp_flags & 0x12) == 0x02;
 		if (!syn) {
@@ -113,7 +204,7 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 		goto no_policy;
 	/* From the host itself (not forwarded): allowed without policy; the entry approves the
 	 * workload's leg so its replies pass from-WEP without its egress policy. */
-	if (hook == CALI_HOOK_TO_WEP && bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src)) {
+	if (hook == CALI_HOOK_TO_WEP && cali_from_host(st)) {
 		cali_count(ifindex, hook, CALI_CTR_HOST_BYPASS);
 		return cali_ct_allow(st);
 	}

@@ -1,4 +1,4 @@
-"""Userspace conntrack expiry for ``cpy_v4_ct`` with upstream's BPFConntrackTimeouts.
+"""Userspace conntrack expiry (``cpy_v4_ct``, ``cpy_v6_ct``) with upstream's BPFConntrackTimeouts.
 
 Every ``interval`` seconds the scanner reads each entry and deletes it when it has been idle
 longer than its state's timeout (measured on ``last_seen``, in the programs' clock:
@@ -86,7 +86,7 @@ class Timeouts:
             return self.tcp_syn_sent
         if proto == 17:
             return self.udp
-        if proto == 1:
+        if proto in (1, 58):  # ICMP, ICMPv6
             return self.icmp
         return self.generic
 
@@ -110,17 +110,18 @@ def scan(maps: Maps, timeouts: Timeouts, now_ns: Callable[[], int] = monotonic_n
     """Delete expired entries once; returns how many were deleted."""
     deleted = 0
     now = now_ns()
-    for key, value in list(maps.ct.items()):
-        entry = decode_ct(key, value)
-        if now - entry.created_ns < timeouts.creation_grace * 1e9:
-            continue
-        if now - entry.last_seen_ns <= timeouts.timeout(entry) * 1e9:
-            continue
-        again = maps.ct.lookup(key)
-        if again is not None and decode_ct(key, again).last_seen_ns != entry.last_seen_ns:
-            continue  # traffic arrived meanwhile
-        if maps.ct.delete(key):
-            deleted += 1
+    for ct in (maps.ct, maps.ct6):
+        for key, value in list(ct.items()):
+            entry = decode_ct(key, value)
+            if now - entry.created_ns < timeouts.creation_grace * 1e9:
+                continue
+            if now - entry.last_seen_ns <= timeouts.timeout(entry) * 1e9:
+                continue
+            again = ct.lookup(key)
+            if again is not None and decode_ct(key, again).last_seen_ns != entry.last_seen_ns:
+                continue  # traffic arrived meanwhile
+            if ct.delete(key):
+                deleted += 1
     return deleted
 
 

@@ -20,7 +20,7 @@ import click
 
 DEFAULT_PIN_DIR = "/sys/fs/bpf/tc/globals"
 DEFAULT_POLICY_DIR = "/var/run/calico/bpf/policy"
-PROTO_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 132: "sctp", 136: "udplite"}
+PROTO_NAMES = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6", 132: "sctp", 136: "udplite"}
 
 
 @contextmanager
@@ -111,8 +111,8 @@ def conntrack_dump(pin_dir: str | None, output: str) -> None:
         rows.append(
             {
                 "proto": PROTO_NAMES.get(base, str(base)),
-                "a": f"{e.addr_a}:{e.port_a}",
-                "b": f"{e.addr_b}:{e.port_b}",
+                "a": _endpoint(e.addr_a, e.port_a),
+                "b": _endpoint(e.addr_b, e.port_b),
                 "flags": flags,
                 "age_s": round((now - e.created_ns) / 1e9, 1),
                 "idle_s": round((now - e.last_seen_ns) / 1e9, 1),
@@ -129,6 +129,11 @@ def conntrack_dump(pin_dir: str | None, output: str) -> None:
     click.echo(f"{len(rows)} entries")
 
 
+def _endpoint(addr: str, port: int) -> str:
+    """``10.0.0.1:80`` / ``[fd00::1]:80``."""
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
 @bpf_group.group("ipsets")
 def ipsets_group() -> None:
     """The IP set LPM map."""
@@ -138,20 +143,22 @@ def ipsets_group() -> None:
 @pin_dir_option
 @json_option
 def ipsets_dump(pin_dir: str | None, output: str) -> None:
-    """Members by 64-bit set id: CIDRs, and ``addr,proto:port`` for named-port members."""
-    from calico.felix.bpf.maps import IPSET_ID_BITS, IPSET_KEY
+    """Members by 64-bit set id (both families' maps): CIDRs, and ``addr,proto:port`` for
+    named-port members."""
+    from calico.felix.bpf.maps import IPSET6_KEY, IPSET_ID_BITS, IPSET_KEY
 
     sets: dict[str, list[str]] = {}
     with _maps(pin_dir) as maps:
-        keys = list(maps.ipsets.keys())  # type: ignore[attr-defined]
+        keys = [*maps.ipsets.keys(), *maps.ipsets6.keys()]  # type: ignore[attr-defined]
     for key in keys:
-        plen, sid, addr, port, proto, _ = IPSET_KEY.unpack(key)
+        layout = IPSET6_KEY if len(key) == IPSET6_KEY.size else IPSET_KEY
+        plen, sid, addr, port, proto, _ = layout.unpack(key)
         bits = plen - IPSET_ID_BITS
-        ip = ipaddress.IPv4Address(addr)
-        if bits > 32:
+        ip = ipaddress.ip_address(addr)
+        if bits > ip.max_prefixlen:
             member = f"{ip},{PROTO_NAMES.get(proto, str(proto))}:{port}"
         else:
-            member = str(ipaddress.IPv4Network(f"{ip}/{bits}"))
+            member = str(ipaddress.ip_network(f"{ip}/{bits}"))
         sets.setdefault(f"0x{int.from_bytes(sid, 'big'):016x}", []).append(member)
     out = {k: sorted(v) for k, v in sorted(sets.items())}
     if output == "json":

@@ -37,12 +37,12 @@ log = logging.getLogger(__name__)
 _ONE = (1).to_bytes(4, "little")
 
 
-def _ipv4(text: str) -> str | None:
+def _host_ip(text: str) -> bytes | None:
+    """The packed address of an interface address (either family), None if unparseable."""
     try:
-        addr = ipaddress.ip_interface(text.strip()).ip
+        return ipaddress.ip_interface(text.strip()).ip.packed
     except ValueError:
         return None
-    return str(addr) if addr.version == 4 else None
 
 
 class BPFEndpointManager:
@@ -61,9 +61,12 @@ class BPFEndpointManager:
         self.profiles: dict[str, Profile] = {}
         self.weps: dict[WorkloadEndpointID, WorkloadEndpoint] = {}
         self._iface_present: set[str] = set()
-        self._host_addrs: dict[str, set[str]] = {}
+        self._host_addrs: dict[str, set[bytes]] = {}  # iface -> packed addresses
         # A predecessor's host addresses (pinned map): those not re-reported go at first sync.
-        self._inherited_hostips: set[bytes] | None = set(dp.maps.hostips.keys())
+        self._inherited_hostips: set[bytes] | None = {
+            *dp.maps.hostips.keys(),
+            *dp.maps.hostips6.keys(),
+        }
         self._attached: set[str] = set()
         self._programmed: dict[str, dict[str, str]] = {}  # iface -> hook -> source
         self._dirty: set[str] = set()
@@ -111,19 +114,20 @@ class BPFEndpointManager:
         self._dirty.add(name)
 
     def on_iface_addrs(self, name: str, addrs: set[str] | None) -> None:
-        """Host interfaces' IPv4 addresses -> ``cpy_v4_hostips`` (host-to-workload traffic is
-        not policed, as in nftables); written at once, like IP set members."""
+        """Host interfaces' addresses -> ``cpy_v4_hostips`` / ``cpy_v6_hostips``
+        (host-to-workload traffic is not policed, as in nftables); written at once, like IP
+        set members."""
         if name.startswith(self._prefixes):
             return
-        new = {a for a in (_ipv4(x) for x in addrs or ()) if a is not None}
+        new = {a for a in (_host_ip(x) for x in addrs or ()) if a is not None}
         old = self._host_addrs.pop(name, set())
         if new:
             self._host_addrs[name] = new
         still = set().union(*self._host_addrs.values())
         for addr in old - still:
-            self.dp.maps.hostips.delete(ipaddress.IPv4Address(addr).packed)
+            self.dp.maps.hostip_map(addr).delete(addr)
         for addr in new - old:
-            self.dp.maps.hostips.update(ipaddress.IPv4Address(addr).packed, _ONE)
+            self.dp.maps.hostip_map(addr).update(addr, _ONE)
 
     # ---- output -----------------------------------------------------------------------------
 
@@ -139,11 +143,9 @@ class BPFEndpointManager:
         if removed:
             log.info("Removed %d stale IP set entries left by a previous run", removed)
         if self._inherited_hostips is not None:  # the interface monitor's first dump is in too
-            wanted = {
-                ipaddress.IPv4Address(a).packed for a in set().union(*self._host_addrs.values())
-            }
+            wanted = set().union(*self._host_addrs.values())
             for key in self._inherited_hostips - wanted:
-                self.dp.maps.hostips.delete(key)
+                self.dp.maps.hostip_map(key).delete(key)
             self._inherited_hostips = None
         self._sync_dirty()
         self._maybe_prune()

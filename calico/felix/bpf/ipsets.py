@@ -1,4 +1,4 @@
-"""Calico IP sets -> the ``cpy_v4_ipsets`` LPM map, keyed by each set's 64-bit id.
+"""Calico IP sets -> the ``cpy_v4_ipsets`` / ``cpy_v6_ipsets`` LPM maps, keyed by set id.
 
 Members are written as they arrive (IP sets are programmed before the policies that use them,
 because the calc graph sends them first and the endpoint manager regenerates programs only at
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from calico.felix.bpf.idalloc import IDAllocator
-from calico.felix.bpf.maps import IPSET_VALUE, Maps, ipset_key
+from calico.felix.bpf.maps import IPSET_VALUE, Maps, ipset6_key, ipset_key
 from calico.felix.messages import IPSetDeltaUpdate, IPSetRemove, IPSetUpdate, ToDataplane
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ class BPFIPSets:
         self.ids = ids
         self._members: dict[str, set[bytes]] = {}
         # A predecessor's entries (the map is pinned); those nobody re-sends go at resync().
-        self._inherited: set[bytes] | None = set(maps.ipsets.keys())
+        self._inherited: set[bytes] | None = {*maps.ipsets.keys(), *maps.ipsets6.keys()}
 
     def resync(self) -> int:
         """Once, after the first complete picture: delete inherited entries no set still has.
@@ -35,7 +35,7 @@ class BPFIPSets:
         wanted: set[bytes] = set().union(*self._members.values())
         stale = self._inherited - wanted
         for key in stale:
-            self._maps.ipsets.delete(key)
+            self._maps.ipset_map(key).delete(key)
         self._inherited = None
         return len(stale)
 
@@ -48,9 +48,9 @@ class BPFIPSets:
             keys = self._keys(msg.id, msg.members)
             old = self._members.get(msg.id, set())
             for k in keys - old:
-                self._maps.ipsets.update(k, _PRESENT)
+                self._maps.ipset_map(k).update(k, _PRESENT)
             for k in old - keys:
-                self._maps.ipsets.delete(k)
+                self._maps.ipset_map(k).delete(k)
             self._members[msg.id] = keys
         elif isinstance(msg, IPSetDeltaUpdate):
             have = self._members.get(msg.id)
@@ -58,14 +58,14 @@ class BPFIPSets:
                 log.warning("Delta for unknown IP set %s; ignoring", msg.id)
                 return
             for k in self._keys(msg.id, msg.removed_members):
-                self._maps.ipsets.delete(k)
+                self._maps.ipset_map(k).delete(k)
                 have.discard(k)
             for k in self._keys(msg.id, msg.added_members):
-                self._maps.ipsets.update(k, _PRESENT)
+                self._maps.ipset_map(k).update(k, _PRESENT)
                 have.add(k)
         elif isinstance(msg, IPSetRemove):
             for k in self._members.pop(msg.id, set()):
-                self._maps.ipsets.delete(k)
+                self._maps.ipset_map(k).delete(k)
             self.ids.release(msg.id)
 
     def _keys(self, set_id: str, members: tuple[str, ...]) -> set[bytes]:
@@ -73,7 +73,7 @@ class BPFIPSets:
         out = set()
         for m in members:
             try:
-                key = ipset_key(sid, m)
+                key = ipset_key(sid, m) or ipset6_key(sid, m)
             except ValueError:
                 log.warning("IP set %s: bad member %r; skipping", set_id, m)
                 continue

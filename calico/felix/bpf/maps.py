@@ -22,19 +22,24 @@ from calico.felix.bpf.libbpf import (
 )
 
 CT_MAP = "cpy_v4_ct"
+CT6_MAP = "cpy_v6_ct"
 IPSETS_MAP = "cpy_v4_ipsets"
+IPSETS6_MAP = "cpy_v6_ipsets"
 IFACE_MAP = "cpy_iface"
 JUMP_ING_MAP = "cpy_jump_ing"
 JUMP_EGR_MAP = "cpy_jump_egr"
 STATE_MAP = "cpy_state"
 HOSTIPS_MAP = "cpy_v4_hostips"
+HOSTIPS6_MAP = "cpy_v6_hostips"
 COUNTERS_MAP = "cpy_counters"
 RULE_CTRS_MAP = "cpy_rule_ctrs"
 
 CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
+CT6_KEY = struct.Struct("<I16s16sHH")  # the same with IPv6 addresses
 CT_VALUE = struct.Struct("<QQII")  # created, last_seen, legs, pad
 IFACE_VALUE = struct.Struct("<Iii")  # flags, ingress slot, egress slot
 IPSET_KEY = struct.Struct("<I8s4sHBB")  # prefixlen, id (BE), addr, port, proto, pad
+IPSET6_KEY = struct.Struct("<I8s16sHBB")
 IPSET_VALUE = struct.Struct("<I")
 PROG_FD = struct.Struct("<I")
 CTR_KEY = struct.Struct("<II")  # ifindex, hook (0 = TC ingress / from-WEP, 1 = TC egress)
@@ -70,22 +75,34 @@ class CTEntry:
     legs: int
 
 
+def _native_words(packed: bytes) -> tuple[int, ...]:
+    """The u32 words a BPF program compares (network-order bytes loaded little-endian)."""
+    return tuple(int.from_bytes(packed[i : i + 4], "little") for i in range(0, len(packed), 4))
+
+
 def ct_key(proto: int, src: str, dst: str, sport: int, dport: int) -> bytes:
-    """Canonical key: (src, sport) is side A iff it compares lower (native-int addresses)."""
-    s, d = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
-    si, di = int.from_bytes(s, "little"), int.from_bytes(d, "little")
+    """Canonical key: (src, sport) is side A iff it compares lower (native-int address words,
+    word 0 first); an IPv6 pair gives a ``cpy_v6_ct`` key."""
+    sa, da = ipaddress.ip_address(src), ipaddress.ip_address(dst)
+    if sa.version != da.version:
+        raise ValueError(f"{src} and {dst} are of different IP versions")
+    s, d = sa.packed, da.packed
+    layout = CT_KEY if sa.version == 4 else CT6_KEY
+    si, di = _native_words(s), _native_words(d)
     if si < di or (si == di and sport < dport):
-        return CT_KEY.pack(proto, s, d, sport, dport)
-    return CT_KEY.pack(proto, d, s, dport, sport)
+        return layout.pack(proto, s, d, sport, dport)
+    return layout.pack(proto, d, s, dport, sport)
 
 
 def decode_ct(key: bytes, value: bytes) -> CTEntry:
-    proto, a, b, pa, pb = CT_KEY.unpack(key)
+    """Either map's entry (the key's size tells the family)."""
+    layout = CT6_KEY if len(key) == CT6_KEY.size else CT_KEY
+    proto, a, b, pa, pb = layout.unpack(key)
     created, last_seen, legs, _ = CT_VALUE.unpack(value)
     return CTEntry(
         proto,
-        str(ipaddress.IPv4Address(a)),
-        str(ipaddress.IPv4Address(b)),
+        str(ipaddress.ip_address(a)),
+        str(ipaddress.ip_address(b)),
         pa,
         pb,
         created,
@@ -97,24 +114,33 @@ def decode_ct(key: bytes, value: bytes) -> CTEntry:
 def ipset_key(set_id: int, member: str) -> bytes | None:
     """LPM key of one IPv4 member (``10.0.0.0/8``, ``10.0.0.1``, ``10.0.0.1,tcp:80``).
 
-    None for IPv6 members and named ports of other protocols (upstream skips those too).
+    None for IPv6 members (:func:`ipset6_key`) and named ports of other protocols (upstream
+    skips those too).
     """
+    return _ipset_key(set_id, member, 4)
+
+
+def ipset6_key(set_id: int, member: str) -> bytes | None:
+    """``cpy_v6_ipsets`` key of one IPv6 member (``fd00::/64``, ``fd00::1,tcp:80``); None
+    for IPv4 members and named ports of other protocols."""
+    return _ipset_key(set_id, member, 6)
+
+
+def _ipset_key(set_id: int, member: str, version: int) -> bytes | None:
     addr_text, _, proto_port = member.partition(",")
     net = ipaddress.ip_network(addr_text.strip(), strict=False)
-    if net.version != 4:
+    if net.version != version:
         return None
+    layout = IPSET_KEY if version == 4 else IPSET6_KEY
     sid = set_id.to_bytes(8, "big")
     if not proto_port:
-        return IPSET_KEY.pack(
-            IPSET_ID_BITS + net.prefixlen, sid, net.network_address.packed, 0, 0, 0
-        )
+        return layout.pack(IPSET_ID_BITS + net.prefixlen, sid, net.network_address.packed, 0, 0, 0)
     proto_name, _, port = proto_port.partition(":")
     proto = PROTO_NUMBERS.get(proto_name.strip().lower())
     if proto is None:
         return None
-    return IPSET_KEY.pack(
-        IPSET_ID_BITS + 32 + 16 + 8, sid, net.network_address.packed, int(port), proto, 0
-    )
+    full = IPSET_ID_BITS + net.max_prefixlen + 16 + 8
+    return layout.pack(full, sid, net.network_address.packed, int(port), proto, 0)
 
 
 @dataclass(frozen=True)
@@ -160,9 +186,12 @@ class Maps:
         self.pin_dir = pin_dir
         self._fds = fds
         self.ct = self._open(CT_MAP, CT_KEY.size, CT_VALUE.size)
+        self.ct6 = self._open(CT6_MAP, CT6_KEY.size, CT_VALUE.size)
         self.ipsets = self._open(IPSETS_MAP, IPSET_KEY.size, IPSET_VALUE.size)
+        self.ipsets6 = self._open(IPSETS6_MAP, IPSET6_KEY.size, IPSET_VALUE.size)
         self.iface = self._open(IFACE_MAP, 4, IFACE_VALUE.size)
         self.hostips = self._open(HOSTIPS_MAP, 4, 4)
+        self.hostips6 = self._open(HOSTIPS6_MAP, 16, 4)
         self.jump = {
             "ingress": self._open(JUMP_ING_MAP, 4, 4),
             "egress": self._open(JUMP_EGR_MAP, 4, 4),
@@ -187,9 +216,12 @@ class Maps:
     def close(self) -> None:
         for m in (
             self.ct,
+            self.ct6,
             self.ipsets,
+            self.ipsets6,
             self.iface,
             self.hostips,
+            self.hostips6,
             self.counters,
             self.rule_ctrs,
             *self.jump.values(),
@@ -274,4 +306,13 @@ class Maps:
                 os.close(fd)
 
     def conntrack(self) -> list[CTEntry]:
-        return [decode_ct(k, v) for k, v in self.ct.items()]
+        """Both families' entries, IPv4 first."""
+        return [decode_ct(k, v) for m in (self.ct, self.ct6) for k, v in m.items()]
+
+    def ipset_map(self, key: bytes) -> PinnedMap:
+        """The LPM map a key from :func:`ipset_key` / :func:`ipset6_key` belongs in."""
+        return self.ipsets6 if len(key) == IPSET6_KEY.size else self.ipsets
+
+    def hostip_map(self, packed: bytes) -> PinnedMap:
+        """The host-address map for a packed IPv4 (4 bytes) or IPv6 (16 bytes) address."""
+        return self.hostips6 if len(packed) == 16 else self.hostips

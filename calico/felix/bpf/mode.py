@@ -82,7 +82,10 @@ def open_dataplane(config: Any) -> BPFDataplane:
         OBJECT_CACHE,
         sizes=map_sizes(config),
         policy_debug_dir=POLICY_DEBUG_DIR if debug else None,
-        defines={"CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]]},
+        defines={
+            "CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]],
+            "CALI_IPV6": int(bool(config["Ipv6Support"])),  # off: IPv6 dropped on workloads
+        },
     )
 
 

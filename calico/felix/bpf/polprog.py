@@ -5,9 +5,12 @@ tiers in order, skipping tiers with no enforced (non-staged) policy for the dire
 policy's rules in order, the first matching allow/deny decides, ``pass``/``next-tier`` skips to
 the end of the tier, ``log`` continues; end of tier denies unless its default action is Pass;
 then the profiles (``pass`` in a profile continues with the next profile, as in nftables), then
-deny. Criteria are ANDed as in ``calico.felix.rules.matches.rule_match``; a rule that cannot
-match in IPv4 is left out. Each IP-set criterion is one LPM lookup by the set's 64-bit id; set
-membership lives in the map, so it never changes the program. Design: design/felix-bpf.md
+deny. Criteria are ANDed as in ``calico.felix.rules.matches.rule_match``. The walk is emitted
+twice, once per IP family (the main program's ``st->ip_ver`` picks one): a rule that cannot
+match in a family (``ipVersion``, ICMP of the other family, positive nets all of the other
+family) is left out of that family's walk, as the nftables renderer leaves it out of that
+family's chain. Each IP-set criterion is one LPM lookup by the set's 64-bit id in the family's
+map; set membership lives in the maps, so it never changes the program. Design: design/felix-bpf.md
 "Policy programs".
 """
 
@@ -66,19 +69,43 @@ def _mask_word(prefixlen: int) -> int:
     return int.from_bytes(mask.to_bytes(4, "big"), "little")
 
 
-def _v4_nets(nets: Sequence[str]) -> list[ipaddress.IPv4Network]:
+Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _family_nets(nets: Sequence[str], version: int) -> list[Net]:
     out = []
     for n in nets:
         net = ipaddress.ip_network(n, strict=False)
-        if isinstance(net, ipaddress.IPv4Network):
+        if net.version == version:
             out.append(net)
     return out
 
 
-def _nets_expr(field: str, nets: Sequence[ipaddress.IPv4Network]) -> str:
-    terms = [
-        f"((st->{field} & 0x{_mask_word(n.prefixlen):08x}) == 0x{_nbo_word(n):08x})" for n in nets
-    ]
+def _net6_term(field: str, net: ipaddress.IPv6Network) -> str:
+    """One IPv6 CIDR against the state's four network-order words (only words the mask
+    covers are compared; ::/0 is always true)."""
+    packed = net.network_address.packed
+    terms = []
+    for i in range(4):
+        bits = min(32, max(0, net.prefixlen - 32 * i))
+        if not bits:
+            break
+        want = int.from_bytes(packed[4 * i : 4 * i + 4], "little")
+        if bits == 32:
+            terms.append(f"st->{field}[{i}] == 0x{want:08x}")
+        else:
+            terms.append(f"(st->{field}[{i}] & 0x{_mask_word(bits):08x}) == 0x{want:08x}")
+    return "(" + (" && ".join(terms) or "1") + ")"
+
+
+def _nets_expr(field: str, nets: Sequence[Net]) -> str:
+    terms = []
+    for n in nets:
+        if isinstance(n, ipaddress.IPv6Network):
+            terms.append(_net6_term(field.replace("ip_", "ip6_"), n))
+        else:
+            mask, want = _mask_word(n.prefixlen), _nbo_word(n)
+            terms.append(f"((st->{field} & 0x{mask:08x}) == 0x{want:08x})")
     return "(" + " || ".join(terms) + ")"
 
 
@@ -109,8 +136,11 @@ class Generator:
         self._rule_counters = rule_counters  # BPFPolicyDebugEnabled
         self.ipsets_used: set[str] = set()
         self.rules: list[RuleInfo] = []  # the last source()'s rules, in program order
+        # A rule in both families' walks is listed once, at its place in the policy order.
+        self._order: dict[int, tuple[int, int]] = {}  # rule ID -> (owner's place, index)
+        self._owner_seq = 0
 
-    def _set_lookup(self, set_id: str, side: str) -> str:
+    def _set_lookup(self, set_id: str, side: str, version: int = 4) -> str:
         self.ipsets_used.add(set_id)
         sid = self._ipset_id(set_id)
         hi = int.from_bytes((sid >> 32).to_bytes(4, "big"), "little")
@@ -118,12 +148,18 @@ class Generator:
         addr, port = (
             ("ip_src", "CALI_SRC_PORT(st)") if side == "src" else ("ip_dst", "CALI_DST_PORT(st)")
         )
+        if version == 6:
+            addr = addr.replace("ip_", "ip6_")
+            return f"cali_ipset6_has(0x{hi:08x}, 0x{lo:08x}, st->{addr}, {port}, st->proto)"
         return f"cali_ipset_has(0x{hi:08x}, 0x{lo:08x}, st->{addr}, {port}, st->proto)"
 
-    def rule_conditions(self, rule: Rule) -> list[str] | None:
-        """C conditions (all must hold), or None if the rule cannot match in IPv4."""
+    def rule_conditions(self, rule: Rule, version: int = 4) -> list[str] | None:
+        """C conditions (all must hold), or None if the rule cannot match in ``version``."""
         proto = None if rule.protocol is None else protocol_number(rule.protocol)
-        if rule.ip_version == 6 or proto == ICMP_V6:
+        icmp_proto = ICMP_V4 if version == 4 else ICMP_V6
+        if rule.ip_version and rule.ip_version != version:
+            return None
+        if proto in (ICMP_V4, ICMP_V6) and proto != icmp_proto:
             return None
         conds: list[str] = []
         if proto is not None:
@@ -135,11 +171,11 @@ class Generator:
             ("ip_dst", rule.dst_net, rule.not_dst_net),
         ):
             if nets:
-                mine = _v4_nets(nets)
+                mine = _family_nets(nets, version)
                 if not mine:
                     return None
                 conds.append(_nets_expr(field, mine))
-            theirs = _v4_nets(not_nets)
+            theirs = _family_nets(not_nets, version)
             if theirs:
                 conds.append("!" + _nets_expr(field, theirs))
         for side, ids, negate in (
@@ -149,7 +185,7 @@ class Generator:
             ("dst", rule.not_dst_ip_set_ids, True),
             ("src", rule.src_ip_port_set_ids, False),
         ):
-            conds.extend(("!" if negate else "") + self._set_lookup(i, side) for i in ids)
+            conds.extend(("!" if negate else "") + self._set_lookup(i, side, version) for i in ids)
         for side, ports, named, not_ports, not_named in (
             ("src", rule.src_ports, rule.src_named_port_ip_set_ids, rule.not_src_ports,
              rule.not_src_named_port_ip_set_ids),
@@ -158,17 +194,17 @@ class Generator:
         ):  # fmt: skip
             port = "st->sport" if side == "src" else "st->dport"
             alts = [_ports_expr(port, ports)] if ports else []
-            alts += [self._set_lookup(i, side) for i in named]
+            alts += [self._set_lookup(i, side, version) for i in named]
             if alts:
                 conds.append("(" + " || ".join(alts) + ")")
             if not_ports:
                 conds.append("!" + _ports_expr(port, not_ports))
-            conds.extend("!" + self._set_lookup(i, side) for i in not_named)
-        conds.extend(self._set_lookup(i, "dst") for i in rule.dst_ip_port_set_ids)
+            conds.extend("!" + self._set_lookup(i, side, version) for i in not_named)
+        conds.extend(self._set_lookup(i, "dst", version) for i in rule.dst_ip_port_set_ids)
         for icmp, negated in ((rule.icmp, False), (rule.not_icmp, True)):
             if icmp is None:
                 continue
-            if proto != ICMP_V4:
+            if proto != icmp_proto:
                 raise ValueError("an ICMP type match needs protocol icmp or icmpv6")
             c = f"st->icmp_type == {icmp.type}"
             if icmp.code is not None:
@@ -184,9 +220,11 @@ class Generator:
         on_pass: str,
         owner: str,
         direction: str,
+        version: int,
     ) -> None:
+        self._owner_seq += 1
         for n, rule in enumerate(rules):
-            conds = self.rule_conditions(rule)
+            conds = self.rule_conditions(rule, version)
             if conds is None:
                 continue
             nxt = f"{label}_r{n}_next"
@@ -194,31 +232,36 @@ class Generator:
             out.extend(f"\tif (!({c}))\n\t\tgoto {nxt};" for c in conds)
             info = RuleInfo(rule_id(owner, direction, n, rule.rule_id), owner, n, rule.action,
                             rule.rule_id)  # fmt: skip
-            self.rules.append(info)
+            if info.id not in self._order:
+                self._order[info.id] = (self._owner_seq, n)
+                self.rules.append(info)
             if self._rule_counters:
                 out.append(f"\tcali_rule_hit(0x{info.id:016x}ULL);")
             if rule.action == "allow":
-                out.append("\tgoto allow;")
+                out.append(f"\tgoto v{version}_allow;")
             elif rule.action == "deny":
-                out.append("\tgoto deny;")
+                out.append(f"\tgoto v{version}_deny;")
             elif rule.action in ("pass", "next-tier"):
                 out.append(f"\tgoto {on_pass};")
             elif rule.action != "log":
                 raise ValueError(f"unknown rule action {rule.action!r}")
             out.append(f"{nxt}:")
 
-    def body(self, ep: EndpointPolicy) -> list[str]:
+    def body(self, ep: EndpointPolicy, version: int = 4) -> list[str]:
+        """The walk for one IP family; its labels carry the family (``v4_``/``v6_``)."""
         out: list[str] = []
         direction = "inbound" if ep.inbound else "outbound"
+        v = f"v{version}_"
+        self._owner_seq = 0
         if ep.admin_down:
-            out.append("\tgoto deny; /* endpoint admin down */")
+            out.append(f"\tgoto {v}deny; /* endpoint admin down */")
         for t, tier in enumerate(ep.tiers):
             ids = tier.ingress_policies if ep.inbound else tier.egress_policies
             enforced = [p for p in ids if not is_staged(p)]
             enforced = [p for p in enforced if not self._policies.get(p, Policy()).staged]
             if not enforced:
                 continue
-            end = f"tier{t}_end"
+            end = f"{v}tier{t}_end"
             out.append(f"\t/* tier {tier.name} */")
             for p, pid in enumerate(enforced):
                 pol = self._policies.get(pid)
@@ -227,26 +270,44 @@ class Generator:
                 rules = pol.inbound_rules if ep.inbound else pol.outbound_rules
                 owner = f"policy {pid.tier}/{pid.namespace}/{pid.name}"
                 out.append(f"\t/* {owner} */")
-                self._rules(out, rules, f"t{t}p{p}", end, owner, direction)
+                self._rules(out, rules, f"{v}t{t}p{p}", end, owner, direction, version)
             if tier.default_action != "Pass":
-                out.append(f"\tgoto deny; /* end of tier {tier.name} */")
+                out.append(f"\tgoto {v}deny; /* end of tier {tier.name} */")
             out.append(f"{end}:")
         for n, prof_id in enumerate(ep.profile_ids):
             prof = self._profiles.get(prof_id, Profile())
             rules = prof.inbound_rules if ep.inbound else prof.outbound_rules
             out.append(f"\t/* profile {prof_id} */")
-            self._rules(out, rules, f"pro{n}", f"pro{n}_end", f"profile {prof_id}", direction)
-            out.append(f"pro{n}_end:")
-        out.append("\tgoto deny; /* no profile matched */")
+            pend = f"{v}pro{n}_end"
+            self._rules(out, rules, f"{v}pro{n}", pend, f"profile {prof_id}", direction, version)
+            out.append(f"{pend}:")
+        out.append(f"\tgoto {v}deny; /* no profile matched */")
+        # Each family's own exits: jumps stay within its walk (16-bit BPF jump offsets).
+        out += [f"{v}allow:", "\treturn cali_policy_allow(skb, st);"]
+        out += [f"{v}deny:", "\treturn cali_policy_deny(skb, st);"]
         return out
 
     def source(self, ep: EndpointPolicy) -> str:
         self.rules = []
+        self._order = {}
+        walks = []
+        for version in (4, 6):
+            walks += [
+                f"/* The IPv{version} walk: a subprogram of its own, so that its jumps stay",
+                " * within it (16-bit offsets); calls have 32-bit offsets. */",
+                f"static __noinline int cali_walk_v{version}(struct __sk_buff *skb,"
+                " struct cali_state *st)",
+                "{",
+                *self.body(ep, version),
+                "}",
+                "",
+            ]
         lines = [
             "// SPDX-License-Identifier: GPL-2.0-or-later",
             "/* Generated by calico/felix/bpf/polprog.py: do not edit. */",
             '#include "policy.h"',
             "",
+            *walks,
             'SEC("tc")',
             "int calico_policy(struct __sk_buff *skb)",
             "{",
@@ -254,14 +315,13 @@ class Generator:
             "",
             "\tif (!st)",
             "\t\treturn TC_ACT_SHOT;",
-            *self.body(ep),
-            "allow:",
-            "\treturn cali_policy_allow(skb, st);",
-            "deny:",
-            "\treturn cali_policy_deny(skb, st);",
+            "\tif (st->ip_ver == 6)",
+            "\t\treturn cali_walk_v6(skb, st);",
+            "\treturn cali_walk_v4(skb, st);",
             "}",
             "",
             'char _license[] SEC("license") = "GPL";',
             "",
         ]
+        self.rules.sort(key=lambda r: self._order[r.id])
         return "\n".join(lines)

@@ -72,17 +72,17 @@ class PolicyState:
 def set_members(
     dp: BPFDataplane, state: PolicyState, set_id: str, members: Mapping[str, bool]
 ) -> None:
-    """Add (True) or remove (False) members of ``set_id`` directly in the LPM map."""
-    from calico.felix.bpf.maps import IPSET_VALUE, ipset_key
+    """Add (True) or remove (False) members of ``set_id`` directly in the family's LPM map."""
+    from calico.felix.bpf.maps import IPSET_VALUE, ipset6_key, ipset_key
 
     sid = state.ids.get_or_alloc(set_id)
     for member, present in members.items():
-        key = ipset_key(sid, member)
+        key = ipset_key(sid, member) or ipset6_key(sid, member)
         assert key is not None
         if present:
-            dp.maps.ipsets.update(key, IPSET_VALUE.pack(1))
+            dp.maps.ipset_map(key).update(key, IPSET_VALUE.pack(1))
         else:
-            dp.maps.ipsets.delete(key)
+            dp.maps.ipset_map(key).delete(key)
 
 
 # --- packets ------------------------------------------------------------------------------------
@@ -134,3 +134,41 @@ def packet(
     ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
     eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x08\x00"
     return eth + ip + l4
+
+
+def packet6(
+    src: str,
+    dst: str,
+    proto: int,
+    sport: int = 0,
+    dport: int = 0,
+    *,
+    tcp_flags: int = 0x02,
+    icmp_type: int = 128,
+    icmp_code: int = 0,
+    ext: Sequence[tuple[int, bytes]] = (),
+) -> bytes:
+    """Ethernet + IPv6 (+ extension headers ``ext``: (header number, its 8-byte multiple
+    body incl. the next-header byte, filled in here)) + TCP/UDP/ICMPv6 header."""
+    if proto == 6:
+        l4 = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, tcp_flags, 1024, 0, 0)
+    elif proto == 17:
+        l4 = struct.pack("!HHHH", sport, dport, 8, 0)
+    elif proto == 58:
+        l4 = struct.pack("!BBHHH", icmp_type, icmp_code, 0, 1, 1)
+    else:
+        l4 = b"\0" * 8
+    chain = [num for num, _ in ext] + [proto]
+    hdrs = b"".join(bytes([chain[i + 1]]) + body[1:] for i, (_, body) in enumerate(ext))
+    payload = hdrs + l4
+    ip = struct.pack(
+        "!IHBB16s16s",
+        6 << 28,
+        len(payload),
+        chain[0],
+        64,
+        ipaddress.IPv6Address(src).packed,
+        ipaddress.IPv6Address(dst).packed,
+    )
+    eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x86\xdd"
+    return eth + ip + payload

@@ -42,7 +42,7 @@ def _gen(counters: bool) -> tuple[Generator, EndpointPolicy]:
             inbound_rules=(
                 Rule(action="deny", protocol="udp", rule_id="r0"),
                 Rule(action="allow", rule_id="r1"),
-                Rule(action="allow", ip_version=6, rule_id="v6only"),  # not in a v4 program
+                Rule(action="allow", ip_version=6, rule_id="v6only"),  # only in the v6 walk
             )
         )
     }
@@ -58,14 +58,18 @@ def test_rules_listed_in_program_order_and_counted_only_with_policy_debug() -> N
     assert [(r.owner, r.index, r.action, r.rule_hash) for r in gen.rules] == [
         ("policy default/ns/p", 0, "deny", "r0"),
         ("policy default/ns/p", 1, "allow", "r1"),
+        ("policy default/ns/p", 2, "allow", "v6only"),  # listed once, at its place
         ("profile prof", 0, "allow", "pr0"),
     ]
     for r in gen.rules:
         assert f"cali_rule_hit(0x{r.id:016x}ULL);" in src
-    assert src.count("cali_rule_hit(") == 3
+    # r0, r1, pr0 in both families' walks, v6only in the IPv6 walk only
+    assert src.count("cali_rule_hit(") == 7
     # the hit comes after the rule's last criterion, right before its action
     deny = gen.rules[0]
-    assert f"goto t0p0_r0_next;\n\tcali_rule_hit(0x{deny.id:016x}ULL);\n\tgoto deny;" in src
+    for v in (4, 6):
+        want = f"goto v{v}_t0p0_r0_next;\n\tcali_rule_hit(0x{deny.id:016x}ULL);\n\tgoto v{v}_deny;"
+        assert want in src
     gen2, ep2 = _gen(False)
     assert "cali_rule_hit" not in gen2.source(ep2)
     assert gen2.rules == gen.rules  # listed either way

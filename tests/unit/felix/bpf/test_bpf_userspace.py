@@ -11,7 +11,16 @@ import pytest
 
 from calico.felix.bpf import bpffs, mode
 from calico.felix.bpf.idalloc import IDAllocator
-from calico.felix.bpf.maps import CT_KEY, IPSET_KEY, ct_key, ipset_key
+from calico.felix.bpf.maps import (
+    CT6_KEY,
+    CT_KEY,
+    IPSET6_KEY,
+    IPSET_KEY,
+    ct_key,
+    decode_ct,
+    ipset6_key,
+    ipset_key,
+)
 from calico.felix.bpf.polprog import EndpointPolicy, Generator
 from calico.felix.messages import ICMPTypeCode, Policy, PolicyID, PortRange, Profile, Rule, TierInfo
 
@@ -30,6 +39,40 @@ def test_rules_that_cannot_match_ipv4_are_left_out() -> None:
     conds = g.rule_conditions(Rule(action="allow", src_net=("fd00::/8", "10.0.0.0/8")))
     assert conds == ["(((st->ip_src & 0x000000ff) == 0x0000000a))"]
     assert g.rule_conditions(Rule(action="allow", not_dst_net=("fd00::/8",))) == []
+
+
+def test_rules_that_cannot_match_ipv6_are_left_out_of_the_v6_walk() -> None:
+    g = gen()
+    assert g.rule_conditions(Rule(action="allow", ip_version=4), 6) is None
+    assert g.rule_conditions(Rule(action="allow", protocol="icmp"), 6) is None
+    assert g.rule_conditions(Rule(action="allow", src_net=("10.0.0.0/8",)), 6) is None
+    assert g.rule_conditions(Rule(action="allow", ip_version=6), 6) == []
+    assert g.rule_conditions(Rule(action="allow", protocol="icmpv6"), 6) == ["st->proto == 58"]
+    conds = g.rule_conditions(Rule(action="allow", src_net=("fd00::/8", "10.0.0.0/8")), 6)
+    assert conds == ["(((st->ip6_src[0] & 0x000000ff) == 0x000000fd))"]
+    assert g.rule_conditions(Rule(action="allow", not_dst_net=("10.0.0.0/8",)), 6) == []
+
+
+def test_ipv6_criteria_rendering_boundaries() -> None:
+    g = gen()
+    # /128: all four words; /64: two whole words; /33: a whole word and one masked bit
+    (c128,) = g.rule_conditions(Rule(action="allow", dst_net=("fd00::1/128",)), 6) or []
+    assert c128 == (
+        "((st->ip6_dst[0] == 0x000000fd && st->ip6_dst[1] == 0x00000000 && "
+        "st->ip6_dst[2] == 0x00000000 && st->ip6_dst[3] == 0x01000000))"
+    )
+    (c64,) = g.rule_conditions(Rule(action="allow", src_net=("fd00:1:2:3::/64",)), 6) or []
+    assert c64 == "((st->ip6_src[0] == 0x010000fd && st->ip6_src[1] == 0x03000200))"
+    (c33,) = g.rule_conditions(Rule(action="allow", src_net=("2001:db8:8000::/33",)), 6) or []
+    assert c33 == "((st->ip6_src[0] == 0xb80d0120 && (st->ip6_src[1] & 0x00000080) == 0x00000080))"
+    assert g.rule_conditions(Rule(action="allow", src_net=("::/0",)), 6) == ["((1))"]
+    conds = g.rule_conditions(Rule(action="allow", protocol="icmpv6", icmp=ICMPTypeCode(128, 0)), 6)
+    assert conds == ["st->proto == 58", "(st->icmp_type == 128 && st->icmp_code == 0)"]
+    with pytest.raises(ValueError, match="ICMP type match needs protocol"):
+        g.rule_conditions(Rule(action="allow", icmp=ICMPTypeCode(128)), 6)
+    # IP sets: the v6 LPM lookup on the v6 addresses
+    (cset,) = g.rule_conditions(Rule(action="allow", src_ip_set_ids=("s:a",)), 6) or []
+    assert cset.startswith("cali_ipset6_has(") and "st->ip6_src, CALI_SRC_PORT(st)" in cset
 
 
 def test_criteria_rendering_boundaries() -> None:
@@ -80,11 +123,19 @@ def test_program_structure_follows_the_endpoint_chain() -> None:
         TierInfo("egressonly", egress_policies=(pid,)),
     )
     src = g.source(EndpointPolicy(tiers, ("prof",), True))
-    assert src.count("/* end of tier") == 1  # t only: staged-only and egress tiers vanish
+    # t only (once per family): staged-only and egress tiers vanish
+    assert src.count("/* end of tier") == 2
     assert "tier onlystaged" not in src and "tier egressonly" not in src
-    assert "goto pro0_end;" in src  # profile pass continues with the next profile
+    for v in (4, 6):  # profile pass continues with the next profile
+        assert f"goto v{v}_pro0_end;" in src
+    # one subprogram per family, each with its own exits, dispatched on the packet's family
+    v4, v6 = src.index("int cali_walk_v4("), src.index("int cali_walk_v6(")
+    assert v4 < src.index("v4_allow:") < src.index("v4_deny:") < v6 < src.index("v6_allow:")
+    assert "\tif (st->ip_ver == 6)\n\t\treturn cali_walk_v6(skb, st);\n" in src
     assert src.rstrip().endswith('char _license[] SEC("license") = "GPL";')
-    assert "goto deny; /* endpoint admin down */" in g.source(EndpointPolicy((), (), True, True))
+    down = g.source(EndpointPolicy((), (), True, True))
+    assert "goto v4_deny; /* endpoint admin down */" in down
+    assert "goto v6_deny; /* endpoint admin down */" in down
 
 
 def test_ct_key_is_canonical() -> None:
@@ -99,6 +150,24 @@ def test_ct_key_is_canonical() -> None:
     # equal addresses: lower port first; equal ports too: the source is side B
     _, _, _, pa, pb = CT_KEY.unpack(ct_key(17, "10.0.0.1", "10.0.0.1", 9, 5))
     assert (pa, pb) == (5, 9)
+
+
+def test_ct6_key_is_canonical_and_decodes() -> None:
+    k = ct_key(6, "fd00::2", "fd00::1", 80, 40000)
+    assert len(k) == CT6_KEY.size == 40 and k == ct_key(6, "fd00::1", "fd00::2", 40000, 80)
+    _, a, b, pa, pb = CT6_KEY.unpack(k)
+    assert (a[-1], b[-1], pa, pb) == (1, 2, 40000, 80)
+    # word 0 decides first, compared as a native (little-endian) integer of NBO bytes:
+    # 0100:: (word 0x0001) < 0001:: (word 0x0100)
+    _, a, _, _, _ = CT6_KEY.unpack(ct_key(17, "1::", "100::", 1, 2))
+    assert a[:2] == b"\x01\x00"
+    # only the last word differs
+    _, a, _, _, _ = CT6_KEY.unpack(ct_key(17, "fd00::3", "fd00::2", 1, 2))
+    assert a[-1] == 2
+    entry = decode_ct(k, struct.pack("<QQII", 1, 2, 3, 0))
+    assert (entry.addr_a, entry.addr_b, entry.legs) == ("fd00::1", "fd00::2", 3)
+    with pytest.raises(ValueError, match="different IP versions"):
+        ct_key(6, "10.0.0.1", "fd00::1", 1, 2)
 
 
 def test_ipset_keys() -> None:
@@ -117,6 +186,14 @@ def test_ipset_keys() -> None:
         120, bytes(range(1, 9)), b"\n\x01\x02\x03", 8080, 6
     )  # fmt: skip
     assert ipset_key(sid, "fd00::1/128") is None
+    assert ipset6_key(sid, "10.1.2.3") is None
+    plen, id_be, addr, port, proto, _ = IPSET6_KEY.unpack(ipset6_key(sid, "fd00:1::/32") or b"")
+    assert (plen, id_be, addr, port, proto) == (96, bytes(range(1, 9)), bytes.fromhex(
+        "fd000001" + "00" * 12), 0, 0)  # fmt: skip
+    assert IPSET6_KEY.unpack(ipset6_key(sid, "fd00::1") or b"")[0] == 192
+    full = IPSET6_KEY.unpack(ipset6_key(sid, "fd00::1,udp:53") or b"")
+    assert (full[0], full[3], full[4]) == (216, 53, 17)
+    assert ipset6_key(sid, "fd00::1,icmp:0") is None
     assert ipset_key(sid, "10.1.2.3,icmp:0") is None
     with pytest.raises(ValueError):
         ipset_key(sid, "not-an-ip")
@@ -154,3 +231,23 @@ def test_enable_falls_back_to_nftables_when_bpffs_is_unusable(
         assert mode.enable({"BPFEnabled": True}, parts) is parts
     assert "/proc is mounted but is not a bpffs" in caplog.text
     assert "falling back to the nftables dataplane" in caplog.text
+
+
+@pytest.mark.parametrize(("ipv6", "define"), [(True, 1), (False, 0)])
+def test_ipv6_support_reaches_the_programs_as_a_define(
+    monkeypatch: pytest.MonkeyPatch, ipv6: bool, define: int
+) -> None:
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(mode.bpffs, "check_kernel", lambda: None)
+    monkeypatch.setattr(mode.bpffs, "is_bpffs", lambda path: True)
+    monkeypatch.setattr(mode, "BPFDataplane", lambda *a, **kw: seen.update(kw) or "dp")
+    config = {
+        "BPFPolicyDebugEnabled": False,
+        "BPFLogLevel": "Off",
+        "Ipv6Support": ipv6,
+        "BPFMapSizeConntrack": 10,
+        "BPFMapSizeIPSets": 10,
+        "BPFMapSizeIfState": 10,
+    }
+    assert mode.open_dataplane(config) == "dp"
+    assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define}
