@@ -307,8 +307,9 @@ class FelixDaemon:
             encap=encap,
         )
         to_dataplane = dataplane.on_messages
+        endpoint_listener = None
         if config["FlowLogsGoldmaneServer"]:
-            to_dataplane = self._start_collector(config, to_dataplane)
+            to_dataplane, endpoint_listener = self._start_collector(config, to_dataplane)
         connector = ConfigConnector(
             config,
             to_dataplane,
@@ -328,6 +329,7 @@ class FelixDaemon:
             # As upstream: the VXLAN and route resolvers exist only when VXLAN is on.
             enable_vxlan_resolver=vxlan,
             route_source=config.route_source if vxlan else None,
+            endpoint_listener=endpoint_listener,
         )
         syncer = typha_source(config, calc) if config.typha_addr else felix_syncer(backend, calc)
         reporter = StatusReporter(
@@ -347,9 +349,12 @@ class FelixDaemon:
         self._own("status reporter", reporter.stop)
         self._watch = [("calculation graph", calc), ("dataplane", dataplane)]
 
-    def _start_collector(self, config: Config, to_dataplane: Callable[[list[Any]], None]) -> Any:
+    def _start_collector(
+        self, config: Config, to_dataplane: Callable[[list[Any]], None]
+    ) -> tuple[Callable[[list[Any]], None], Callable[[Any, Any], None] | None]:
         """Flow collection for Goldmane (design/felix-collector.md); the collector sees the same
-        messages as the dataplane. Without NFLOG access Felix runs on, without flow logs."""
+        messages as the dataplane, plus every node's endpoint updates from the calc graph
+        (names and labels). Without NFLOG access Felix runs on, without flow logs."""
         from calico.felix.collector import collector
 
         flows = collector.from_config(config)
@@ -357,7 +362,7 @@ class FelixDaemon:
             flows.start()
         except OSError as e:
             log.error("Flow logs to Goldmane disabled: cannot read NFLOG groups: %s", e)
-            return to_dataplane
+            return to_dataplane, None
         self._own("flow collector", flows.stop)
         log.info("Flow logs go to Goldmane at %s", config["FlowLogsGoldmaneServer"])
 
@@ -365,7 +370,7 @@ class FelixDaemon:
             flows.on_messages(batch)
             to_dataplane(batch)
 
-        return both
+        return both, flows.lookups.on_endpoint
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.5):

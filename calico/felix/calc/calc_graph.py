@@ -6,6 +6,7 @@ Wiring (upstream felix/calc/calc_graph.go)::
     Update(Key, value) ─▶ ValidationFilter ─▶ all-updates TypeFanout
       ├─ WEP/HEP ─▶ split by hostname ─▶ local fan-out ─▶ ActiveRulesCalculator, PolicyResolver
       │                               └▶ remote fan-out (no consumers: lookup caches only)
+      ├─ WEP/HEP ─▶ [endpoint_listener] (Felix's flow collector: names and labels, all hosts)
       ├─ WEP/HEP/NetworkSet/ProfileLabels ─▶ IP set index (all hosts: members are cluster-wide)
       ├─ Policy/ProfileRules/ProfileLabels ─▶ ARC ─▶ RuleScanner ─▶ callbacks (+ IP set index)
       ├─ Policy/Tier ─▶ PolicyResolver ◀─ matches from the ARC
@@ -129,6 +130,7 @@ class CalcGraph:
         enable_vxlan_resolver: bool = False,
         route_source: str | None = None,
         stats: StatsSink | None = None,
+        endpoint_listener: Callable[[Any, Any], None] | None = None,
     ) -> None:
         self.hostname = hostname
         selector_index_cls, ipset_index_cls = _index_classes(index)
@@ -140,6 +142,8 @@ class CalcGraph:
         )
         for key_type in (WorkloadEndpointKey, HostEndpointKey):
             self.all_updates.register(key_type, self._split_endpoint)
+            if endpoint_listener is not None:
+                self.all_updates.register(key_type, endpoint_listener)
 
         # IP set membership (all hosts' endpoints and every network set).
         self.ipset_index = ipset_index_cls(

@@ -2,16 +2,20 @@
 
 Why its own copy: NFLOG gives a prefix and addresses, Goldmane wants policy names, kinds, tiers
 and endpoint names. The prefix -> rule map is built with the same functions that rendered the
-rules (``calico.felix.rules.nflog``), so hashed prefixes resolve without parsing. Updates arrive
-on the calc thread and reads on the collector's threads: one lock guards both.
+rules (``calico.felix.rules.nflog``), so hashed prefixes resolve without parsing. Endpoint
+names and labels, local and remote, come straight from the calc graph's endpoint updates
+(``on_endpoint``, as upstream's lookups cache): the dataplane messages carry neither labels nor
+other nodes' endpoints, and widening them would cost every dataplane batch. Updates arrive on
+the calc thread and reads on the collector's threads: one lock guards both.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from calico.felix.messages import (
     ActivePolicyRemove,
@@ -33,6 +37,8 @@ from calico.felix.rules.nflog import (
     rule_prefix,
 )
 from calico.felix.rules.policy import policy_chain_id
+from calico.model import HostEndpointKey, WorkloadEndpointKey
+from calico.model import values as v1
 from calico.proto.goldmane import api_pb2 as pb
 
 PROFILE_TIER = "__PROFILE__"
@@ -89,6 +95,35 @@ class Endpoint:
     labels: tuple[str, ...] = ()
 
 
+def label_strings(labels: Mapping[str, str] | None) -> tuple[str, ...]:
+    """Goldmane's form of labels: sorted ``key=value`` strings."""
+    return tuple(sorted(f"{k}={v}" for k, v in (labels or {}).items()))
+
+
+def endpoint_from_calc(
+    key: WorkloadEndpointKey | HostEndpointKey, value: v1.WorkloadEndpoint | v1.HostEndpoint
+) -> tuple[Endpoint, list[str]]:
+    """A calc-graph endpoint as the collector names it, and the addresses it owns."""
+    if isinstance(key, WorkloadEndpointKey):
+        assert isinstance(value, v1.WorkloadEndpoint)
+        namespace, sep, pod = key.workload_id.partition("/")
+        if not sep:
+            namespace, pod = "", key.workload_id
+        ep = Endpoint(pod, namespace, pb.WorkloadEndpoint, label_strings(value.labels))
+        nets = (*value.ipv4_nets, *value.ipv6_nets)
+    else:
+        assert isinstance(value, v1.HostEndpoint)
+        ep = Endpoint(key.endpoint_id, "", pb.HostEndpoint, label_strings(value.labels))
+        nets = (*value.expected_ipv4_addrs, *value.expected_ipv6_addrs)
+    ips = []
+    for net in nets:
+        try:
+            ips.append(str(ipaddress.ip_address(net.split("/", 1)[0])))
+        except ValueError:
+            continue  # never let one bad address stop the calc thread
+    return ep, ips
+
+
 def network_endpoint(ip: str) -> Endpoint:
     """Goldmane's name for an address no endpoint owns: private or public network."""
     private = ipaddress.ip_address(ip).is_private
@@ -104,6 +139,8 @@ class Lookups:
         self._endpoints: dict[str, Endpoint] = {}
         self._tiers: dict[str, tuple[TierInfo, ...]] = {}  # endpoint IP -> its tiers
         self._wep_ips: dict[object, list[str]] = {}
+        self._cluster: dict[str, tuple[object, Endpoint]] = {}  # IP -> (key, endpoint), any node
+        self._cluster_ips: dict[object, list[str]] = {}
         self.generation = 0
         for inbound in (True, False):
             self._rules[no_profile_prefix(inbound)] = Hit(
@@ -137,6 +174,23 @@ class Lookups:
                     )
                 elif isinstance(msg, WorkloadEndpointRemove | HostEndpointRemove):
                     self._forget(msg.id)
+
+    def on_endpoint(self, key: object, value: Any) -> None:
+        """A calc-graph endpoint update (any node); ``value`` None removes it. An address two
+        endpoints claim (a reused pod IP) stays with the newer until that one goes."""
+        if not isinstance(key, WorkloadEndpointKey | HostEndpointKey):
+            return
+        with self._lock:
+            self.generation += 1
+            for ip in self._cluster_ips.pop(key, []):
+                if self._cluster.get(ip, (None,))[0] == key:
+                    del self._cluster[ip]
+            if value is None:
+                return
+            ep, ips = endpoint_from_calc(key, value)
+            for ip in ips:
+                self._cluster[ip] = (key, ep)
+            self._cluster_ips[key] = ips
 
     def _drop(self, prefixes: list[str]) -> None:
         for prefix in prefixes:
@@ -215,6 +269,9 @@ class Lookups:
 
     def endpoint(self, ip: str) -> Endpoint:
         with self._lock:
+            known = self._cluster.get(ip)
+            if known is not None:
+                return known[1]
             return self._endpoints.get(ip) or network_endpoint(ip)
 
     def tier_info(self, ip: str, tier: str) -> TierInfo | None:

@@ -1,0 +1,137 @@
+"""Endpoint names and labels from the calc graph: local and remote endpoints, removals, IP
+reuse, and that the feed reaches flows through a real (synchronous) calc pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calico.felix.calc.calc_graph import build_felix_calc_pipeline
+from calico.felix.collector.collector import Collector
+from calico.felix.collector.lookups import Endpoint, label_strings
+from calico.felix.collector.nflog import FiveTuple, NflogPacket
+from calico.felix.messages import ActivePolicyUpdate, Policy, PolicyID, Rule
+from calico.model import HostEndpointKey, WorkloadEndpointKey
+from calico.model import values as v1
+from calico.proto.goldmane import api_pb2 as pb
+from calico.syncer.api import SyncStatus, Update, UpdateType
+
+HOST = "node1"
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.flows: list[pb.Flow] = []
+
+    def push(self, flow: pb.Flow) -> None:
+        self.flows.append(flow)
+
+
+def wep_key(pod: str, host: str = HOST, ns: str = "ns1") -> WorkloadEndpointKey:
+    return WorkloadEndpointKey(host, "k8s", f"{ns}/{pod}", "eth0")
+
+
+def wep(ip: str, **labels: str) -> v1.WorkloadEndpoint:
+    return v1.WorkloadEndpoint(
+        state="active", name="cali" + ip.replace(".", ""), ipv4_nets=(f"{ip}/32",), labels=labels
+    )
+
+
+class Rig:
+    """Collector + synchronous calc pipeline wired as Felix's daemon wires them."""
+
+    def __init__(self) -> None:
+        self.collector = Collector(
+            FakeClient(), flush_interval=1, ct_dump=lambda: {}, clock=lambda: 100.0
+        )
+        self.pipeline = build_felix_calc_pipeline(
+            HOST,
+            self.collector.on_messages,
+            synchronous=True,
+            endpoint_listener=self.collector.lookups.on_endpoint,
+        )
+        self.pipeline.on_status_updated(SyncStatus.IN_SYNC)
+
+    def put(self, key: Any, value: Any) -> None:
+        utype = UpdateType.DELETED if value is None else UpdateType.UPDATED
+        self.pipeline.on_updates([Update(key, value, "1", utype)])
+        self.pipeline.flush()
+
+
+def test_label_strings_sorted_key_value() -> None:
+    assert label_strings({"b": "2", "a": "1", "e": ""}) == ("a=1", "b=2", "e=")
+    assert label_strings({}) == ()
+    assert label_strings(None) == ()
+
+
+def test_local_and_remote_endpoints_named_with_labels_then_removed() -> None:
+    r = Rig()
+    lk = r.collector.lookups
+    r.put(wep_key("client"), wep("10.65.0.1", app="client", tier="fe"))
+    r.put(wep_key("server", host="node2", ns="ns2"), wep("10.65.1.2", app="server"))
+    r.put(
+        HostEndpointKey("node3", "node3-eth0"),
+        v1.HostEndpoint(name="eth0", expected_ipv4_addrs=("192.0.2.3",), labels={"role": "gw"}),
+    )
+    assert lk.endpoint("10.65.0.1") == Endpoint(
+        "client", "ns1", pb.WorkloadEndpoint, ("app=client", "tier=fe")
+    )
+    assert lk.endpoint("10.65.1.2") == Endpoint(
+        "server", "ns2", pb.WorkloadEndpoint, ("app=server",)
+    )
+    assert lk.endpoint("192.0.2.3") == Endpoint("node3-eth0", "", pb.HostEndpoint, ("role=gw",))
+    # A label change replaces the entry; a removal forgets it (back to a network).
+    r.put(wep_key("server", host="node2", ns="ns2"), wep("10.65.1.2", app="api"))
+    assert lk.endpoint("10.65.1.2").labels == ("app=api",)
+    r.put(wep_key("server", host="node2", ns="ns2"), None)
+    assert lk.endpoint("10.65.1.2") == Endpoint("pvt", "", pb.Network)
+    r.put(HostEndpointKey("node3", "node3-eth0"), None)
+    assert lk.endpoint("192.0.2.3") == Endpoint("pvt", "", pb.Network)  # TEST-NET
+
+
+def test_reused_ip_stays_with_the_newer_endpoint_until_it_goes() -> None:
+    r = Rig()
+    lk = r.collector.lookups
+    r.put(wep_key("old", host="node2"), wep("10.65.1.9", v="old"))
+    r.put(wep_key("new", host="node3"), wep("10.65.1.9", v="new"))
+    r.put(wep_key("old", host="node2"), None)  # the older one's removal keeps the newer
+    assert lk.endpoint("10.65.1.9").name == "new"
+    r.put(wep_key("new", host="node3"), None)
+    assert lk.endpoint("10.65.1.9").type == pb.Network
+
+
+def test_bad_address_skipped_and_other_keys_ignored() -> None:
+    lk = Collector(FakeClient(), flush_interval=1).lookups
+    lk.on_endpoint(wep_key("x"), v1.WorkloadEndpoint(ipv4_nets=("bogus/32", "10.65.0.7/32")))
+    assert lk.endpoint("10.65.0.7").name == "x"
+    before = lk.generation
+    lk.on_endpoint("not-an-endpoint-key", None)
+    assert lk.generation == before
+
+
+def test_flow_to_a_remote_workload_carries_both_sides_labels() -> None:
+    r = Rig()
+    pid = PolicyID("out", "GlobalNetworkPolicy", tier="default")
+    r.collector.on_messages(
+        [ActivePolicyUpdate(pid, Policy(outbound_rules=(Rule(action="allow"),)))]
+    )
+    r.put(wep_key("client"), wep("10.65.0.1", app="client"))
+    r.put(wep_key("server", host="node2", ns="ns2"), wep("10.65.1.2", app="server"))
+    tup = FiveTuple(6, "10.65.0.1", "10.65.1.2", 40000, 8080)
+    r.collector.handle([NflogPacket(2, "APE0|gnp/out", tup, 60)])
+    [f] = r.collector.flush()
+    assert (f.Key.reporter, f.Key.source_name, f.Key.dest_name, f.Key.dest_namespace) == (
+        pb.Src,
+        "client",
+        "server",
+        "ns2",
+    )
+    assert (f.Key.dest_type, list(f.source_labels), list(f.dest_labels)) == (
+        pb.WorkloadEndpoint,
+        ["app=client"],
+        ["app=server"],
+    )
+    # The memo follows a label change (any endpoint update invalidates it).
+    r.put(wep_key("server", host="node2", ns="ns2"), wep("10.65.1.2", app="v2"))
+    r.collector.handle([NflogPacket(2, "APE0|gnp/out", tup._replace(sport=40001), 60)])
+    [f] = r.collector.flush()
+    assert list(f.dest_labels) == ["app=v2"]
