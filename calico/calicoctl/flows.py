@@ -28,6 +28,8 @@ COLUMNS = (
     "REPORTER",
     "ACTION",
     "SOURCE",
+    "SRC IP",
+    "SRC PORT",
     "DEST",
     "PROTO",
     "PORT",
@@ -48,6 +50,15 @@ def _side(name: str, namespace: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
+def sampled(values: Iterable[object]) -> str:
+    """The smallest of a flow's sampled source values, ``+N`` for the others; ``-`` for none
+    (an upstream Goldmane sends no samples)."""
+    items = [str(v) for v in values]
+    if not items:
+        return "-"
+    return items[0] + (f"+{len(items) - 1}" if len(items) > 1 else "")
+
+
 def row(flow: pb.Flow) -> tuple[str, ...]:
     k = flow.Key
     hits = k.policies.enforced_policies
@@ -57,6 +68,8 @@ def row(flow: pb.Flow) -> tuple[str, ...]:
         pb.Reporter.Name(k.reporter),
         pb.Action.Name(k.action),
         _side(k.source_name, k.source_namespace),
+        sampled(flow.source_ips),
+        sampled(flow.source_ports),
         _side(k.dest_name, k.dest_namespace),
         k.proto,
         str(k.dest_port),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calico.goldmane.types import Counters, Flow, FlowKey, PolicyHit
+from calico.goldmane.types import Counters, Flow, FlowKey, PolicyHit, sample_union
 from calico.proto.goldmane import api_pb2 as pb
 
 
@@ -46,6 +46,7 @@ def key_from_proto(k: pb.FlowKey) -> FlowKey:
         k.action,
         tuple(hit_from_proto(h) for h in k.policies.enforced_policies),
         tuple(hit_from_proto(h) for h in k.policies.pending_policies),
+        k.source_ip,
     )
 
 
@@ -69,6 +70,7 @@ def key_to_proto(k: FlowKey) -> pb.FlowKey:
             enforced_policies=[hit_to_proto(h) for h in k.enforced],
             pending_policies=[hit_to_proto(h) for h in k.pending],
         ),
+        source_ip=k.source_ip,
     )
 
 
@@ -89,6 +91,9 @@ def flow_from_proto(f: pb.Flow, key: FlowKey | None = None) -> Flow:
             f.num_connections_completed,
             f.num_connections_live,
         ),
+        # A sender may exceed the bound; the engine never holds more than it.
+        source_ips=sample_union(frozenset(), frozenset(f.source_ips)),
+        source_ports=sample_union(frozenset(), frozenset(f.source_ports)),
     )
 
 
@@ -107,6 +112,8 @@ def flow_to_proto(f: Flow) -> pb.Flow:
         num_connections_started=c.connections_started,
         num_connections_completed=c.connections_completed,
         num_connections_live=c.connections_live,
+        source_ips=sorted(f.source_ips),
+        source_ports=sorted(f.source_ports),
     )
 
 

@@ -21,7 +21,7 @@ from calico.goldmane.ring import (
     ListResult,
 )
 from calico.goldmane.stats import StatisticsBuilder
-from calico.goldmane.types import Counters, Flow, FlowKey
+from calico.goldmane.types import SAMPLE_SIZE, Counters, Flow, FlowKey
 from calico.proto.goldmane import api_pb2 as pb
 
 
@@ -150,11 +150,27 @@ class NaiveStore:
 def _fold(into: dict, key: object, start: int, end: int, rec: Flow) -> None:
     cur = into.get(key)
     if cur is None:
-        into[key] = Flow(rec.key, start, end, rec.source_labels, rec.dest_labels, Counters())
+        into[key] = Flow(
+            rec.key,
+            start,
+            end,
+            rec.source_labels,
+            rec.dest_labels,
+            Counters(),
+            rec.source_ips,
+            rec.source_ports,
+        )
         into[key].counters.add(rec.counters)
     else:
         cur.counters.add(rec.counters)
         cur.source_labels &= rec.source_labels
         cur.dest_labels &= rec.dest_labels
+        cur.source_ips = _smallest(cur.source_ips | rec.source_ips)
+        cur.source_ports = _smallest(cur.source_ports | rec.source_ports)
         cur.start_time = min(cur.start_time, start)
         cur.end_time = max(cur.end_time, end)
+
+
+def _smallest(values: frozenset) -> frozenset:
+    """The oracle's own sample rule: the SAMPLE_SIZE smallest, computed the obvious way."""
+    return frozenset(sorted(values)[:SAMPLE_SIZE])

@@ -172,13 +172,13 @@ class BucketRing:
                 flow.source_labels,
                 flow.dest_labels,
                 flow.counters.copy(),
+                flow.source_ips,
+                flow.source_ports,
             )
             bucket.flows[key] = agg
             series.windows[bucket.start] = agg
         else:
-            existing.counters.add(flow.counters)
-            existing.source_labels &= flow.source_labels
-            existing.dest_labels &= flow.dest_labels
+            existing.fold_in(flow)
         return True
 
     def rollover(self, collect: bool = True) -> list[FlowResult]:

@@ -1,4 +1,5 @@
-"""The engine's own flow types: hashable keys, summed counters, intersected labels.
+"""The engine's own flow types: hashable keys, summed counters, intersected labels, bounded
+source samples.
 
 Protobuf messages are neither hashable nor cheap to compare, so the engine keys its maps on
 these tuples and converts at the gRPC edge (``calico.goldmane.convert``). Enum-valued fields
@@ -8,7 +9,19 @@ hold the proto's integer values (``calico.proto.goldmane.api_pb2``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+SAMPLE_SIZE = 10  # source addresses / ports a flow carries (calico-py extension)
+_T = TypeVar("_T", str, int)
+
+
+def sample_union(a: frozenset[_T], b: frozenset[_T]) -> frozenset[_T]:
+    """The ``SAMPLE_SIZE`` smallest of ``a | b``: associative and commutative, so a flow's
+    sample does not depend on the order its parts were aggregated in."""
+    if not b or b <= a:
+        return a
+    u = a | b
+    return u if len(u) <= SAMPLE_SIZE else frozenset(sorted(u)[:SAMPLE_SIZE])
 
 
 class PolicyHit(NamedTuple):
@@ -39,6 +52,7 @@ class FlowKey(NamedTuple):
     action: int = 0
     enforced: tuple[PolicyHit, ...] = ()
     pending: tuple[PolicyHit, ...] = ()
+    source_ip: str = ""  # extension: only for sources no endpoint owns
 
 
 @dataclass(slots=True)
@@ -68,7 +82,7 @@ class Counters:
 
 @dataclass(slots=True)
 class Flow:
-    """One flow record: a key, its time span, labels and counters.
+    """One flow record: a key, its time span, labels, counters and source samples.
 
     Ingested flows carry what the reporter saw; query results carry the aggregate over the
     buckets asked for (start of the first, end of the last; labels common to all).
@@ -80,12 +94,20 @@ class Flow:
     source_labels: frozenset[str]
     dest_labels: frozenset[str]
     counters: Counters
+    source_ips: frozenset[str] = frozenset()
+    source_ports: frozenset[int] = frozenset()
 
-    def merge(self, other: Flow) -> None:
-        """Fold ``other`` (same key) in: sum counters, intersect labels, widen the span."""
+    def fold_in(self, other: Flow) -> None:
+        """Sum counters, intersect labels, merge samples (the span is the caller's)."""
         self.counters.add(other.counters)
         self.source_labels &= other.source_labels
         self.dest_labels &= other.dest_labels
+        self.source_ips = sample_union(self.source_ips, other.source_ips)
+        self.source_ports = sample_union(self.source_ports, other.source_ports)
+
+    def merge(self, other: Flow) -> None:
+        """Fold ``other`` (same key) in and widen the span."""
+        self.fold_in(other)
         self.start_time = min(self.start_time, other.start_time)
         self.end_time = max(self.end_time, other.end_time)
 
@@ -97,4 +119,6 @@ class Flow:
             self.source_labels,
             self.dest_labels,
             self.counters.copy(),
+            self.source_ips,
+            self.source_ports,
         )

@@ -192,7 +192,7 @@ def policy_hit_json(hit: pb.PolicyHit) -> dict[str, Any]:
 
 
 def flow_json(flow: pb.Flow) -> dict[str, Any]:
-    """Upstream's FlowResponse for one Goldmane flow."""
+    """Upstream's FlowResponse for one Goldmane flow, plus the source-address extension."""
     key = flow.Key
     return {
         "start_time": _rfc3339(flow.start_time),
@@ -215,4 +215,9 @@ def flow_json(flow: pb.Flow) -> dict[str, Any]:
         "packets_out": flow.packets_out,
         "bytes_in": flow.bytes_in,
         "bytes_out": flow.bytes_out,
+        # calico-py extension (design/goldmane.md "Source IPs and ports"): the key's address
+        # of a Network source ("" otherwise) and the bounded samples, ascending.
+        "source_ip": key.source_ip,
+        "source_ips": list(flow.source_ips),
+        "source_ports": list(flow.source_ports),
     }

@@ -5,8 +5,10 @@ source's chain: reporter Src; ingress at the destination's: reporter Dst), so ea
 registers (direction, 5-tuple) under a flow key. Allowed connections are then counted from
 conntrack deltas (in/out relative to the reporting endpoint); denied packets never get a
 confirmed conntrack entry, so each denied NFLOG counts one packet itself. ``flush`` turns the
-interval into Goldmane ``Flow`` messages and starts the next one. Not thread-safe: the
-collector calls it from one thread.
+interval into Goldmane ``Flow`` messages and starts the next one. Source addresses and ports
+(a calico-py extension, design/goldmane.md "Source IPs and ports") are sampled per flow: the
+first ``SAMPLE_SIZE`` distinct values of the interval; a source no endpoint owns also puts its
+address in the key. Not thread-safe: the collector calls it from one thread.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from calico.felix.collector.lookups import Endpoint, Hit
 from calico.felix.collector.nflog import PROTO_NAMES, FiveTuple
 from calico.proto.goldmane import api_pb2 as pb
 
+SAMPLE_SIZE = 10  # as Goldmane's bound (calico.goldmane.types)
 TraceKey = tuple[tuple[int, str, str, str, int, int, int, object], ...]
 
 
@@ -33,6 +36,7 @@ class FlowKey:
     trace: tuple[pb.PolicyHit, ...] = field(compare=False, hash=False)
     pending: tuple[pb.PolicyHit, ...] = field(compare=False, hash=False)
     trace_key: tuple[TraceKey, TraceKey] = ((), ())
+    source_ip: str = ""  # only for a source no endpoint owns (type Network)
 
 
 @dataclass
@@ -44,6 +48,14 @@ class _Counts:
     started: int = 0
     completed: int = 0
     live: int = 0
+    ips: set[str] = field(default_factory=set)
+    ports: set[int] = field(default_factory=set)
+
+    def sample(self, tup: FiveTuple) -> None:
+        if len(self.ips) < SAMPLE_SIZE:
+            self.ips.add(tup.src)
+        if tup.sport and len(self.ports) < SAMPLE_SIZE:  # 0: a protocol without ports
+            self.ports.add(tup.sport)
 
 
 _ZERO = CtCounters(0, 0, 0, 0)
@@ -132,6 +144,7 @@ class Aggregator:
             trace=tuple(hits),
             pending=tuple(pending),
             trace_key=(_trace_key(hits), _trace_key(pending)),
+            source_ip=tup.src if src.type == pb.Network else "",
         )
 
     def _counts_for(self, key: FlowKey) -> _Counts:
@@ -145,6 +158,7 @@ class Aggregator:
         conn_id = (inbound, tup)
         if key.action == pb.Deny:
             c = self._counts_for(key)
+            c.sample(tup)
             if inbound:
                 c.packets_in, c.bytes_in = c.packets_in + 1, c.bytes_in + length
             else:
@@ -157,7 +171,9 @@ class Aggregator:
         if conn_id in self._conns and self._conns[conn_id].key == key:
             return  # a retransmitted first packet
         self._conns[conn_id] = _Conn(key)
-        self._counts_for(key).started += 1
+        c = self._counts_for(key)
+        c.started += 1
+        c.sample(tup)
 
     def on_conntrack(self, table: Mapping[FiveTuple, CtCounters]) -> None:
         """Counter deltas for every tracked connection; a vanished one completed."""
@@ -168,6 +184,7 @@ class Aggregator:
             c = self._counts_for(conn.key)
             if now is None:
                 c.completed += 1
+                c.sample(tup)
                 gone.append(conn_id)
                 continue
             dop = max(0, now.orig_packets - conn.last.orig_packets)
@@ -191,8 +208,10 @@ class Aggregator:
     def flush(self) -> list[pb.Flow]:
         """This interval's flows; live connections carry over into the next interval."""
         now = int(self.clock())
-        for conn in self._conns.values():
-            self._counts_for(conn.key).live += 1
+        for (_, tup), conn in self._conns.items():
+            c = self._counts_for(conn.key)
+            c.live += 1
+            c.sample(tup)
         flows = [self._flow(key, c, now) for key, c in self._counts.items()]
         self._counts = {}
         self._denied_seen = set()
@@ -211,6 +230,7 @@ class Aggregator:
             proto=key.proto,
             reporter=key.reporter,
             action=key.action,
+            source_ip=key.source_ip,
         )
         fk.policies.enforced_policies.extend(key.trace)
         fk.policies.pending_policies.extend(key.pending)
@@ -227,4 +247,6 @@ class Aggregator:
             num_connections_started=c.started,
             num_connections_completed=c.completed,
             num_connections_live=c.live,
+            source_ips=sorted(c.ips),
+            source_ports=sorted(c.ports),
         )

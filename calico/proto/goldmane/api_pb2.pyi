@@ -284,7 +284,7 @@ class FlowUpdate(_message.Message):
     def __init__(self, flow: _Optional[_Union[Flow, _Mapping]] = ...) -> None: ...
 
 class FlowKey(_message.Message):
-    __slots__ = ("source_name", "source_namespace", "source_type", "dest_name", "dest_namespace", "dest_type", "dest_port", "dest_service_name", "dest_service_namespace", "dest_service_port_name", "dest_service_port", "proto", "reporter", "action", "policies")
+    __slots__ = ("source_name", "source_namespace", "source_type", "dest_name", "dest_namespace", "dest_type", "dest_port", "dest_service_name", "dest_service_namespace", "dest_service_port_name", "dest_service_port", "proto", "reporter", "action", "policies", "source_ip")
     SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
     SOURCE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +300,7 @@ class FlowKey(_message.Message):
     REPORTER_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     POLICIES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_IP_FIELD_NUMBER: _ClassVar[int]
     source_name: str
     source_namespace: str
     source_type: EndpointType
@@ -315,10 +316,11 @@ class FlowKey(_message.Message):
     reporter: Reporter
     action: Action
     policies: PolicyTrace
-    def __init__(self, source_name: _Optional[str] = ..., source_namespace: _Optional[str] = ..., source_type: _Optional[_Union[EndpointType, str]] = ..., dest_name: _Optional[str] = ..., dest_namespace: _Optional[str] = ..., dest_type: _Optional[_Union[EndpointType, str]] = ..., dest_port: _Optional[int] = ..., dest_service_name: _Optional[str] = ..., dest_service_namespace: _Optional[str] = ..., dest_service_port_name: _Optional[str] = ..., dest_service_port: _Optional[int] = ..., proto: _Optional[str] = ..., reporter: _Optional[_Union[Reporter, str]] = ..., action: _Optional[_Union[Action, str]] = ..., policies: _Optional[_Union[PolicyTrace, _Mapping]] = ...) -> None: ...
+    source_ip: str
+    def __init__(self, source_name: _Optional[str] = ..., source_namespace: _Optional[str] = ..., source_type: _Optional[_Union[EndpointType, str]] = ..., dest_name: _Optional[str] = ..., dest_namespace: _Optional[str] = ..., dest_type: _Optional[_Union[EndpointType, str]] = ..., dest_port: _Optional[int] = ..., dest_service_name: _Optional[str] = ..., dest_service_namespace: _Optional[str] = ..., dest_service_port_name: _Optional[str] = ..., dest_service_port: _Optional[int] = ..., proto: _Optional[str] = ..., reporter: _Optional[_Union[Reporter, str]] = ..., action: _Optional[_Union[Action, str]] = ..., policies: _Optional[_Union[PolicyTrace, _Mapping]] = ..., source_ip: _Optional[str] = ...) -> None: ...
 
 class Flow(_message.Message):
-    __slots__ = ("Key", "start_time", "end_time", "source_labels", "dest_labels", "packets_in", "packets_out", "bytes_in", "bytes_out", "num_connections_started", "num_connections_completed", "num_connections_live")
+    __slots__ = ("Key", "start_time", "end_time", "source_labels", "dest_labels", "packets_in", "packets_out", "bytes_in", "bytes_out", "num_connections_started", "num_connections_completed", "num_connections_live", "source_ips", "source_ports")
     KEY_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +333,8 @@ class Flow(_message.Message):
     NUM_CONNECTIONS_STARTED_FIELD_NUMBER: _ClassVar[int]
     NUM_CONNECTIONS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NUM_CONNECTIONS_LIVE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_IPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_PORTS_FIELD_NUMBER: _ClassVar[int]
     Key: FlowKey
     start_time: int
     end_time: int
@@ -343,7 +347,9 @@ class Flow(_message.Message):
     num_connections_started: int
     num_connections_completed: int
     num_connections_live: int
-    def __init__(self, Key: _Optional[_Union[FlowKey, _Mapping]] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., source_labels: _Optional[_Iterable[str]] = ..., dest_labels: _Optional[_Iterable[str]] = ..., packets_in: _Optional[int] = ..., packets_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., num_connections_started: _Optional[int] = ..., num_connections_completed: _Optional[int] = ..., num_connections_live: _Optional[int] = ...) -> None: ...
+    source_ips: _containers.RepeatedScalarFieldContainer[str]
+    source_ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, Key: _Optional[_Union[FlowKey, _Mapping]] = ..., start_time: _Optional[int] = ..., end_time: _Optional[int] = ..., source_labels: _Optional[_Iterable[str]] = ..., dest_labels: _Optional[_Iterable[str]] = ..., packets_in: _Optional[int] = ..., packets_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., num_connections_started: _Optional[int] = ..., num_connections_completed: _Optional[int] = ..., num_connections_live: _Optional[int] = ..., source_ips: _Optional[_Iterable[str]] = ..., source_ports: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PolicyTrace(_message.Message):
     __slots__ = ("enforced_policies", "pending_policies")

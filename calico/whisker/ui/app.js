@@ -98,6 +98,8 @@ function detailsRow(flow) {
   const grid = el("dl", null, "details-grid");
   const facts = [
     ["Source labels", flow.source_labels || "-"], ["Dest labels", flow.dest_labels || "-"],
+    ["Source IPs", (flow.source_ips || []).join(", ") || "-"],
+    ["Source ports", (flow.source_ports || []).join(", ") || "-"],
     ["Packets in / out", `${flow.packets_in} / ${flow.packets_out}`],
     ["Bytes in / out", `${flow.bytes_in} / ${flow.bytes_out}`],
   ];

@@ -1,11 +1,14 @@
 """Our goldmane .proto against upstream's wire format (field numbers, types, enums, methods).
 
 The table is upstream's goldmane/proto/api.proto reduced to what the wire sees; a renumbered
-field or a changed type breaks an upstream client, so every entry is checked both ways.
+field or a changed type breaks an upstream client, so every entry is checked both ways. Our
+extensions (``EXTENSIONS``, design/goldmane.md "Source IPs and ports") must sit above upstream's
+numbers; a client compiled from the upstream table alone must decode our messages, and ours its.
 """
 
 from __future__ import annotations
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import FieldDescriptor as F
 
 from calico.proto.goldmane import api_pb2
@@ -199,6 +202,36 @@ METHODS = {
 }
 
 
+EXTENSIONS: dict[str, dict[str, tuple]] = {
+    "FlowKey": {"source_ip": (100, STR)},
+    "Flow": {"source_ips": (100, STR, REP), "source_ports": (101, I64, REP)},
+}
+
+
+def upstream_classes() -> dict[str, type]:
+    """Message classes compiled from the upstream table alone: an upstream client's view."""
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="upstream_goldmane.proto", package="goldmane", syntax="proto3"
+    )
+    for enum_name, values in ENUMS.items():
+        enum = fdp.enum_type.add(name=enum_name)
+        for value_name, number in values.items():
+            enum.value.add(name=value_name, number=number)
+    for msg_name, fields in MESSAGES.items():
+        msg = fdp.message_type.add(name=msg_name)
+        for field_name, (number, ftype, *rest) in fields.items():
+            fd = msg.field.add(name=field_name, number=number, type=ftype)
+            fd.label = fd.LABEL_REPEATED if rest and rest[0] == REP else fd.LABEL_OPTIONAL
+            if len(rest) > 1:
+                fd.type_name = f".goldmane.{rest[1]}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"goldmane.{name}"))
+        for name in MESSAGES
+    }
+
+
 def test_package_is_goldmane() -> None:
     assert api_pb2.DESCRIPTOR.package == "goldmane"
 
@@ -207,8 +240,12 @@ def test_exactly_upstreams_messages_with_their_fields() -> None:
     assert set(api_pb2.DESCRIPTOR.message_types_by_name) == set(MESSAGES)
     for msg_name, fields in MESSAGES.items():
         desc = api_pb2.DESCRIPTOR.message_types_by_name[msg_name]
-        assert set(desc.fields_by_name) == set(fields), msg_name
-        for field_name, spec in fields.items():
+        ours = EXTENSIONS.get(msg_name, {})
+        assert set(desc.fields_by_name) == set(fields) | set(ours), msg_name
+        if ours:  # clear of upstream's range, with room for upstream to grow
+            assert min(spec[0] for spec in ours.values()) >= 100
+            assert max(spec[0] for spec in fields.values()) < 100
+        for field_name, spec in {**fields, **ours}.items():
             number, ftype, *rest = spec
             label = rest[0] if rest else None
             fd = desc.fields_by_name[field_name]
@@ -247,3 +284,58 @@ def test_bytes_from_an_upstream_encoder_decode_here() -> None:
     key = api_pb2.FlowKey.FromString(raw)
     assert (key.dest_port, key.proto, key.action) == (8080, "tcp", api_pb2.Deny)
     assert key.SerializeToString() == raw
+
+
+def _our_flow() -> api_pb2.Flow:
+    key = api_pb2.FlowKey(
+        source_name="pub",
+        source_type=api_pb2.Network,
+        dest_name="server",
+        dest_namespace="ns1",
+        dest_port=8080,
+        proto="tcp",
+        reporter=api_pb2.Dst,
+        action=api_pb2.Deny,
+        source_ip="198.51.100.7",
+    )
+    key.policies.enforced_policies.add(kind=api_pb2.CalicoNetworkPolicy, name="p", rule_index=1)
+    return api_pb2.Flow(
+        Key=key,
+        start_time=15,
+        end_time=30,
+        source_labels=["app=x"],
+        packets_in=3,
+        source_ips=["198.51.100.7"],
+        source_ports=[40000, 40001],
+    )
+
+
+def test_an_upstream_client_decodes_our_messages_and_keeps_the_extensions() -> None:
+    up = upstream_classes()
+    ours = _our_flow()
+    theirs = up["Flow"].FromString(ours.SerializeToString())
+    assert (theirs.Key.source_name, theirs.Key.dest_port, theirs.Key.action) == (
+        "pub",
+        8080,
+        api_pb2.Deny,
+    )
+    assert (theirs.packets_in, list(theirs.source_labels), theirs.end_time) == (3, ["app=x"], 30)
+    assert theirs.Key.policies.enforced_policies[0].rule_index == 1
+    assert not hasattr(theirs, "source_ips") and not hasattr(theirs.Key, "source_ip")
+    # Unknown to upstream, the extensions ride along as unknown fields: a proxy that decodes
+    # and re-encodes (e.g. a relay built from upstream's proto) passes them on intact.
+    assert api_pb2.Flow.FromString(theirs.SerializeToString()) == ours
+    wrapped = up["FlowResult"](id=7, flow=theirs)
+    assert api_pb2.FlowResult.FromString(wrapped.SerializeToString()).flow == ours
+
+
+def test_our_server_decodes_an_upstream_clients_messages() -> None:
+    up = upstream_classes()
+    theirs = up["FlowUpdate"](flow=up["Flow"](Key=up["FlowKey"](dest_port=443, proto="udp")))
+    ours = api_pb2.FlowUpdate.FromString(theirs.SerializeToString())
+    assert (ours.flow.Key.dest_port, ours.flow.Key.proto, ours.flow.Key.source_ip) == (
+        443,
+        "udp",
+        "",
+    )
+    assert (list(ours.flow.source_ips), list(ours.flow.source_ports)) == ([], [])

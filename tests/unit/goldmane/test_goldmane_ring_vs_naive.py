@@ -42,6 +42,7 @@ keys = st.builds(
     action=st.sampled_from([pb.Allow, pb.Deny]),
     enforced=st.lists(st.one_of(hits, eot), max_size=2).map(tuple),
     pending=st.lists(hits, max_size=1).map(tuple),
+    source_ip=st.sampled_from(["", "", "198.51.100.7"]),
 )
 labels = st.frozensets(st.sampled_from(["app=x", "env=prod", "tier=web"]))
 
@@ -50,7 +51,9 @@ labels = st.frozensets(st.sampled_from(["app=x", "env=prod", "tier=web"]))
 def flows(draw: st.DrawFn, now: int) -> Flow:
     start = now + draw(st.integers(-(NUM + 1) * INTERVAL, 2 * INTERVAL))
     c = Counters(*draw(st.lists(st.integers(0, 1000), min_size=7, max_size=7)))
-    return Flow(draw(keys), start, start + 5, draw(labels), draw(labels), c)
+    ips = st.frozensets(st.sampled_from([f"10.0.0.{i}" for i in range(14)]), max_size=6)
+    ports = st.frozensets(st.integers(1024, 1040), max_size=8)
+    return Flow(draw(keys), start, start + 5, draw(labels), draw(labels), c, draw(ips), draw(ports))
 
 
 string_matches = st.builds(
@@ -107,6 +110,8 @@ def _flat(results: list[FlowResult]) -> list[tuple]:
             r.flow.source_labels,
             r.flow.dest_labels,
             r.flow.counters,
+            r.flow.source_ips,
+            r.flow.source_ports,
         )
         for r in results
     ]

@@ -133,6 +133,7 @@ flows = st.builds(
             enforced_policies=st.lists(hits, max_size=3),
             pending_policies=st.lists(hits, max_size=2),
         ),
+        source_ip=st.sampled_from(["", "198.51.100.7", "2001:db8::1"]),
     ),
     start_time=st.integers(0, 2**33),
     end_time=st.integers(0, 2**33),
@@ -140,6 +141,8 @@ flows = st.builds(
     dest_labels=st.lists(text, max_size=3),
     packets_in=st.integers(0, 2**62),
     bytes_out=st.integers(0, 2**62),
+    source_ips=st.lists(st.sampled_from(["10.0.0.1", "10.0.0.2", "fd00::1"]), max_size=3),
+    source_ports=st.lists(st.integers(0, 65535), max_size=4),
 )
 
 
@@ -152,6 +155,11 @@ def test_flow_response_carries_every_field(flow: pb.Flow) -> None:
     assert out["source_name"] == convert.display_name(flow.Key.source_name)
     assert out["action"] == pb.Action.Name(flow.Key.action)
     assert (out["packets_in"], out["bytes_out"]) == (flow.packets_in, flow.bytes_out)
+    assert out["source_ip"] == flow.Key.source_ip
+    assert (out["source_ips"], out["source_ports"]) == (
+        list(flow.source_ips),
+        list(flow.source_ports),
+    )
     enforced = out["policies"]["enforced"]
     assert [h["rule_index"] for h in enforced] == [
         h.rule_index for h in flow.Key.policies.enforced_policies

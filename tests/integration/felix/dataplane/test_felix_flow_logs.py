@@ -216,10 +216,19 @@ def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(
         # Denied packets are counted from NFLOG (they never get a conntrack entry).
         assert int(by_action["Deny"].get("packets_in", 0)) >= 1
         assert "packets_out" not in by_action["Deny"]
+        # Labels come from the calc graph's endpoint feed; the source address and port from
+        # the sampled 5-tuples (an extension: endpoint sources keep no address in the key).
+        for f in by_action.values():
+            assert "app=client" in f["source_labels"], f
+            assert "app=server" in f["dest_labels"], f
+            assert f["source_ips"] == ["10.65.0.1"], f
+            assert all(1024 <= int(p) <= 65535 for p in f["source_ports"]), f
+            assert "source_ip" not in f["Key"], f
 
         table = in_ns(c.host, *ctl).stdout
         assert "default|CalicoNetworkPolicy:ns1/flows-policy|allow|0" in table
         assert "default|CalicoNetworkPolicy:ns1/flows-policy|deny|1" in table
+        assert "10.65.0.1" in table
         only_denied = in_ns(c.host, *ctl, "--denied").stdout
         assert "flows-policy|deny|1" in only_denied
         assert "|allow|" not in only_denied

@@ -33,6 +33,8 @@ def flow(ns_src: str = "ns1", ns_dst: str = "ns2", action: int = pb.Deny) -> pb.
         start_time=0,
         packets_in=2,
         bytes_in=120,
+        source_ips=["10.65.0.1"],
+        source_ports=[40000, 40001, 40002],
     )
 
 
@@ -47,6 +49,10 @@ def test_hit_text_and_table() -> None:
         "REPORTER",
         "ACTION",
         "SOURCE",
+        "SRC",
+        "IP",
+        "SRC",
+        "PORT",
         "DEST",
         "PROTO",
         "PORT",
@@ -59,6 +65,8 @@ def test_hit_text_and_table() -> None:
         "Dst",
         "Deny",
         "ns1/a",
+        "10.65.0.1",
+        "40000+2",
         "ns2/b",
         "tcp",
         "9090",
@@ -67,7 +75,8 @@ def test_hit_text_and_table() -> None:
         "120/0",
     ]
     no_trace = pb.Flow(Key=pb.FlowKey(source_name="x", dest_name="y"))
-    assert row(no_trace)[7] == "-"
+    assert row(no_trace)[9] == "-"
+    assert row(no_trace)[4:6] == ("-", "-")  # an upstream Goldmane: no samples
     assert len(table([no_trace], header=False).splitlines()) == 1  # no header row
 
 

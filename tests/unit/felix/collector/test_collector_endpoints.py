@@ -135,3 +135,82 @@ def test_flow_to_a_remote_workload_carries_both_sides_labels() -> None:
     r.collector.handle([NflogPacket(2, "APE0|gnp/out", tup._replace(sport=40001), 60)])
     [f] = r.collector.flush()
     assert list(f.dest_labels) == ["app=v2"]
+
+
+def _deny_rig() -> Rig:
+    r = Rig()
+    pid = PolicyID("in", "GlobalNetworkPolicy", tier="default")
+    r.collector.on_messages([ActivePolicyUpdate(pid, Policy(inbound_rules=(Rule(action="deny"),)))])
+    r.put(wep_key("server"), wep("10.65.0.2", app="server"))
+    return r
+
+
+def test_network_sources_keyed_by_ip_endpoint_sources_not() -> None:
+    r = _deny_rig()
+    r.put(wep_key("client", host="node2"), wep("10.65.1.1"))
+    pkts = [
+        NflogPacket(1, "DPI0|gnp/in", FiveTuple(6, src, "10.65.0.2", sport, 9090), 60)
+        for src, sport in (
+            ("10.65.1.1", 50000),
+            ("10.65.1.1", 50001),
+            ("8.8.8.8", 1000),
+            ("8.8.8.8", 1001),
+            ("1.1.1.1", 2000),
+        )
+    ]
+    r.collector.handle(pkts)
+    flows = {(f.Key.source_name, f.Key.source_ip): f for f in r.collector.flush()}
+    assert set(flows) == {("client", ""), ("pub", "8.8.8.8"), ("pub", "1.1.1.1")}
+    ep = flows["client", ""]
+    assert (list(ep.source_ips), list(ep.source_ports), ep.packets_in) == (
+        ["10.65.1.1"],
+        [50000, 50001],
+        2,
+    )
+    assert list(flows["pub", "8.8.8.8"].source_ports) == [1000, 1001]
+    assert list(flows["pub", "1.1.1.1"].source_ips) == ["1.1.1.1"]
+
+
+def test_source_port_sample_is_bounded_per_interval() -> None:
+    r = _deny_rig()
+    base = FiveTuple(6, "10.65.1.1", "10.65.0.2", 0, 9090)
+    r.collector.handle(
+        [NflogPacket(1, "DPI0|gnp/in", base._replace(sport=p), 60) for p in range(40011, 40000, -1)]
+    )  # 11 distinct ports, newest first: the first ten seen are kept
+    [f] = r.collector.flush()
+    assert (list(f.source_ports), f.packets_in, f.num_connections_started) == (
+        list(range(40002, 40012)),
+        11,
+        11,
+    )
+    r.collector.handle([NflogPacket(1, "DPI0|gnp/in", base._replace(sport=1), 60)])
+    [f] = r.collector.flush()  # a new interval starts a new sample
+    assert list(f.source_ports) == [1]
+
+
+def test_allowed_connections_sampled_when_registered_live_and_completed() -> None:
+    ct: dict = {}
+    c = Collector(FakeClient(), flush_interval=1, ct_dump=lambda: ct, clock=lambda: 5.0)
+    pid = PolicyID("in", "GlobalNetworkPolicy", tier="default")
+    c.on_messages([ActivePolicyUpdate(pid, Policy(inbound_rules=(Rule(action="allow"),)))])
+    c.lookups.on_endpoint(wep_key("server"), wep("10.65.0.2"))
+    tup = FiveTuple(17, "10.65.1.1", "10.65.0.2", 5353, 53)
+    c.handle([NflogPacket(1, "API0|gnp/in", tup, 60)])
+    from calico.felix.collector.conntrack import CtCounters
+
+    ct[tup] = CtCounters(1, 60, 1, 80)
+    [f] = c.flush()
+    assert (list(f.source_ports), list(f.source_ips), f.Key.source_ip) == (
+        [5353],
+        ["10.65.1.1"],
+        "10.65.1.1",
+    )
+    [f] = c.flush()  # still live in the next interval: sampled again
+    assert (list(f.source_ports), f.num_connections_live) == ([5353], 1)
+    del ct[tup]
+    [f] = c.flush()
+    assert (list(f.source_ports), f.num_connections_completed) == ([5353], 1)
+    icmp = FiveTuple(1, "10.65.1.1", "10.65.0.2", 0, 0)
+    c.handle([NflogPacket(1, "API0|gnp/in", icmp, 60)])
+    [f] = c.flush()
+    assert (list(f.source_ports), list(f.source_ips)) == ([], ["10.65.1.1"])  # no port 0
