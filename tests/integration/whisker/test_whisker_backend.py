@@ -20,6 +20,8 @@ from whisker_support import (
     push,
 )
 
+from calico.proto.goldmane import api_pb2 as pb
+
 Start = Callable[..., Any]
 
 
@@ -90,6 +92,10 @@ def test_list_returns_upstreams_flow_response_shape(fed: str) -> None:
         "packets_out": 6,
         "bytes_in": 300,
         "bytes_out": 600,
+        # Ours beyond upstream's shape (design/whisker.md): an endpoint source, no samples sent.
+        "source_ip": "",
+        "source_ips": [],
+        "source_ports": [],
     }
 
 
@@ -270,3 +276,24 @@ def test_sigterm_with_an_open_stream_exits_zero(whisker: WhiskerProc) -> None:
         except subprocess.TimeoutExpired:
             pytest.fail(f"whisker-backend did not stop:\n{whisker.log()}")
     whisker.wait_log("Received shutdown signal")
+
+
+def test_source_address_extension_travels_goldmane_to_json(
+    goldmane: GoldmaneProc, whisker: WhiskerProc
+) -> None:
+    external = denied_flow()
+    external.Key.source_name, external.Key.source_type = "pub", pb.Network
+    external.Key.source_ip = "198.51.100.7"
+    external.source_ips[:] = ["198.51.100.7"]
+    external.source_ports[:] = [40001, 40000]
+    same_but_other_ip = pb.Flow()
+    same_but_other_ip.CopyFrom(external)
+    same_but_other_ip.Key.source_ip = "198.51.100.8"
+    same_but_other_ip.source_ips[:] = ["198.51.100.8"]
+    assert push(goldmane.port, [external, same_but_other_ip]) == 2
+    items = get(whisker.url, "/flows", filters=json.dumps({"actions": ["Deny"]})).json()["items"]
+    by_ip = {f["source_ip"]: f for f in items}
+    assert set(by_ip) == {"198.51.100.7", "198.51.100.8"}  # part of the key: two flows
+    assert by_ip["198.51.100.7"]["source_ips"] == ["198.51.100.7"]
+    assert by_ip["198.51.100.7"]["source_ports"] == [40000, 40001]  # ascending
+    assert by_ip["198.51.100.7"]["source_name"] == "PUBLIC NETWORK"
