@@ -6,7 +6,7 @@ Wiring (upstream felix/calc/calc_graph.go)::
     Update(Key, value) ─▶ ValidationFilter ─▶ all-updates TypeFanout
       ├─ WEP/HEP ─▶ split by hostname ─▶ local fan-out ─▶ ActiveRulesCalculator, PolicyResolver
       │                               └▶ remote fan-out (no consumers: lookup caches only)
-      ├─ WEP/HEP ─▶ [endpoint_listener] (Felix's flow collector: names and labels, all hosts)
+      ├─ WEP/HEP/NetworkSet ─▶ [endpoint_listener] (flow collector: names, labels, all hosts)
       ├─ WEP/HEP/NetworkSet/ProfileLabels ─▶ IP set index (all hosts: members are cluster-wide)
       ├─ Policy/ProfileRules/ProfileLabels ─▶ ARC ─▶ RuleScanner ─▶ callbacks (+ IP set index)
       ├─ Policy/Tier ─▶ PolicyResolver ◀─ matches from the ARC
@@ -142,7 +142,8 @@ class CalcGraph:
         )
         for key_type in (WorkloadEndpointKey, HostEndpointKey):
             self.all_updates.register(key_type, self._split_endpoint)
-            if endpoint_listener is not None:
+        if endpoint_listener is not None:
+            for key_type in (WorkloadEndpointKey, HostEndpointKey, NetworkSetKey):
                 self.all_updates.register(key_type, endpoint_listener)
 
         # IP set membership (all hosts' endpoints and every network set).

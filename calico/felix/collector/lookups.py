@@ -38,7 +38,7 @@ from calico.felix.rules.nflog import (
     rule_prefix,
 )
 from calico.felix.rules.policy import policy_chain_id
-from calico.model import HostEndpointKey, WorkloadEndpointKey
+from calico.model import HostEndpointKey, NetworkSetKey, WorkloadEndpointKey
 from calico.model import values as v1
 from calico.proto.goldmane import api_pb2 as pb
 
@@ -127,6 +127,28 @@ def endpoint_from_calc(
     return ep, ips
 
 
+def netset_endpoint(key: NetworkSetKey, value: v1.NetworkSet) -> Endpoint:
+    """A network set as a flow endpoint: ``<ns>/<name>`` keys are namespaced sets."""
+    namespace, sep, name = key.name.partition("/")
+    if not sep:
+        namespace, name = "", key.name
+    return Endpoint(name, namespace, pb.NetworkSet, label_strings(value.labels))
+
+
+Cidr = tuple[int, int, int]  # (IP version, prefix length, network as an integer)
+
+
+def parse_cidrs(nets: Iterable[str]) -> list[Cidr]:
+    out = []
+    for net in nets:
+        try:
+            n = ipaddress.ip_network(net, strict=False)
+        except ValueError:
+            continue
+        out.append((n.version, n.prefixlen, int(n.network_address)))
+    return out
+
+
 def network_endpoint(ip: str) -> Endpoint:
     """Goldmane's name for an address no endpoint owns: private or public network."""
     private = ipaddress.ip_address(ip).is_private
@@ -144,6 +166,9 @@ class Lookups:
         self._wep_ips: dict[object, list[str]] = {}
         self._cluster: dict[str, tuple[object, Endpoint]] = {}  # IP -> (key, endpoint), any node
         self._cluster_ips: dict[object, list[str]] = {}
+        # Network sets by (version, prefix length) -> network -> (key, endpoint): longest match.
+        self._netsets: dict[tuple[int, int], dict[int, tuple[object, Endpoint]]] = {}
+        self._netset_cidrs: dict[object, list[Cidr]] = {}
         self._pending: dict[object, Any] = {}  # calc-graph endpoint updates not applied yet
         self.generation = 0
         for inbound in (True, False):
@@ -185,7 +210,7 @@ class Lookups:
         The calc thread only queues it (latest value per key, in update order): converting is
         left to the collector's first lookup, so the calc graph - and the dataplane updates
         behind it - pay a dict assignment per endpoint update, not the conversion."""
-        if not isinstance(key, WorkloadEndpointKey | HostEndpointKey):
+        if not isinstance(key, WorkloadEndpointKey | HostEndpointKey | NetworkSetKey):
             return
         with self._lock:
             self.generation += 1
@@ -197,6 +222,9 @@ class Lookups:
         pod IP) stays with the later update until that endpoint goes."""
         pending, self._pending = self._pending, {}
         for key, value in pending.items():
+            if isinstance(key, NetworkSetKey):
+                self._apply_netset(key, value)
+                continue
             for ip in self._cluster_ips.pop(key, []):
                 if self._cluster.get(ip, (None,))[0] == key:
                     del self._cluster[ip]
@@ -206,6 +234,36 @@ class Lookups:
             for ip in ips:
                 self._cluster[ip] = (key, ep)
             self._cluster_ips[key] = ips
+
+    def _apply_netset(self, key: NetworkSetKey, value: v1.NetworkSet | None) -> None:
+        for version, plen, net in self._netset_cidrs.pop(key, []):
+            by_net = self._netsets.get((version, plen), {})
+            if by_net.get(net, (None,))[0] == key:
+                del by_net[net]
+                if not by_net:
+                    del self._netsets[version, plen]
+        if value is None:
+            return
+        ep = netset_endpoint(key, value)
+        cidrs = parse_cidrs(value.nets)
+        for version, plen, net in cidrs:
+            self._netsets.setdefault((version, plen), {})[net] = (key, ep)
+        self._netset_cidrs[key] = cidrs
+
+    def _netset_for(self, ip: str) -> Endpoint | None:
+        """The network set with the longest prefix holding ``ip`` (lock held)."""
+        if not self._netsets:
+            return None
+        addr = ipaddress.ip_address(ip)
+        value, bits = int(addr), addr.max_prefixlen
+        for version, plen in sorted(self._netsets, key=lambda vp: -vp[1]):
+            if version != addr.version:
+                continue
+            shift = bits - plen
+            hit = self._netsets[version, plen].get(value >> shift << shift)
+            if hit is not None:
+                return hit[1]
+        return None
 
     def _drop(self, prefixes: list[str]) -> None:
         for prefix in prefixes:
@@ -289,7 +347,7 @@ class Lookups:
             known = self._cluster.get(ip)
             if known is not None:
                 return known[1]
-            return self._endpoints.get(ip) or network_endpoint(ip)
+            return self._endpoints.get(ip) or self._netset_for(ip) or network_endpoint(ip)
 
     def tier_info(self, ip: str, tier: str) -> TierInfo | None:
         with self._lock:

@@ -214,3 +214,51 @@ def test_allowed_connections_sampled_when_registered_live_and_completed() -> Non
     c.handle([NflogPacket(1, "API0|gnp/in", icmp, 60)])
     [f] = c.flush()
     assert (list(f.source_ports), list(f.source_ips)) == ([], ["10.65.1.1"])  # no port 0
+
+
+def test_network_sets_name_other_addresses_longest_prefix_first() -> None:
+    from calico.model import NetworkSetKey
+
+    r = Rig()
+    lk = r.collector.lookups
+    wide = v1.NetworkSet(nets=("203.0.113.0/24", "2001:db8::/32"), labels={"zone": "dmz"})
+    r.put(NetworkSetKey("partners"), wide)
+    r.put(NetworkSetKey("ns1/office"), v1.NetworkSet(nets=("203.0.113.128/25",)))
+    assert lk.endpoint("203.0.113.1") == Endpoint("partners", "", pb.NetworkSet, ("zone=dmz",))
+    assert lk.endpoint("2001:db8::7").name == "partners"
+    assert lk.endpoint("203.0.113.255") == Endpoint("office", "ns1", pb.NetworkSet)
+    assert lk.endpoint("203.0.114.1") == Endpoint("pub", "", pb.Network)  # just outside
+    # An endpoint owning an address wins over a set holding it.
+    r.put(wep_key("pod", host="node2"), wep("203.0.113.200"))
+    assert lk.endpoint("203.0.113.200").type == pb.WorkloadEndpoint
+    r.put(NetworkSetKey("ns1/office"), None)
+    assert lk.endpoint("203.0.113.255").name == "partners"
+    r.put(NetworkSetKey("partners"), v1.NetworkSet(nets=("198.51.100.0/24",)))
+    assert lk.endpoint("203.0.113.1").type == pb.Network  # the update replaced the nets
+    assert lk.endpoint("198.51.100.9").name == "partners"
+    r.put(NetworkSetKey("partners"), v1.NetworkSet(nets=("bogus",)))  # invalid: deleted
+    assert lk.endpoint("198.51.100.9").type == pb.Network
+    # Directly (no validation filter in front): a bad CIDR is skipped, the rest kept.
+    lk.on_endpoint(NetworkSetKey("x"), v1.NetworkSet(nets=("bogus", "192.0.2.0/28")))
+    assert lk.endpoint("192.0.2.15").name == "x"
+    assert lk.endpoint("192.0.2.16").type == pb.Network
+
+
+def test_flow_from_a_network_set_keeps_its_address_out_of_the_key() -> None:
+    from calico.model import NetworkSetKey
+
+    r = _deny_rig()
+    r.put(NetworkSetKey("scanners"), v1.NetworkSet(nets=("8.8.0.0/16",), labels={"bad": "yes"}))
+    r.collector.handle(
+        [
+            NflogPacket(1, "DPI0|gnp/in", FiveTuple(6, src, "10.65.0.2", 1000, 22), 60)
+            for src in ("8.8.4.4", "8.8.8.8")
+        ]
+    )
+    [f] = r.collector.flush()
+    assert (f.Key.source_name, f.Key.source_type, f.Key.source_ip) == (
+        "scanners",
+        pb.NetworkSet,
+        "",
+    )
+    assert (list(f.source_labels), list(f.source_ips)) == (["bad=yes"], ["8.8.4.4", "8.8.8.8"])
