@@ -5,7 +5,6 @@ same thing: ``tier`` becomes ``default``, ``types`` is derived from the rules, `
 becomes ``Set``. Names in a non-default tier may carry the ``<tier>.`` prefix or not.
 """
 
-
 import ipaddress
 import math
 import re

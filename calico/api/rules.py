@@ -6,7 +6,6 @@ valid and report at the exact sub-path (``destination.ports``) through ``raise_i
 Checks that depend on the rule's direction (ingress/egress) live with the policy.
 """
 
-
 import ipaddress
 import re
 from typing import Annotated, Literal, Self
