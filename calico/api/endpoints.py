@@ -4,8 +4,6 @@ These are what policy selects: their labels (and a profile's ``labelsToApply``) 
 index, their IPs/nets become IP set members, their named ports resolve rule ports.
 """
 
-from __future__ import annotations
-
 import ipaddress
 import re
 from typing import Annotated, Any, ClassVar, Self

@@ -5,8 +5,6 @@ same thing: ``tier`` becomes ``default``, ``types`` is derived from the rules, `
 becomes ``Set``. Names in a non-default tier may carry the ``<tier>.`` prefix or not.
 """
 
-from __future__ import annotations
-
 import ipaddress
 import math
 import re

@@ -6,8 +6,6 @@ valid and report at the exact sub-path (``destination.ports``) through ``raise_i
 Checks that depend on the rule's direction (ingress/egress) live with the policy.
 """
 
-from __future__ import annotations
-
 import ipaddress
 import re
 from typing import Annotated, Literal, Self

@@ -68,12 +68,20 @@ class LazyGroup(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._attached_help: dict[str, str] = {}
+        self._lazy: dict[str, str] = {}  # attached lazily: name -> "module:attribute"
 
     def attach(self, command: click.Command, short_help: str) -> None:
         """Add another component's command, with the one-line help this group shows for it."""
         assert command.name is not None and command.name not in COMMANDS
+        assert command.name not in self._attached_help
         self.add_command(command)
         self._attached_help[command.name] = short_help
+
+    def attach_lazy(self, name: str, target: str, short_help: str) -> None:
+        """:meth:`attach` a command named by ``"module:attribute"``, imported when used."""
+        assert name not in COMMANDS and name not in self._attached_help
+        self._lazy[name] = target
+        self._attached_help[name] = short_help
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -90,10 +98,10 @@ class LazyGroup(click.Group):
             raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *self.commands]
+        return [*COMMANDS, *self._attached_help]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
+        target = COMMANDS.get(cmd_name) or self._lazy.get(cmd_name)
         if target is None:
             return self.commands.get(cmd_name)
         module, _, attr = target.partition(":")
@@ -103,7 +111,7 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, SHORT_HELP[name]) for name in COMMANDS]
-        rows += [(name, self._attached_help[name]) for name in self.commands]
+        rows += list(self._attached_help.items())
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import calico
-from calico.buildinfo import build_info
 from calico.calicoctl.errors import CtlError
 from calico.calicoctl.flags import CONFIG_HELP, config_option, global_options, options
 from calico.datastore import config as dsconfig
@@ -32,6 +31,8 @@ log = logging.getLogger(__name__)
 
 
 def client_version() -> str:
+    from calico.buildinfo import build_info  # subprocess and pathlib, for ``version`` only
+
     return build_info().version
 
 

@@ -7,27 +7,53 @@ upstream's cobra root does); a traceback appears only with ``--log-level debug``
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 
-from calico.buildinfo import build_info
 from calico.calicoctl import ctl
-from calico.calicoctl.node_status import status_command as node_status_command
 from calico.cli.components import ComponentGroup
-from calico.cli.health_cmd import health_command
-from calico.felix.bpf.debugcli import bpf_group
 from calico.logutils import LogLevelError, configure_formatter, parse_level
-from calico.node.cluster.cli import cluster_group
-from calico.node.run.cli import node_group as node_run_group
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal", "panic")
+
+# Other components' command groups, imported when used: a calicoctl command should not pay for
+# the node, bpf and cluster trees (design/performance.md "Imports"). name -> "module:attribute"
+LAZY_COMMANDS = {
+    "bpf": "calico.felix.bpf.debugcli:bpf_group",  # calico bpf ...: upstream's calico-node -bpf
+    "health": "calico.cli.health_cmd:health_command",
+    "node": "calico.cli.root:node_command",
+}
+
+
+def _load(target: str) -> click.Command:
+    module, _, attr = target.partition(":")
+    command = getattr(importlib.import_module(module), attr)
+    assert isinstance(command, click.Command)
+    return command
+
+
+class RootGroup(click.Group):
+    """The ``calico`` group: its own commands plus :data:`LAZY_COMMANDS`, listed sorted as a
+    plain click group lists them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        target = LAZY_COMMANDS.get(cmd_name)
+        return None if target is None else _load(target)
 
 
 @click.group(
     "calico",
+    cls=RootGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(
@@ -54,26 +80,54 @@ def component_group() -> None:
 @cli.command("version")
 def version_command() -> None:
     """Print the version, build date and git commit."""
+    from calico.buildinfo import build_info
+
     info = build_info()
     click.echo(f"Version:     {info.version}")
     click.echo(f"Build date:  {info.build_date}")
     click.echo(f"Git commit:  {info.git_commit}")
 
 
-cli.add_command(health_command)
-cli.add_command(bpf_group)  # calico bpf ...: upstream's calico-node -bpf
 cli.add_command(ctl)
-node_run_group.add_command(cluster_group)  # calico node cluster up|down|status
-cli.add_command(node_run_group)
-# calicoctl serves the node commands too ("calicoctl node run|stop|status"); calicoctl itself
-# does not depend on node, the entry layer composes them.
-# "calicoctl node status" is upstream's BGP status (calicoctl's own command); run/stop are node's.
-ctl_node_group = type(node_run_group)(
+
+
+def _node_commands() -> tuple[click.Group, click.Command]:
+    """Node's ``node`` group with ``cluster`` attached (calico node cluster up|down|status), and
+    calicoctl's ``node status`` (upstream's BGP status, calicoctl's own command)."""
+    from calico.calicoctl.node_status import status_command
+    from calico.node.cluster.cli import cluster_group
+    from calico.node.run.cli import node_group
+
+    if "cluster" not in node_group.commands:
+        node_group.add_command(cluster_group)
+    return node_group, status_command
+
+
+def __getattr__(name: str) -> Any:
+    """``node_command`` (``calico node``) and ``ctl_node_command`` (``calicoctl node``), built
+    on first use."""
+    if name == "node_command":
+        value: click.Command = _node_commands()[0]
+    elif name == "ctl_node_command":
+        # calicoctl serves the node commands too ("calicoctl node run|stop|status"); calicoctl
+        # itself does not depend on node, the entry layer composes them.
+        node_group, status_command = _node_commands()
+        value = type(node_group)(
+            "node",
+            help=node_group.help,
+            commands={**node_group.commands, "status": status_command},
+        )
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+ctl.attach_lazy(
     "node",
-    help=node_run_group.help,
-    commands={**node_run_group.commands, "status": node_status_command},
+    "calico.cli.root:ctl_node_command",
+    "Run, stop or inspect a Calico node on this machine.",
 )
-ctl.attach(ctl_node_group, "Run, stop or inspect a Calico node on this machine.")
 
 
 def _debug_requested(argv: list[str]) -> bool:
