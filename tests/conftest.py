@@ -10,6 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check behaviour, never speed: on a loaded CI machine the first example of a
+# test can pay a lazy import or a schema build and overrun hypothesis' 200 ms default
+# deadline, which would fail the run for a timing reason. (Benchmarks measure speed.)
+settings.register_profile("calico", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("calico")
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
