@@ -53,7 +53,9 @@ def test_local_to_etcd_round_trip(tmp_path: Path, request) -> None:
 
     r = run_bin(dst, "datastore", "migrate", "import", "-f", str(dump))
     assert r.code == 0, r
-    assert r.out.splitlines()[0] == "Successfully applied 14 resource(s)"
+    # The export carries every Tier, including the built-in default, kube-admin and
+    # kube-baseline ones the source's initialisation created.
+    assert r.out.splitlines()[0] == "Successfully applied 16 resource(s)"
     assert "Successfully applied 1 IPAM resource(s)" in r.out
     assert invoke(dst, "get", "ippool").code == 0
     target_info = yaml.safe_load(invoke(dst, "get", "clusterinfo", "default", "-o", "yaml").out)
