@@ -336,10 +336,10 @@ class Client:
         """Make a fresh datastore usable, as upstream's EnsureInitialized does.
 
         Creates ClusterInformation ``default`` (fresh clusterGUID, calicoVersion,
-        datastoreReady true) and the built-in Tiers when missing (``default`` Deny, ``kube-admin`` and
-        ``kube-baseline`` Pass, at their fixed orders: ``calico.api.policy.BUILT_IN_TIERS``); an existing
-        ClusterInformation keeps its GUID and ready flag (``calicoctl datastore migrate lock``
-        may have cleared it on purpose). Idempotent and safe to race.
+        datastoreReady true) and each missing built-in Tier (``default`` Deny, ``kube-admin``
+        and ``kube-baseline`` Pass, at fixed orders: ``calico.api.policy.BUILT_IN_TIERS``); an
+        existing ClusterInformation keeps its GUID and ready flag (``calicoctl datastore
+        migrate lock`` may have cleared it on purpose). Idempotent and safe to race.
         """
         cinfo_cls = _cls("ClusterInformation")
         for _ in range(5):
