@@ -441,3 +441,58 @@ def test_node_in_host_local_mode_takes_tunnel_addresses_from_the_pod_cidr() -> N
     bare = copy.deepcopy(node)
     del bare["spec"]["podCIDR"]
     assert nodes.k8s_node_to_calico(bare, use_pod_cidr=True) == nodes.k8s_node_to_calico(bare)
+
+
+def _fip_pod(annotation: str | None, status: dict[str, Any]) -> dict[str, Any]:
+    ann = {} if annotation is None else {pods.FLOATING_IPS: annotation}
+    return _pod(metadata={"annotations": ann}, status=status)
+
+
+DUAL = {"podIPs": [{"ip": "10.0.0.5"}, {"ip": "fd00::5"}]}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "status", "nats"),
+    [
+        ('["1.1.1.1"]', {"podIP": "10.0.0.5"}, [("10.0.0.5", "1.1.1.1")]),
+        (
+            '["1.1.1.1", "fd00:f::1", "2.2.2.2"]',
+            DUAL,
+            [("10.0.0.5", "1.1.1.1"), ("fd00::5", "fd00:f::1"), ("10.0.0.5", "2.2.2.2")],
+        ),
+        ('["fd00:f::1"]', {"podIP": "10.0.0.5"}, None),  # no IPv6 pod address: skipped
+        ("[]", {"podIP": "10.0.0.5"}, None),
+        (None, {"podIP": "10.0.0.5"}, None),
+        ("not json", {"podIP": ""}, None),  # a pod without IPs never reads the annotation
+    ],
+)
+def test_floating_ips_become_ip_nats(
+    annotation: str | None, status: dict[str, Any], nats: list[tuple[str, str]] | None
+) -> None:
+    wep = pods.pod_to_wep(_fip_pod(annotation, status))
+    assert wep is not None
+    got = wep["spec"].get("ipNATs")
+    want = None if nats is None else [{"internalIP": i, "externalIP": e} for i, e in nats]
+    assert got == want
+    parse_resource(wep)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "message"),
+    [
+        ("not json", "as a JSON list of strings"),
+        ('{"a": 1}', "as a JSON list of strings"),
+        ("", "as a JSON list of strings"),  # present but empty: an error, as upstream
+        ('["1.1.1.1", 7]', "as a JSON list of strings"),
+    ],
+)
+def test_bad_floating_ips_annotation_is_an_error(annotation: str, message: str) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        pods.pod_to_wep(_fip_pod(annotation, {"podIP": "10.0.0.5"}))
+
+
+def test_floating_ip_needs_a_host_address() -> None:
+    with pytest.raises(InvalidValueError, match="Mask size is 24, not 32"):
+        pods.floating_ip_nats('["1.1.1.1"]', ["10.0.0.0/24"])
+    with pytest.raises(InvalidValueError, match="not a valid IPv6: Mask size is 64, not 128"):
+        pods.floating_ip_nats('["1.1.1.1"]', ["10.0.0.5/32", "fd00::/64"])
