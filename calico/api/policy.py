@@ -26,11 +26,14 @@ from calico.api.rules import (
 )
 
 DEFAULT_TIER = "default"
-WELL_KNOWN_TIER_ORDERS = {
-    "default": 1_000_000.0,
-    "kube-admin": 1_000.0,
-    "kube-baseline": 10_000_000.0,
+# Upstream's built-in tiers (EnsureInitialized creates all three on every datastore): name ->
+# (order, defaultAction). ClusterNetworkPolicy Admin/Baseline policies live in the kube-* ones.
+BUILT_IN_TIERS: dict[str, tuple[float, str]] = {
+    "default": (1_000_000.0, "Deny"),
+    "kube-admin": (1_000.0, "Pass"),
+    "kube-baseline": (10_000_000.0, "Pass"),
 }
+WELL_KNOWN_TIER_ORDERS = {name: order for name, (order, _) in BUILT_IN_TIERS.items()}
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"

@@ -23,12 +23,13 @@ from typing import Any
 import click
 
 from calico.api import APIError, Resource, kinds, load_documents, resource_to_wire
+from calico.api.policy import BUILT_IN_TIERS
 from calico.calicoctl import actions
 from calico.calicoctl.errors import CtlError, go_errors, handle_errors, report
 from calico.calicoctl.inputs import read_input
 from calico.calicoctl.printer import EXPORT_STRIPPED, render_yaml
 from calico.calicoctl.session import client_version, config_option, global_options, open_client
-from calico.datastore.client import DEFAULT_TIER, Client
+from calico.datastore.client import Client
 from calico.datastore.errors import (
     ConnectionFailedError,
     DatastoreError,
@@ -246,7 +247,7 @@ def check_empty(client: Client) -> None:
         if cls.KIND in NOT_EXPORTED or (kdd and cls.KIND in KDD_NATIVE_KINDS):
             continue
         for res in client.list(cls).items:
-            if cls.KIND == "Tier" and res.metadata.name == DEFAULT_TIER:
+            if cls.KIND == "Tier" and res.metadata.name in BUILT_IN_TIERS:
                 continue
             raise CtlError(
                 f"Datastore already has Calico resources: Found existing Calico {cls.KIND} "

@@ -6,6 +6,8 @@ overrides it; they replace the netconf's ``ipam.ipv4_pools``/``ipv6_pools``/``as
 ``assign_ipv6``. ``cni.projectcalico.org/ipAddrs`` (JSON list, at most one address per family)
 asks for exact addresses, as CNI_ARGS ``IP=`` does. ``ipAddrsNoIpam`` needs upstream's
 ``feature_control.ip_addrs_no_ipam``, which this plugin does not implement: refused.
+``floatingIPs`` needs ``feature_control.floating_ips`` (else refused, as upstream); the
+WorkloadEndpoint's ``ipNATs`` come from it through the datastore's pod conversion.
 Only on the Kubernetes datastore (the backend exposes the raw objects).
 """
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from calico.datastore.backend import Backend
 
 A = "cni.projectcalico.org/"
+FLOATING_IPS = A + "floatingIPs"
 POOL_KEYS = {"ipv4_pools": A + "ipv4pools", "ipv6_pools": A + "ipv6pools"}
 
 
@@ -74,6 +77,8 @@ def apply(conf: NetConf, env: CNIEnv, ident: Identity, backend: Backend) -> tupl
                 "'ipAddrsNoIpam' in use at the same time",
             )
         raise CNIError(INVALID_NETCONF, "requested feature is not enabled: ip_addrs_no_ipam")
+    if pod_ann.get(FLOATING_IPS) and not conf.floating_ips:
+        raise CNIError(INVALID_NETCONF, "requested feature is not enabled: floating_ips")
     addrs = _json_list(pod_ann, A + "ipAddrs", "pod")
     if addrs:
         try:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calico.api import Resource, kind_class, parse_resource, resource_class, resource_to_wire
+from calico.api.policy import BUILT_IN_TIERS
 from calico.datastore.backend import Backend, EventType, KVPair
 from calico.datastore.errors import (
     DatastoreError,
@@ -335,9 +336,10 @@ class Client:
         """Make a fresh datastore usable, as upstream's EnsureInitialized does.
 
         Creates ClusterInformation ``default`` (fresh clusterGUID, calicoVersion,
-        datastoreReady true) and the ``default`` Tier when missing; an existing
-        ClusterInformation keeps its GUID and ready flag (``calicoctl datastore migrate lock``
-        may have cleared it on purpose). Idempotent and safe to race.
+        datastoreReady true) and each missing built-in Tier (``default`` Deny, ``kube-admin``
+        and ``kube-baseline`` Pass, at fixed orders: ``calico.api.policy.BUILT_IN_TIERS``); an
+        existing ClusterInformation keeps its GUID and ready flag (``calicoctl datastore
+        migrate lock`` may have cleared it on purpose). Idempotent and safe to race.
         """
         cinfo_cls = _cls("ClusterInformation")
         for _ in range(5):
@@ -378,13 +380,14 @@ class Client:
         else:
             raise DatastoreError("could not initialise ClusterInformation: too much contention")
         tier_cls = _cls("Tier")
-        with contextlib.suppress(ResourceAlreadyExistsError):
-            self.create(
-                tier_cls.model_validate(
-                    {
-                        "metadata": {"name": DEFAULT_TIER},
-                        "spec": {"order": 1_000_000, "defaultAction": "Deny"},
-                    }
+        for name, (order, action) in BUILT_IN_TIERS.items():
+            with contextlib.suppress(ResourceAlreadyExistsError):
+                self.create(
+                    tier_cls.model_validate(
+                        {
+                            "metadata": {"name": name},
+                            "spec": {"order": order, "defaultAction": action},
+                        }
+                    )
                 )
-            )
         return current

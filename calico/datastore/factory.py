@@ -9,9 +9,12 @@ from calico.datastore.config import DatastoreConfig
 from calico.datastore.errors import DatastoreConfigError, ResourceDoesNotExistError
 from calico.model.resources import ResourceKey
 
-# The keys ``Client.ensure_initialized`` creates.
+# The keys ``Client.ensure_initialized`` creates (the tiers: ``calico.api.policy.BUILT_IN_TIERS``,
+# named here so that opening a file needs no model code).
 CLUSTER_INFO_KEY = ResourceKey("ClusterInformation", "default").default_path()
-DEFAULT_TIER_KEY = ResourceKey("Tier", "default").default_path()
+BUILT_IN_TIER_KEYS = tuple(
+    ResourceKey("Tier", name).default_path() for name in ("default", "kube-admin", "kube-baseline")
+)
 
 
 def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
@@ -19,7 +22,7 @@ def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
     ``kubernetes`` -> KubernetesBackend (kubeconfig / K8S_* settings).
 
     Backends are imported lazily so a process only loads (and needs) the one it uses. A local
-    datastore is initialised on open (ClusterInformation ``default``, the ``default`` tier), so
+    datastore is initialised on open (ClusterInformation ``default``, the built-in tiers), so
     every component works on a brand-new file out of the box; on an initialised file that is one
     read. etcd is initialised by node startup, as upstream.
     """
@@ -50,14 +53,15 @@ def open_backend(config: DatastoreConfig, initialize: bool = True) -> Backend:
 
 
 def is_initialized(backend: Backend) -> bool:
-    """True when ``ensure_initialized`` would change nothing: two key reads, no model code.
+    """True when ``ensure_initialized`` would change nothing: four key reads, no model code.
 
     The common case for every process opening a file (one per pod start for the CNI plugin):
     it skips the typed client, the Tier write attempt and the package-version lookup.
     """
     try:
         info = json.loads(backend.get(CLUSTER_INFO_KEY).value)
-        backend.get(DEFAULT_TIER_KEY)
+        for key in BUILT_IN_TIER_KEYS:
+            backend.get(key)
     except (ResourceDoesNotExistError, ValueError):
         return False
     spec = info.get("spec") if isinstance(info, dict) else None

@@ -3,8 +3,9 @@ v3 kinds each watches and through which update processor.
 
 The lists follow upstream's syncersv1 packages. On the Kubernetes datastore Felix's list also
 has KubernetesNetworkPolicy, KubernetesClusterNetworkPolicy and the raw Services and
-EndpointSlices (the service index's input; upstream: only in KDD); host-local pod-CIDR IPAM
-is not modelled yet.
+EndpointSlices (the service index's input; upstream: only in KDD). With host-local IPAM
+(``USE_POD_CIDR`` / ``usePodCIDR``) Felix's list has no IPAMBlock watch: its Node processor
+turns each node's pod CIDRs into the blocks its route resolution needs, as upstream.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ SYNCER_TYPES = (FELIX, BGP, TUNNEL_IP_ALLOCATION, NODE_STATUS)
 _rt = ResourceType
 
 
-def felix_resource_types(kubernetes: bool = False) -> list[ResourceType]:
+def felix_resource_types(
+    kubernetes: bool = False, use_pod_cidr: bool = False
+) -> list[ResourceType]:
     """Everything Felix's calculation graph consumes (Typha always runs as "leader");
-    ``kubernetes``: the datastore is Kubernetes, whose native NetworkPolicies count too."""
+    ``kubernetes``: the datastore is Kubernetes, whose native NetworkPolicies count too;
+    ``use_pod_cidr``: host-local IPAM, blocks come from the Nodes' pod CIDRs."""
     types = [
         _rt("ClusterInformation", p.cluster_information),
         _rt("FelixConfiguration", p.felix_configuration),
@@ -34,7 +38,7 @@ def felix_resource_types(kubernetes: bool = False) -> list[ResourceType]:
         _rt("StagedGlobalNetworkPolicy", p.staged_global_network_policy),
         _rt("GlobalNetworkSet", p.global_network_set),
         _rt("IPPool", p.ip_pool),
-        _rt("Node", p.node),
+        _rt("Node", p.node_pod_cidr if use_pod_cidr else p.node),
         _rt("Profile", p.profile),
         _rt("WorkloadEndpoint", p.workload_endpoint),
         _rt("NetworkPolicy", p.network_policy),
@@ -46,8 +50,9 @@ def felix_resource_types(kubernetes: bool = False) -> list[ResourceType]:
         _rt("BGPConfiguration"),
         _rt("BGPPeer"),
         _rt("LiveMigration"),
-        _rt("IPAMBlock", p.ipam_block),
     ]
+    if not use_pod_cidr:
+        types.append(_rt("IPAMBlock", p.ipam_block))
     if kubernetes:
         types[:0] = [
             _rt("KubernetesNetworkPolicy", p.kubernetes_network_policy),
@@ -88,8 +93,17 @@ def _is_kubernetes(backend: Backend) -> bool:
     return getattr(backend, "datastore_type", "") == "kubernetes"
 
 
+def uses_pod_cidr(backend: Backend) -> bool:
+    """The backend's config asks for host-local IPAM (``USE_POD_CIDR``; upstream reads it
+    from the datastore config whatever the datastore type)."""
+    config = getattr(backend, "config", None)
+    extra = getattr(config, "extra", None) or {}
+    return extra.get("usePodCIDR") is True
+
+
 def felix_syncer(backend: Backend, callbacks: SyncerCallbacks) -> WatcherSyncer:
-    return WatcherSyncer(backend, felix_resource_types(_is_kubernetes(backend)), callbacks)
+    kinds = felix_resource_types(_is_kubernetes(backend), uses_pod_cidr(backend))
+    return WatcherSyncer(backend, kinds, callbacks)
 
 
 def bgp_syncer(

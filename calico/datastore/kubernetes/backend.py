@@ -74,7 +74,10 @@ class KubernetesBackend:
         self.kinds = crd.crd_kinds_by_plural(self.mode)
         self.group, self.version = crd.GROUPS[self.mode]
         # The CNI plugin's mode: WorkloadEndpoint writes become pod-annotation patches.
-        self.native = native_kinds(self.rest, bool(dict(config.extra).get("cniPatchMode")))
+        extra = dict(config.extra)
+        self.native = native_kinds(
+            self.rest, bool(extra.get("cniPatchMode")), extra.get("usePodCIDR") is True
+        )
         self._plurals = {ck.kind: plural for plural, ck in self.kinds.items()}
 
     # -- routing ---------------------------------------------------------------------------

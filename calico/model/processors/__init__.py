@@ -22,7 +22,12 @@ from calico.model.processors.passthrough import (
 from calico.model.resources import ResourceKey
 
 if TYPE_CHECKING:
-    from calico.model.processors.config import cluster_information, felix_configuration, node
+    from calico.model.processors.config import (
+        cluster_information,
+        felix_configuration,
+        node,
+        node_pod_cidr,
+    )
     from calico.model.processors.endpoints import (
         global_network_set,
         host_endpoint,
@@ -49,7 +54,9 @@ _PKG = "calico.model.processors."
 #: used: each one imports the API models of its kinds, and a process that converts three kinds
 #: should not build (or import) the models of thirty (design/performance.md "Imports").
 _HOMES: Mapping[str, str] = {
-    **dict.fromkeys(("cluster_information", "felix_configuration", "node"), "config"),
+    **dict.fromkeys(
+        ("cluster_information", "felix_configuration", "node", "node_pod_cidr"), "config"
+    ),
     **dict.fromkeys(
         ("global_network_set", "host_endpoint", "network_set", "profile", "workload_endpoint"),
         "endpoints",
@@ -152,6 +159,7 @@ __all__ = [
     "network_policy",
     "network_set",
     "node",
+    "node_pod_cidr",
     "prefix_selector",
     "process",
     "profile",

@@ -1,5 +1,6 @@
 """Configuration-like kinds -> Felix config keys: ClusterInformation, FelixConfiguration and
-the per-host parts of Node (tunnel addresses, WireGuard).
+the per-host parts of Node (tunnel addresses, WireGuard; with host-local IPAM, its pod CIDRs
+as blocks: ``node_pod_cidr``).
 
 Each set field becomes its own key (a string value) so Felix's config batcher can merge sources
 per parameter;
@@ -8,15 +9,20 @@ an unset field simply produces no key (the syncer turns "no longer produced" int
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 from typing import Any
 
 from calico.api.cluster import ClusterInformation, Node
 from calico.api.felixconfig import FelixConfiguration
+from calico.model.ipam_keys import BlockKey
 from calico.model.keys import GlobalConfigKey, HostConfigKey, ReadyFlagKey, WireguardKey
 from calico.model.processors.common import Output, decode, ip_str
 from calico.model.processors.confignames import spec_params
 from calico.model.resources import ResourceKey
-from calico.model.values import Wireguard
+from calico.model.values import AllocationBlock, Wireguard
+
+log = logging.getLogger(__name__)
 
 GLOBAL_CONFIG_NAME = "default"
 NODE_CONFIG_PREFIX = "node."
@@ -92,6 +98,24 @@ def node(key: ResourceKey, value: Any) -> Output:
     )
     if wg != Wireguard():
         out[WireguardKey(name)] = wg
+    return out
+
+
+def node_pod_cidr(key: ResourceKey, value: Any) -> Output:
+    """Felix's Node processor in host-local IPAM mode (upstream's felix node processor with
+    ``usePodCIDR``): ``node``'s keys plus, per ``status.podCIDRs`` entry, a BlockKey whose
+    block holds only its CIDR and affinity ``host:<node>``, so Felix's route resolution
+    (VXLAN, IPIP) treats each pod CIDR as that node's block. Unparsable CIDRs are skipped with
+    a warning, as upstream; a CIDR that goes away is deleted by the syncer's diff."""
+    out = node(key, value)
+    status = out[key].status
+    for text in (status.pod_cidrs if status else None) or []:
+        try:
+            cidr = str(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            log.warning("Node %s: ignoring unparsable pod CIDR %r", key.name, text)
+            continue
+        out[BlockKey(cidr)] = AllocationBlock(cidr=cidr, affinity=f"host:{key.name}")
     return out
 
 

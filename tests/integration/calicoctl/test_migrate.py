@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 from ctl_helpers import datastore_env, invoke, run_bin
 
+from calico.datastore.client import Client
 from calico.datastore.etcd import EtcdBackend
 from calico.datastore.local import LocalBackend
 
@@ -51,9 +52,18 @@ def test_local_to_etcd_round_trip(tmp_path: Path, request) -> None:
     dump = tmp_path / "calico-data"
     dump.write_text(exported.out)
 
+    # A target initialised by node startup (ClusterInformation and the built-in tiers) counts
+    # as empty.
+    target = EtcdBackend(dst["ETCD_ENDPOINTS"])
+    try:
+        Client(target).ensure_initialized("v3.31.0")
+    finally:
+        target.close()
     r = run_bin(dst, "datastore", "migrate", "import", "-f", str(dump))
     assert r.code == 0, r
-    assert r.out.splitlines()[0] == "Successfully applied 14 resource(s)"
+    # The export carries every Tier, including the built-in default, kube-admin and
+    # kube-baseline ones the source's initialisation created.
+    assert r.out.splitlines()[0] == "Successfully applied 16 resource(s)"
     assert "Successfully applied 1 IPAM resource(s)" in r.out
     assert invoke(dst, "get", "ippool").code == 0
     target_info = yaml.safe_load(invoke(dst, "get", "clusterinfo", "default", "-o", "yaml").out)

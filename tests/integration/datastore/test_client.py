@@ -173,7 +173,24 @@ def test_ensure_initialized_idempotent(client: Client) -> None:
     assert len(spec.cluster_guid) == 32
     again = client.ensure_initialized("v3.31.0")
     assert again.spec.cluster_guid == spec.cluster_guid  # type: ignore[attr-defined]
-    assert client.get("Tier", "default").spec.order == 1_000_000  # type: ignore[attr-defined]
+    tiers = {t.metadata.name: t.spec for t in client.list("Tier").items}  # type: ignore[attr-defined]
+    assert {n: (s.order, s.default_action) for n, s in tiers.items()} == {
+        "default": (1_000_000, "Deny"),
+        "kube-admin": (1_000, "Pass"),
+        "kube-baseline": (10_000_000, "Pass"),
+    }
+
+
+def test_ensure_initialized_adds_missing_built_in_tiers_only(client: Client) -> None:
+    client.ensure_initialized("v3.31.0")
+    client.delete("Tier", "kube-admin")
+    baseline = client.get("Tier", "kube-baseline")
+    baseline.spec.default_action = "Deny"  # type: ignore[attr-defined]
+    client.update(baseline)
+    client.ensure_initialized("v3.31.0")
+    assert client.get("Tier", "kube-admin").spec.default_action == "Pass"  # type: ignore[attr-defined]
+    # An existing tier is left as it is (upstream only creates the missing ones).
+    assert client.get("Tier", "kube-baseline").spec.default_action == "Deny"  # type: ignore[attr-defined]
 
 
 def test_ensure_initialized_keeps_locked_datastore(client: Client) -> None:
@@ -208,10 +225,13 @@ def test_new_local_datastore_is_initialised_on_open(tmp_path) -> None:
         assert cinfo.spec.datastore_ready is True  # type: ignore[attr-defined]
         assert cinfo.spec.calico_version == calico.__version__  # type: ignore[attr-defined]
         guid = cinfo.spec.cluster_guid  # type: ignore[attr-defined]
+        # A file initialised before the kube-* tiers existed gets them on the next open.
+        Client(backend).delete("Tier", "kube-baseline")
     finally:
         backend.close()
     again = open_backend(DatastoreConfig(datastore_type="local", local_path=str(path)))
     try:
         assert Client(again).get("ClusterInformation", "default").spec.cluster_guid == guid  # type: ignore[attr-defined]
+        assert Client(again).get("Tier", "kube-baseline").spec.order == 10_000_000  # type: ignore[attr-defined]
     finally:
         again.close()

@@ -14,6 +14,7 @@ from netns_support import NetnsWorker
 
 from calico.datastore.config import DatastoreConfig
 from calico.datastore.kubernetes import KubernetesBackend, crd
+from calico.datastore.kubernetes.native import pods
 
 pytestmark = pytest.mark.root
 V1 = "crd.projectcalico.org/v1"
@@ -217,3 +218,17 @@ def test_pool_and_address_annotations(world: CNIWorld, kube: Any) -> None:
     assert res.returncode != 0 and "ip_addrs_no_ipam" in res.stdout
     res = add("cafe0000000000a5", pod("p5", {"cni.projectcalico.org/ipv4pools": "pool"}))
     assert res.returncode != 0 and "failed to parse pod annotation" in res.stdout
+    # floatingIPs needs feature_control.floating_ips; with it the pod's endpoint has the NAT.
+    fip = {"cni.projectcalico.org/floatingIPs": '["10.66.0.200"]'}
+    res = add("cafe0000000000a6", pod("p6", fip))
+    assert res.returncode != 0 and "requested feature is not enabled: floating_ips" in res.stdout
+    enabled = {**_conf(world), "feature_control": {"floating_ips": True}}
+    env = world.env("ADD", "cafe0000000000a7", world.workload_ns(), **pod("p7", fip))
+    res = world.run("calico", env, enabled)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # The pod as the CNI left it, through the backend's pod conversion.
+    wep = pods.pod_to_wep(api.get_object("v1", "pods", "p7", "y"))
+    assert wep is not None
+    assert wep["spec"]["ipNATs"] == [
+        {"internalIP": res.doc["ips"][0]["address"].split("/")[0], "externalIP": "10.66.0.200"}
+    ]

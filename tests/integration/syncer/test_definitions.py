@@ -136,6 +136,8 @@ def test_felix_syncer_emits_v1_keys(client: Client, recorder: Recorder) -> None:
         "/calico/v1/policy/NetworkPolicy/default/allow-web",
         "/calico/v1/policy/GlobalNetworkPolicy//deny-all",
         "/calico/v1/policy/tier/default/metadata",
+        "/calico/v1/policy/tier/kube-admin/metadata",
+        "/calico/v1/policy/tier/kube-baseline/metadata",
         "/calico/v1/netset/ext",
         "/calico/v1/netset/default%2finner",
         "/calico/v1/host/node1/endpoint/node1-eth0",

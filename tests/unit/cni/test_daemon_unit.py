@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
+from calico.api.policy import BUILT_IN_TIERS
 from calico.cni import daemon, daemon_client
 from calico.datastore.client import resource_path
-from calico.datastore.factory import CLUSTER_INFO_KEY, DEFAULT_TIER_KEY
+from calico.datastore.factory import BUILT_IN_TIER_KEYS, CLUSTER_INFO_KEY
 
 
 def test_socket_path_default_override_and_off() -> None:
@@ -35,4 +36,4 @@ def test_refusal() -> None:
 
 def test_readiness_keys_match_resource_paths() -> None:
     assert resource_path("ClusterInformation", "default") == CLUSTER_INFO_KEY
-    assert resource_path("Tier", "default") == DEFAULT_TIER_KEY
+    assert tuple(resource_path("Tier", name) for name in BUILT_IN_TIERS) == BUILT_IN_TIER_KEYS

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -388,3 +389,110 @@ def test_node_fields_from_annotations() -> None:
     # Clearing BGP deletes its annotations.
     merged = nodes.merge_calico_into_k8s(node, {"metadata": {}, "spec": {}})
     assert not any("IPv4Address" in k or "ASNumber" in k for k in merged["metadata"]["annotations"])
+
+
+@pytest.mark.parametrize(
+    ("pod_cidr", "tunnel"),
+    [
+        ("10.0.0.0/24", "10.0.0.1"),
+        ("10.0.0.5/24", "10.0.0.1"),  # the network address, not the written one
+        ("10.1.2.0/23", "10.1.2.1"),
+        ("10.0.0.255/32", "10.0.0.0"),  # the last byte wraps, as upstream's byte arithmetic
+        ("fd00::/64", ""),
+        ("junk", ""),
+    ],
+)
+def test_host_local_tunnel_address(pod_cidr: str, tunnel: str) -> None:
+    assert nodes.host_local_tunnel_addr(pod_cidr) == tunnel
+
+
+def _host_local_node(**ann: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "n1",
+            "annotations": {"projectcalico.org/IPv4Address": "10.0.0.1/24", **ann},
+        },
+        "spec": {"podCIDR": "10.244.3.0/24", "podCIDRs": ["10.244.3.0/24", "fd00:3::/64"]},
+    }
+
+
+def test_node_in_host_local_mode_takes_tunnel_addresses_from_the_pod_cidr() -> None:
+    node = _host_local_node(
+        **{
+            "projectcalico.org/IPv4IPIPTunnelAddr": "10.9.9.9",
+            "projectcalico.org/IPv4WireguardInterfaceAddr": "10.8.8.8",
+        }
+    )
+    # Without usePodCIDR the annotations count.
+    plain = nodes.k8s_node_to_calico(node)
+    assert plain["spec"]["bgp"]["ipv4IPIPTunnelAddr"] == "10.9.9.9"
+    assert plain["spec"]["wireguard"] == {"interfaceIPv4Address": "10.8.8.8"}
+    # With it: the pod CIDR's address, and no WireGuard address until a public key is set.
+    out = nodes.k8s_node_to_calico(node, use_pod_cidr=True)
+    assert out["spec"]["bgp"] == {"ipv4Address": "10.0.0.1/24", "ipv4IPIPTunnelAddr": "10.244.3.1"}
+    assert "wireguard" not in out["spec"]
+    assert out["status"]["podCIDRs"] == ["10.244.3.0/24", "fd00:3::/64"]
+    parse_resource(out)
+    keyed = nodes.k8s_node_to_calico(
+        _host_local_node(**{"projectcalico.org/WireguardPublicKey": "key="}), use_pod_cidr=True
+    )
+    assert keyed["spec"]["wireguard"] == {"interfaceIPv4Address": "10.244.3.1"}
+    # No spec.podCIDR: host-local mode changes nothing.
+    bare = copy.deepcopy(node)
+    del bare["spec"]["podCIDR"]
+    assert nodes.k8s_node_to_calico(bare, use_pod_cidr=True) == nodes.k8s_node_to_calico(bare)
+
+
+def _fip_pod(annotation: str | None, status: dict[str, Any]) -> dict[str, Any]:
+    ann = {} if annotation is None else {pods.FLOATING_IPS: annotation}
+    return _pod(metadata={"annotations": ann}, status=status)
+
+
+DUAL = {"podIPs": [{"ip": "10.0.0.5"}, {"ip": "fd00::5"}]}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "status", "nats"),
+    [
+        ('["1.1.1.1"]', {"podIP": "10.0.0.5"}, [("10.0.0.5", "1.1.1.1")]),
+        (
+            '["1.1.1.1", "fd00:f::1", "2.2.2.2"]',
+            DUAL,
+            [("10.0.0.5", "1.1.1.1"), ("fd00::5", "fd00:f::1"), ("10.0.0.5", "2.2.2.2")],
+        ),
+        ('["fd00:f::1"]', {"podIP": "10.0.0.5"}, None),  # no IPv6 pod address: skipped
+        ("[]", {"podIP": "10.0.0.5"}, None),
+        (None, {"podIP": "10.0.0.5"}, None),
+        ("not json", {"podIP": ""}, None),  # a pod without IPs never reads the annotation
+    ],
+)
+def test_floating_ips_become_ip_nats(
+    annotation: str | None, status: dict[str, Any], nats: list[tuple[str, str]] | None
+) -> None:
+    wep = pods.pod_to_wep(_fip_pod(annotation, status))
+    assert wep is not None
+    got = wep["spec"].get("ipNATs")
+    want = None if nats is None else [{"internalIP": i, "externalIP": e} for i, e in nats]
+    assert got == want
+    parse_resource(wep)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "message"),
+    [
+        ("not json", "as a JSON list of strings"),
+        ('{"a": 1}', "as a JSON list of strings"),
+        ("", "as a JSON list of strings"),  # present but empty: an error, as upstream
+        ('["1.1.1.1", 7]', "as a JSON list of strings"),
+    ],
+)
+def test_bad_floating_ips_annotation_is_an_error(annotation: str, message: str) -> None:
+    with pytest.raises(InvalidValueError, match=message):
+        pods.pod_to_wep(_fip_pod(annotation, {"podIP": "10.0.0.5"}))
+
+
+def test_floating_ip_needs_a_host_address() -> None:
+    with pytest.raises(InvalidValueError, match="Mask size is 24, not 32"):
+        pods.floating_ip_nats('["1.1.1.1"]', ["10.0.0.0/24"])
+    with pytest.raises(InvalidValueError, match="not a valid IPv6: Mask size is 64, not 128"):
+        pods.floating_ip_nats('["1.1.1.1"]', ["10.0.0.5/32", "fd00::/64"])

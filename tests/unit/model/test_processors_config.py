@@ -196,3 +196,56 @@ def test_plain_node_is_only_passed_through() -> None:
     path = V3 + "nodes/node2"
     value = res("Node", {"name": "node2"}, {"bgp": {"ipv4Address": "10.0.0.2/24"}})
     assert node(path, value) == {path: value}
+
+
+node_pod_cidr = at_path(p.node_pod_cidr)
+
+
+def test_node_pod_cidr_adds_a_block_per_pod_cidr() -> None:
+    path = V3 + "nodes/node2"
+    value = res(
+        "Node",
+        {"name": "node2"},
+        {"bgp": {"ipv4Address": "10.0.0.2/24"}},
+        status={"podCIDRs": ["10.244.2.0/24", "10.244.9.7/24", "fd00:2::/64", "bogus"]},
+    )
+    assert node_pod_cidr(path, value) == {
+        **node(path, value),
+        # Masked like upstream's ParseCIDR; an unparsable entry is skipped, not fatal.
+        "/calico/ipam/v2/assignment/ipv4/block/10.244.2.0-24": {
+            "cidr": "10.244.2.0/24",
+            "affinity": "host:node2",
+            "strictAffinity": False,
+            "allocations": [],
+            "unallocated": [],
+            "attributes": [],
+            "deleted": False,
+            "sequenceNumber": 0,
+        },
+        "/calico/ipam/v2/assignment/ipv4/block/10.244.9.0-24": {
+            "cidr": "10.244.9.0/24",
+            "affinity": "host:node2",
+            "strictAffinity": False,
+            "allocations": [],
+            "unallocated": [],
+            "attributes": [],
+            "deleted": False,
+            "sequenceNumber": 0,
+        },
+        "/calico/ipam/v2/assignment/ipv6/block/fd00:2::-64": {
+            "cidr": "fd00:2::/64",
+            "affinity": "host:node2",
+            "strictAffinity": False,
+            "allocations": [],
+            "unallocated": [],
+            "attributes": [],
+            "deleted": False,
+            "sequenceNumber": 0,
+        },
+    }
+
+
+def test_node_pod_cidr_without_pod_cidrs_is_the_plain_node_processor() -> None:
+    path = V3 + "nodes/node1"
+    value = res("Node", {"name": "node1"}, {"bgp": {"ipv4Address": "10.0.0.1/24"}})
+    assert node_pod_cidr(path, value) == node(path, value) == {path: value}

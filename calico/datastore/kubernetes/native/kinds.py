@@ -94,8 +94,12 @@ class NativeKind:
 class NodeKind(NativeKind):
     kind, plural = "Node", "nodes"
 
+    def __init__(self, rest: Rest, use_pod_cidr: bool = False) -> None:
+        super().__init__(rest)
+        self.use_pod_cidr = use_pod_cidr  # host-local IPAM: tunnel addresses from the podCIDR
+
     def _kv(self, node: dict[str, Any]) -> list[KVPair]:
-        value = nodes.k8s_node_to_calico(node)
+        value = nodes.k8s_node_to_calico(node, self.use_pod_cidr)
         return [KVPair(self.key(value["metadata"]["name"]), _dump(value), _rv(node))]
 
     def collections(self, namespace: str) -> list[Collection]:
@@ -327,10 +331,12 @@ class KubernetesEndpointSliceKind(RawKind):
     api, resource = "/apis/discovery.k8s.io/v1", "endpointslices"
 
 
-def native_kinds(rest: Rest, cni_patch_mode: bool = False) -> dict[str, NativeKind]:
+def native_kinds(
+    rest: Rest, cni_patch_mode: bool = False, use_pod_cidr: bool = False
+) -> dict[str, NativeKind]:
     """v3 plural -> handler."""
     kinds: list[NativeKind] = [
-        NodeKind(rest),
+        NodeKind(rest, use_pod_cidr),
         WorkloadEndpointKind(rest, cni_patch_mode),
         ProfileKind(rest),
         KubernetesNetworkPolicyKind(rest),

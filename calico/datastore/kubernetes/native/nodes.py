@@ -3,7 +3,8 @@
 Reads: Calico labels/annotations from the JSON annotations, then every Kubernetes label on top
 (Kubernetes wins; its label map is remembered in ``projectcalico.org/kube-labels``); BGP, VXLAN,
 WireGuard and interface fields from their annotations (invalid values ignored); orchRefs and
-addresses derived. Writes touch only annotations (GET + PUT ``nodes/<n>/status``), never the
+addresses derived; with host-local IPAM (``usePodCIDR``) the IPIP tunnel address comes from the
+pod CIDR. Writes touch only annotations (GET + PUT ``nodes/<n>/status``), never the
 Kubernetes labels or spec; there is no create or delete.
 """
 
@@ -42,6 +43,7 @@ STATUS_FIELDS = {
     "wireguardPublicKey": A + "WireguardPublicKey",
     "wireguardPublicKeyV6": A + "WireguardPublicKeyV6",
 }
+WG_PUBLIC_KEY = STATUS_FIELDS["wireguardPublicKey"]
 INTERFACES = A + "Interfaces"
 
 
@@ -69,7 +71,24 @@ def _json_map(text: str | None) -> dict[str, str]:
     return out if isinstance(out, dict) else {}
 
 
-def k8s_node_to_calico(node: dict[str, Any]) -> dict[str, Any]:
+def host_local_tunnel_addr(pod_cidr: str) -> str:
+    """Upstream's static IPIP tunnel address in host-local mode: the pod CIDR's network
+    address with its last byte + 1 (``10.0.0.0/24`` -> ``10.0.0.1``); "" for IPv6 or junk."""
+    try:
+        net = ipaddress.ip_network(pod_cidr, strict=False)
+    except ValueError:
+        return ""
+    if net.version != 4:
+        return ""
+    packed = bytearray(net.network_address.packed)
+    packed[3] = (packed[3] + 1) % 256
+    return str(ipaddress.IPv4Address(bytes(packed)))
+
+
+def k8s_node_to_calico(node: dict[str, Any], use_pod_cidr: bool = False) -> dict[str, Any]:
+    """``use_pod_cidr`` (host-local IPAM): the IPIP tunnel address comes from
+    ``spec.podCIDR`` (and doubles as the WireGuard IPv4 address once a public key is set)
+    instead of the annotations, as upstream."""
     meta = node.get("metadata") or {}
     ann = meta.get("annotations") or {}
     k8s_labels = dict(meta.get("labels") or {})
@@ -92,12 +111,22 @@ def k8s_node_to_calico(node: dict[str, Any]) -> dict[str, Any]:
             bgp[field] = int(value) if field == "asNumber" else value
         elif value:
             log.info("Ignoring invalid %s %r on node %s", key, value, meta.get("name"))
+    pod_cidr = (node.get("spec") or {}).get("podCIDR") or ""
+    host_local = use_pod_cidr and bool(pod_cidr)
+    if host_local:
+        bgp.pop("ipv4IPIPTunnelAddr", None)
+        if tunnel := host_local_tunnel_addr(pod_cidr):
+            bgp["ipv4IPIPTunnelAddr"] = tunnel
     if bgp:
         spec["bgp"] = bgp
     for field, key in SPEC_FIELDS.items():
         if ann.get(key):
             spec[field] = ann[key]
     wg = {f: ann[k] for f, k in WG_FIELDS.items() if ann.get(k)}
+    if host_local:
+        wg = {}
+        if ann.get(WG_PUBLIC_KEY) and bgp.get("ipv4IPIPTunnelAddr"):
+            wg["interfaceIPv4Address"] = bgp["ipv4IPIPTunnelAddr"]
     if wg:
         spec["wireguard"] = wg
     if INTERFACES in ann:

@@ -21,6 +21,7 @@ CONTAINER_ID = "cni.projectcalico.org/containerID"
 AWS_POD_IPS = "vpc.amazonaws.com/pod-ips"
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
 ALLOWED_SOURCE_PREFIXES = "cni.projectcalico.org/allowedSourcePrefixes"
+FLOATING_IPS = "cni.projectcalico.org/floatingIPs"
 FINISHED_PHASES = ("Failed", "Succeeded", "Completed")
 
 
@@ -128,6 +129,33 @@ def _ports(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def floating_ip_nats(annotation: str, ip_networks: list[str]) -> list[dict[str, str]]:
+    """``ipNATs`` from the floatingIPs annotation (a JSON list), as upstream: each floating
+    address maps to the pod's (last) address of its family, skipped when the pod has none;
+    a pod address wider than /32 or /128, or a non-list annotation, is an error."""
+    try:
+        ips = json.loads(annotation)
+    except ValueError:
+        ips = None
+    if not isinstance(ips, list) or not all(isinstance(ip, str) for ip in ips):
+        raise InvalidValueError(f"failed to parse {annotation!r} as a JSON list of strings")
+    internal: dict[int, str] = {}
+    for text in ip_networks:
+        net = ipaddress.ip_interface(text).network
+        full = 32 if net.version == 4 else 128
+        if net.prefixlen != full:
+            raise InvalidValueError(
+                f"PodIP {text} is not a valid IPv{net.version}: "
+                f"Mask size is {net.prefixlen}, not {full}"
+            )
+        internal[net.version] = str(net.network_address)
+    return [
+        {"internalIP": internal[6 if ":" in ip else 4], "externalIP": ip}
+        for ip in ips
+        if (6 if ":" in ip else 4) in internal
+    ]
+
+
 def pod_to_wep(pod: dict[str, Any]) -> dict[str, Any] | None:
     """The v3 WorkloadEndpoint (JSON form) of a pod; None for pods that are no endpoint."""
     if not is_endpoint(pod):
@@ -172,6 +200,9 @@ def pod_to_wep(pod: dict[str, Any]) -> dict[str, Any] | None:
         wep_spec["containerID"] = ann[CONTAINER_ID]
     if ports := _ports(spec):
         wep_spec["ports"] = ports
+    ips = wep_spec["ipNetworks"]
+    if FLOATING_IPS in ann and ips and (nats := floating_ip_nats(ann[FLOATING_IPS], ips)):
+        wep_spec["ipNATs"] = nats
     if ann.get(ALLOWED_SOURCE_PREFIXES):
         try:
             prefixes = json.loads(ann[ALLOWED_SOURCE_PREFIXES])
