@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from calico.datastore.errors import InvalidValueError
+from calico.datastore.kubernetes.native.qos import pod_qos_controls
 
 POD_IP = "cni.projectcalico.org/podIP"
 POD_IPS = "cni.projectcalico.org/podIPs"
@@ -211,6 +212,8 @@ def pod_to_wep(pod: dict[str, Any]) -> dict[str, Any] | None:
             ]
         except (ValueError, TypeError):
             raise InvalidValueError(f"invalid {ALLOWED_SOURCE_PREFIXES} annotation") from None
+    if qos := pod_qos_controls(f"{ns}/{name}", ann):
+        wep_spec["qosControls"] = qos
     return {
         "apiVersion": "projectcalico.org/v3",
         "kind": "WorkloadEndpoint",
