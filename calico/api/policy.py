@@ -447,12 +447,27 @@ class Tier(Resource):
         return None
 
     @model_validator(mode="after")
-    def _well_known_order(self) -> Self:
-        want = WELL_KNOWN_TIER_ORDERS.get(self.metadata.name)
-        if want is not None and self.spec.order != want:
-            v.raise_issues(
-                [(("spec", "order"), f"{self.metadata.name} tier order must be {want:.0f}")]
+    def _built_in_tier(self) -> Self:
+        """Upstream's CRD rules pin the built-in tiers' order and defaultAction (an unset
+        order counts as the default tier order, an unset action as Deny: the client's
+        defaults are applied before the check, as upstream's DefaultTierFields)."""
+        name = self.metadata.name
+        if name not in BUILT_IN_TIERS:
+            return self
+        want_order, want_action = BUILT_IN_TIERS[name]
+        order = BUILT_IN_TIERS["default"][0] if self.spec.order is None else self.spec.order
+        issues: list[tuple[tuple[str, ...], str]] = []
+        if self.spec.effective_default_action != want_action:
+            issues.append(
+                (
+                    ("spec", "defaultAction"),
+                    f"The '{name}' tier must have default action '{want_action}'",
+                )
             )
+        if order != want_order:
+            issues.append((("spec", "order"), f"{name} tier order must be {want_order:.0f}"))
+        if issues:
+            v.raise_issues(issues)
         return self
 
 

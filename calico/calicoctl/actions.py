@@ -20,6 +20,7 @@ from calico.api import ObjectMeta, Resource
 from calico.datastore.client import Client
 from calico.datastore.errors import (
     DatastoreError,
+    OperationNotSupportedError,
     ResourceAlreadyExistsError,
     UpdateConflictError,
 )
@@ -39,12 +40,6 @@ TIERED_KINDS = frozenset(
 )
 KNP_PREFIX = "knp.default."
 KNP_REASON = "kubernetes network policies must be managed through the kubernetes API"
-
-
-class OperationNotSupportedError(DatastoreError):
-    def __init__(self, operation: str, identifier: str, reason: str = "") -> None:
-        text = f"operation {operation} is not supported on {identifier}"
-        super().__init__(f"{text}: {reason}" if reason else text)
 
 
 def describe(res: Resource) -> str:

@@ -4,7 +4,7 @@ Why a layer of its own: backends only know keys, JSON and revisions. Everything 
 data *Calico* data lives here, once, for every backend — validation on write, server-set metadata
 (``uid``, ``creationTimestamp``, ``resourceVersion``), and the cross-resource rules a single
 document cannot check (IP pools must not overlap, a policy's tier must exist, a tier with
-policies cannot be deleted).
+policies cannot be deleted, nor can the built-in tiers, as upstream's tier client refuses).
 
 Key layout (as upstream's etcd mode): ``/calico/resources/v3/projectcalico.org/<plural>/
 [<namespace>/]<name>``; the stored JSON is the resource's wire form without ``resourceVersion``,
@@ -28,6 +28,7 @@ from calico.datastore.backend import Backend, EventType, KVPair
 from calico.datastore.errors import (
     DatastoreError,
     InvalidValueError,
+    OperationNotSupportedError,
     ResourceAlreadyExistsError,
     ResourceDoesNotExistError,
     UpdateConflictError,
@@ -166,15 +167,15 @@ class Client:
                 )
 
     def _check_deletable(self, kind: type[Resource], name: str) -> None:
+        """Upstream's tier Delete: a policy in any of the four tiered kinds blocks it."""
         if kind.KIND != "Tier":
             return
         for pkind in sorted(POLICY_KINDS):
             for kv in self.backend.list(kind_prefix(pkind)).kvs:
                 policy = self.decode(kv)
                 if (getattr(policy.spec, "tier", None) or DEFAULT_TIER) == name:  # type: ignore[attr-defined]
-                    raise InvalidValueError(
-                        f"Tier({name}) still contains {_describe(policy)}; delete its policies "
-                        "first"
+                    raise OperationNotSupportedError(
+                        "delete", name, "Cannot delete a non-empty tier"
                     )
 
     # -- operations ----------------------------------------------------------------------------
@@ -285,6 +286,10 @@ class Client:
     ) -> Resource:
         """Delete and return the last stored object; optionally only at a revision or UID."""
         cls = _cls(kind)
+        if cls.KIND == "Tier" and name in BUILT_IN_TIERS:
+            # Checked before the tier is even read, as upstream: it does not matter whether
+            # it exists (ensure_initialized recreates it anyway).
+            raise OperationNotSupportedError("Delete", name, f"Cannot delete {name} tier")
         path = resource_path(cls, name, namespace)
         ns = f"{namespace}/" if cls.NAMESPACED and namespace else ""
         desc = f"{cls.KIND}({ns}{name})"

@@ -28,6 +28,14 @@ class UpdateConflictError(DatastoreError):
         self.key = key
 
 
+class OperationNotSupportedError(DatastoreError):
+    """Upstream's ErrorOperationNotSupported: "operation <op> is not supported on <id>[: why]"."""
+
+    def __init__(self, operation: str, identifier: str, reason: str = "") -> None:
+        text = f"operation {operation} is not supported on {identifier}"
+        super().__init__(f"{text}: {reason}" if reason else text)
+
+
 class RevisionCompactedError(DatastoreError):
     """A watch or read asked for history older than the compaction point: relist ("too old")."""
 

@@ -10,6 +10,7 @@ from calico.datastore import (
     Backend,
     EventType,
     InvalidValueError,
+    OperationNotSupportedError,
     ResourceAlreadyExistsError,
     ResourceDoesNotExistError,
     UpdateConflictError,
@@ -159,7 +160,10 @@ def test_policy_tier_must_exist_and_tier_with_policies_kept(client: Client) -> N
         )
     )
     client.create(one(tiered))
-    with pytest.raises(InvalidValueError, match="still contains"):
+    with pytest.raises(
+        OperationNotSupportedError,
+        match=r"^operation delete is not supported on security: Cannot delete a non-empty tier$",
+    ):
         client.delete("Tier", "security")
     client.delete("NetworkPolicy", "security.allow-web", "prod")
     client.delete("Tier", "security")
@@ -183,14 +187,19 @@ def test_ensure_initialized_idempotent(client: Client) -> None:
 
 def test_ensure_initialized_adds_missing_built_in_tiers_only(client: Client) -> None:
     client.ensure_initialized("v3.31.0")
-    client.delete("Tier", "kube-admin")
+    # The client refuses to delete a built-in tier: remove it underneath, as a wiped
+    # or pre-kube-admin datastore would lack it.
+    client.backend.delete(resource_path("Tier", "kube-admin"))
     baseline = client.get("Tier", "kube-baseline")
-    baseline.spec.default_action = "Deny"  # type: ignore[attr-defined]
-    client.update(baseline)
+    client.update(
+        baseline.model_copy(
+            update={"metadata": baseline.metadata.model_copy(update={"labels": {"mine": "yes"}})}
+        )
+    )
     client.ensure_initialized("v3.31.0")
     assert client.get("Tier", "kube-admin").spec.default_action == "Pass"  # type: ignore[attr-defined]
     # An existing tier is left as it is (upstream only creates the missing ones).
-    assert client.get("Tier", "kube-baseline").spec.default_action == "Deny"  # type: ignore[attr-defined]
+    assert client.get("Tier", "kube-baseline").metadata.labels == {"mine": "yes"}
 
 
 def test_ensure_initialized_keeps_locked_datastore(client: Client) -> None:
@@ -226,7 +235,7 @@ def test_new_local_datastore_is_initialised_on_open(tmp_path) -> None:
         assert cinfo.spec.calico_version == calico.__version__  # type: ignore[attr-defined]
         guid = cinfo.spec.cluster_guid  # type: ignore[attr-defined]
         # A file initialised before the kube-* tiers existed gets them on the next open.
-        Client(backend).delete("Tier", "kube-baseline")
+        backend.delete(resource_path("Tier", "kube-baseline"))
     finally:
         backend.close()
     again = open_backend(DatastoreConfig(datastore_type="local", local_path=str(path)))

@@ -128,6 +128,22 @@ def test_tier_rules() -> None:
         "spec.order: default tier order must be 1000000"
     ]
     load_one(doc("Tier", "default", "{order: 1000000}"))
+    load_one(doc("Tier", "default"))  # unset order/action: the default tier's own
+    load_one(doc("Tier", "kube-admin", "{order: 1000, defaultAction: Pass}"))
+    load_one(doc("Tier", "kube-baseline", "{order: 10000000, defaultAction: Pass}"))
+    assert issues(doc("Tier", "default", "{order: 1000000, defaultAction: Pass}")) == [
+        "spec.defaultAction: The 'default' tier must have default action 'Deny'"
+    ]
+    assert issues(doc("Tier", "kube-admin", "{order: 1000}")) == [
+        "spec.defaultAction: The 'kube-admin' tier must have default action 'Pass'"
+    ]
+    assert issues(doc("Tier", "kube-baseline", "{defaultAction: Pass}")) == [
+        "spec.order: kube-baseline tier order must be 10000000"
+    ]
+    assert issues(doc("Tier", "kube-admin", "{order: 1000.5, defaultAction: Deny}")) == [
+        "spec.defaultAction: The 'kube-admin' tier must have default action 'Pass'",
+        "spec.order: kube-admin tier order must be 1000",
+    ]
     assert issues(doc("GlobalNetworkPolicy", "p", "{tier: my.tier}")) == [
         "spec.tier: tier name 'my.tier' must be a DNS-1123 label: at most 63 lower-case "
         "alphanumeric characters or '-', starting and ending with an alphanumeric character"
