@@ -6,8 +6,9 @@ overrides it; they replace the netconf's ``ipam.ipv4_pools``/``ipv6_pools``/``as
 ``assign_ipv6``. ``cni.projectcalico.org/ipAddrs`` (JSON list, at most one address per family)
 asks for exact addresses, as CNI_ARGS ``IP=`` does. ``ipAddrsNoIpam`` needs upstream's
 ``feature_control.ip_addrs_no_ipam``, which this plugin does not implement: refused.
-``floatingIPs`` needs ``feature_control.floating_ips`` (else refused, as upstream); the
-WorkloadEndpoint's ``ipNATs`` come from it through the datastore's pod conversion.
+``floatingIPs`` needs ``feature_control.floating_ips`` (else refused, as upstream, with
+calico-ipam and host-local alike: ``check_features``); the WorkloadEndpoint's ``ipNATs``
+come from it through the datastore's pod conversion.
 Only on the Kubernetes datastore (the backend exposes the raw objects).
 """
 
@@ -44,11 +45,11 @@ def _json_list(ann: dict[str, str], key: str, where: str) -> list[str] | None:
     return value
 
 
-def apply(conf: NetConf, env: CNIEnv, ident: Identity, backend: Backend) -> tuple[NetConf, CNIEnv]:
-    """``(conf, env)`` with the annotations' IPAM choices applied (unchanged outside KDD/k8s)."""
+def _annotations(ident: Identity, backend: Backend) -> tuple[dict[str, str], dict[str, str]] | None:
+    """(namespace, pod) annotations; None outside the Kubernetes datastore or orchestrator."""
     getter: Any = getattr(backend, "kube_object", None)
     if getter is None or ident.orchestrator != K8S:
-        return conf, env
+        return None
     from calico.datastore.errors import ResourceDoesNotExistError
 
     ns, pod = ident.namespace, ident.workload
@@ -57,6 +58,28 @@ def apply(conf: NetConf, env: CNIEnv, ident: Identity, backend: Backend) -> tupl
         pod_ann = (getter("pods", pod, ns).get("metadata") or {}).get("annotations") or {}
     except ResourceDoesNotExistError as exc:
         raise CNIError(INVALID_NETCONF, "pod or namespace not found", str(exc)) from None
+    return ns_ann, pod_ann
+
+
+def _check_floating_ips(conf: NetConf, pod_ann: dict[str, str]) -> None:
+    if pod_ann.get(FLOATING_IPS) and not conf.floating_ips:
+        raise CNIError(INVALID_NETCONF, "requested feature is not enabled: floating_ips")
+
+
+def check_features(conf: NetConf, ident: Identity, backend: Backend) -> None:
+    """The feature gates upstream applies whatever the IPAM plugin (host-local included):
+    a pod asking for ``floatingIPs`` needs ``feature_control.floating_ips``. Checked before
+    IPAM runs, so a refusal leaves nothing to release (upstream releases after the fact)."""
+    if (found := _annotations(ident, backend)) is not None:
+        _check_floating_ips(conf, found[1])
+
+
+def apply(conf: NetConf, env: CNIEnv, ident: Identity, backend: Backend) -> tuple[NetConf, CNIEnv]:
+    """``(conf, env)`` with the annotations' IPAM choices applied (unchanged outside KDD/k8s)."""
+    found = _annotations(ident, backend)
+    if found is None:
+        return conf, env
+    ns_ann, pod_ann = found
     ipam = conf.ipam
     changes: dict[str, Any] = {}
     for field, key in POOL_KEYS.items():
@@ -77,8 +100,7 @@ def apply(conf: NetConf, env: CNIEnv, ident: Identity, backend: Backend) -> tupl
                 "'ipAddrsNoIpam' in use at the same time",
             )
         raise CNIError(INVALID_NETCONF, "requested feature is not enabled: ip_addrs_no_ipam")
-    if pod_ann.get(FLOATING_IPS) and not conf.floating_ips:
-        raise CNIError(INVALID_NETCONF, "requested feature is not enabled: floating_ips")
+    _check_floating_ips(conf, pod_ann)
     addrs = _json_list(pod_ann, A + "ipAddrs", "pod")
     if addrs:
         try:

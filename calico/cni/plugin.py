@@ -94,9 +94,10 @@ def ipam_add(call: Call, store: Store) -> Result:
         conf, env = k8s_annotations.apply(call.conf, call.env, call.ident, store.backend)
         call = Call(conf, env, call.ident, call.stdin, call.environ)
         return ipam_plugin.add(store, call.conf, call.env, call.ident)
-    from calico.cni import pod_cidr
+    from calico.cni import k8s_annotations, pod_cidr
     from calico.cni.ipam_exec import exec_ipam
 
+    k8s_annotations.check_features(call.conf, call.ident, store.backend)
     stdin = pod_cidr.resolve(call.stdin, store.backend, call.ident.node)
     result = exec_ipam(call.conf.ipam.type, "ADD", stdin, call.env, call.environ)
     assert result is not None

@@ -15,7 +15,7 @@ import pytest
 from k8s_fake_apiserver import FakeAPIServer
 
 from calico.cni import plugin
-from calico.cni.errors import IPAM_FAILURE, CNIError
+from calico.cni.errors import INVALID_NETCONF, IPAM_FAILURE, CNIError
 from calico.cni.pod_cidr import needs_pod_cidr, replace_pod_cidrs
 from calico.cni.store import Store
 from calico.datastore.config import DatastoreConfig
@@ -69,8 +69,10 @@ def api() -> Iterator[FakeAPIServer]:
         yield server
 
 
-def _call(tmp_path: Path, command: str, subnet: str) -> plugin.Call:
-    conf = {
+def _call(
+    tmp_path: Path, command: str, subnet: str, features: dict[str, bool] | None = None
+) -> plugin.Call:
+    conf: dict[str, Any] = {
         "cniVersion": "1.0.0",
         "name": "k8s-pod-network",
         "type": "calico",
@@ -78,6 +80,8 @@ def _call(tmp_path: Path, command: str, subnet: str) -> plugin.Call:
         "datastore_type": "kubernetes",
         "ipam": {"type": "host-local", "subnet": subnet, "dataDir": str(tmp_path / "hl")},
     }
+    if features is not None:
+        conf["feature_control"] = features
     environ = {
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": "c0ffee",
@@ -93,10 +97,22 @@ def _call(tmp_path: Path, command: str, subnet: str) -> plugin.Call:
 @pytest.mark.skipif(
     not os.access(f"{HOST_LOCAL_DIR}/host-local", os.X_OK), reason="host-local not installed"
 )
+def _pod(api: FakeAPIServer, annotations: dict[str, str] | None = None) -> None:
+    api.put_object("v1", "namespaces", {"metadata": {"name": "x"}})
+    meta: dict[str, Any] = {"name": "a", "namespace": "x", "annotations": annotations or {}}
+    api.put_object("v1", "pods", {"metadata": meta, "spec": {"nodeName": "n1"}})
+
+
+def _held(tmp_path: Path) -> list[str]:
+    net = tmp_path / "hl" / "k8s-pod-network"
+    return sorted(p.name for p in net.iterdir()) if net.exists() else []
+
+
 def test_host_local_allocates_from_the_nodes_pod_cidr(api: FakeAPIServer, tmp_path: Path) -> None:
     api.put_object(
         "v1", "nodes", {"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.244.7.0/24"}}
     )
+    _pod(api)
     store = Store(
         KubernetesBackend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": api.url}))
     )
@@ -119,5 +135,34 @@ def test_host_local_allocates_from_the_nodes_pod_cidr(api: FakeAPIServer, tmp_pa
             with pytest.raises(CNIError, match=words) as info:
                 plugin.ipam_add(other, store)
             assert info.value.code == IPAM_FAILURE
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(
+    not os.access(f"{HOST_LOCAL_DIR}/host-local", os.X_OK), reason="host-local not installed"
+)
+def test_host_local_checks_the_floating_ips_feature(api: FakeAPIServer, tmp_path: Path) -> None:
+    api.put_object(
+        "v1", "nodes", {"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.244.7.0/24"}}
+    )
+    _pod(api, {"cni.projectcalico.org/floatingIPs": '["172.16.0.9"]'})
+    store = Store(
+        KubernetesBackend(DatastoreConfig("kubernetes", extra={"k8sAPIEndpoint": api.url}))
+    )
+    try:
+        for features in (None, {"floating_ips": False}):
+            with pytest.raises(CNIError) as info:
+                plugin.ipam_add(_call(tmp_path, "ADD", "usePodCidr", features), store)
+            assert info.value.code == INVALID_NETCONF
+            assert info.value.msg == "requested feature is not enabled: floating_ips"
+            assert _held(tmp_path) == []  # refused before host-local ran: nothing to release
+        call = _call(tmp_path, "ADD", "usePodCidr", {"floating_ips": True})
+        result = plugin.ipam_add(call, store)
+        assert result.ips[0].address.split("/")[0] in _held(tmp_path)
+        # A pod that is not there is an error, as on the calico-ipam path.
+        gone = dataclasses.replace(call, ident=dataclasses.replace(call.ident, workload="b"))
+        with pytest.raises(CNIError, match="pod or namespace not found"):
+            plugin.ipam_add(gone, store)
     finally:
         store.close()
