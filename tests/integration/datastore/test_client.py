@@ -6,6 +6,7 @@ import pytest
 
 from calico.api import load_documents
 from calico.api.base import Resource
+from calico.api.errors import ResourceValidationError
 from calico.datastore import (
     Backend,
     EventType,
@@ -244,3 +245,25 @@ def test_new_local_datastore_is_initialised_on_open(tmp_path) -> None:
         assert Client(again).get("Tier", "kube-baseline").spec.order == 10_000_000  # type: ignore[attr-defined]
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("name", ["default", "kube-admin", "kube-baseline"])
+def test_built_in_tiers_are_never_deleted(client: Client, name: str) -> None:
+    # Refused whether or not the tier exists yet (upstream checks the name first) ...
+    with pytest.raises(OperationNotSupportedError) as info:
+        client.delete("Tier", name)
+    assert str(info.value) == (
+        f"operation Delete is not supported on {name}: Cannot delete {name} tier"
+    )
+    client.ensure_initialized("v3.31.0")
+    stored = client.get("Tier", name)
+    # ... and once it does, at any revision, it stays.
+    with pytest.raises(OperationNotSupportedError):
+        client.delete("Tier", name, resource_version=stored.metadata.resource_version)
+    assert client.get("Tier", name).metadata.resource_version == stored.metadata.resource_version
+    # Its pinned fields cannot be changed either.
+    changed = stored.model_copy(
+        update={"spec": stored.spec.model_copy(update={"order": 1.0})}  # type: ignore[attr-defined]
+    )
+    with pytest.raises(ResourceValidationError, match=f"spec.order: {name} tier order must be"):
+        client.update(changed)
