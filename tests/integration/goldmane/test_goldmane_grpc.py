@@ -5,15 +5,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
 import requests
-from conftest import GoldmaneProcess
 from guardian_peer import make_cert
 
 from calico.proto.goldmane import api_pb2 as pb
 from calico.proto.goldmane import api_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:  # type only: ``conftest`` is ambiguous when several test dirs are collected
+    from conftest import GoldmaneProcess
 
 
 def hit(name: str, action: int, rule: int, tier: str = "default") -> pb.PolicyHit:
