@@ -52,3 +52,12 @@ def build_info() -> BuildInfo:
     commit = _git("rev-parse", "HEAD") or "unknown"
     date = _git("log", "-1", "--format=%cI") if commit != "unknown" else None
     return BuildInfo(calico.__version__, date or "unknown", commit)
+
+
+def version_text() -> str:
+    """What ``calico version`` and every daemon's ``--version`` print (three lines)."""
+    info = build_info()
+    return (
+        f"Version:     {info.version}\nBuild date:  {info.build_date}\n"
+        f"Git commit:  {info.git_commit}"
+    )

@@ -80,12 +80,9 @@ def component_group() -> None:
 @cli.command("version")
 def version_command() -> None:
     """Print the version, build date and git commit."""
-    from calico.buildinfo import build_info
+    from calico.buildinfo import version_text
 
-    info = build_info()
-    click.echo(f"Version:     {info.version}")
-    click.echo(f"Build date:  {info.build_date}")
-    click.echo(f"Git commit:  {info.git_commit}")
+    click.echo(version_text())
 
 
 cli.add_command(ctl)

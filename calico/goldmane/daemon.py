@@ -18,7 +18,7 @@ import sys
 import click
 import grpc
 
-from calico.buildinfo import build_info
+from calico.buildinfo import version_text
 from calico.goldmane.config import ConfigError, GoldmaneConfig, emit_shape, load_config
 from calico.goldmane.emitter import Checkpoint, Emitter, SinkSwitch, make_session
 from calico.goldmane.metrics import registry_for
@@ -136,11 +136,7 @@ async def _main(cfg: GoldmaneConfig) -> int:
 @click.option("--version", "show_version", is_flag=True, help="Print version and exit.")
 def goldmane_command(show_version: bool) -> None:
     if show_version:
-        info = build_info()
-        click.echo(
-            f"Version:     {info.version}\nBuild date:  {info.build_date}\n"
-            f"Git commit:  {info.git_commit}"
-        )
+        click.echo(version_text())
         return
     configure_formatter("goldmane")
     logging.getLogger().setLevel(logging.INFO)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import click
 
-from calico.buildinfo import build_info
+from calico.buildinfo import version_text
 from calico.guardian.config import ConfigError, GuardianConfig, load_config
 from calico.guardian.dialer import DialError, DialSettings
 from calico.guardian.proxy import ProxyConnection
@@ -202,11 +202,7 @@ async def _main(cfg: GuardianConfig, environ: Mapping[str, str]) -> int:
 @click.option("--version", "show_version", is_flag=True, help="Print version and exit.")
 def guardian_command(show_version: bool) -> None:
     if show_version:
-        info = build_info()
-        click.echo(
-            f"Version:     {info.version}\nBuild date:  {info.build_date}\n"
-            f"Git commit:  {info.git_commit}"
-        )
+        click.echo(version_text())
         return
     configure_formatter("guardian")
     logging.getLogger().setLevel(logging.INFO)

@@ -17,7 +17,7 @@ import threading
 import click
 import grpc
 
-from calico.buildinfo import build_info
+from calico.buildinfo import version_text
 from calico.logutils import LogLevelError, configure_formatter, parse_level
 from calico.whisker.api import WhiskerServer
 from calico.whisker.config import ConfigError, WhiskerConfig, load_config
@@ -110,11 +110,7 @@ def run(cfg: WhiskerConfig, stop: threading.Event) -> int:
 @click.option("--version", "show_version", is_flag=True, help="Print version and exit.")
 def whisker_backend_command(show_version: bool) -> None:
     if show_version:
-        info = build_info()
-        click.echo(
-            f"Version:     {info.version}\nBuild date:  {info.build_date}\n"
-            f"Git commit:  {info.git_commit}"
-        )
+        click.echo(version_text())
         return
     configure_formatter("whisker-backend")
     logging.getLogger().setLevel(logging.INFO)
