@@ -75,7 +75,10 @@ def test_emits_windows_and_a_restart_does_not_resend(
     push(first.port, [old])
     wait_until(lambda: posted_dests(sink) == ["before-restart"], "first window not emitted")
     assert sink.posts[0][0] == "application/x-ndjson"
-    state = json.loads((tmp_path / "state" / "emitter.json").read_text())
+    # The checkpoint is saved only after the POST has been answered: wait for it, not the post.
+    state_path = tmp_path / "state" / "emitter.json"
+    wait_until(state_path.exists, "checkpoint not saved after the window was accepted")
+    state = json.loads(state_path.read_text())
     assert int(state["latestTimestamp"]) > old.start_time
     assert first.stop() == 0
 
