@@ -18,13 +18,8 @@ from typing import Any, Protocol
 
 from calico.felix.nftables.elements import Verdict, canonical, canonical_all, canonical_verdict
 from calico.felix.nftables.model import TABLE_FAMILY, TABLE_NAME, Chain, NftSet, VerdictMap
-from calico.felix.nftables.netlink import (
-    ElementBatch,
-    NetlinkElements,
-    Unencodable,
-    map_elem,
-    set_member_elems,
-)
+from calico.felix.nftables.netlink import ElementBatch, NetlinkElements, Unencodable
+from calico.felix.nftables.nlbatch import plan_batch
 from calico.felix.nftables.readback import parse_listing
 from calico.felix.nftables.state import KernelState, MapState, RenderedChain, SetState
 from calico.felix.nftables.state import render_chain as _render
@@ -217,9 +212,9 @@ class NftablesTable:
         return result
 
     def _send(self, plan: Plan, result: ApplyResult) -> str | None:
-        """One atomic transaction: an element-only delta as a netlink batch when we can encode
-        it (no libnftables cache fill), everything else through libnftables."""
-        batch = self._element_batch(plan) if plan.only_elements and self._netlink else None
+        """One atomic transaction: as a raw netlink batch when every command encodes (no
+        libnftables cache fill), else through libnftables."""
+        batch = self._netlink_batch(plan) if self._netlink else None
         if batch is not None:
             assert self._netlink is not None
             result.netlink = True
@@ -227,21 +222,12 @@ class NftablesTable:
         rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 
-    def _element_batch(self, plan: Plan) -> ElementBatch | None:
-        batch = ElementBatch(self.family, self.name)
+    def _netlink_batch(self, plan: Plan) -> ElementBatch | None:
         try:
-            for op in plan.element_ops:
-                if op.is_map:
-                    elems = [map_elem(k, op.type, v) for k, v in op.members]
-                else:
-                    elems = [
-                        e for m in op.members for e in set_member_elems(m, op.type, op.interval)
-                    ]
-                batch.add(op.delete, op.name, elems)
+            return plan_batch(self.family, self.name, plan) or None
         except Unencodable as exc:
-            log.debug("element delta not encodable for netlink (%s); using libnftables", exc)
+            log.debug("transaction not encodable for netlink (%s); using libnftables", exc)
             return None
-        return batch or None
 
     def _readback(self) -> str | None:
         rc, out, err = self._nft.json_cmd(
