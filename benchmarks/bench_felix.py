@@ -357,6 +357,15 @@ def bench_ttfr_and_cold_apply(cold: bool = True) -> None:
                 "policies": N_POLICIES,
                 "wep_write_p50_s": round(pct(writes, 0.5), 6),
                 "max_s": round(max(ttfr), 4) if ttfr else None,
+                # (workload index, seconds) of the slowest three: first ones vs load spikes
+                "slowest": sorted(
+                    (
+                        (i, round(p.done - t0, 4))
+                        for i, (p, t0) in enumerate(zip(probers, starts, strict=True))
+                        if p.done
+                    ),
+                    key=lambda it: -it[1],
+                )[:3],
             }
             ttfr += [float("inf")] * failed
             b50 = statistics.median(base)

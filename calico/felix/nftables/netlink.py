@@ -226,9 +226,7 @@ class ElementBatch:
                 flags = NLM_F_REQUEST | NLM_F_ACK | _OBJECT_MESSAGES[kind][0]
             else:
                 body = (
-                    table
-                    + attr(LIST_SET, name.encode() + b"\0")
-                    + nested(LIST_ELEMENTS, *payload)
+                    table + attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
                 )
                 create = NLM_F_CREATE if kind == NFT_MSG_NEWSETELEM else 0
                 flags = NLM_F_REQUEST | NLM_F_ACK | create

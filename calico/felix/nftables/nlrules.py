@@ -257,8 +257,9 @@ class _Rule:
                 self.out += [load, _range_neq(lo, hi)]
             return None
         value = _int(right, 0, (1 << (8 * length)) - 1)
-        return self._eq_const(base, [_payload_load(base, offset, length),
-                                         _cmp(op, value.to_bytes(length, "big"))])  # fmt: skip
+        return self._eq_const(
+            base, [_payload_load(base, offset, length), _cmp(op, value.to_bytes(length, "big"))]
+        )
 
     def _eq_const(self, base: int, exprs: list[bytes]) -> int | None:
         """Append a compare of a payload with a constant. libnftables merges two such compares
@@ -271,8 +272,9 @@ class _Rule:
     def address_match(self, base: int, offset: int, width: int, op: str, right: Any) -> int | None:
         family = socket.AF_INET if width == 4 else socket.AF_INET6
         if isinstance(right, str):
-            return self._eq_const(base, [_payload_load(base, offset, width),
-                                             _cmp(op, _inet(family, right))])  # fmt: skip
+            return self._eq_const(
+                base, [_payload_load(base, offset, width), _cmp(op, _inet(family, right))]
+            )
         if not isinstance(right, dict) or set(right) != {"prefix"}:
             raise Unencodable(f"address match {right!r}")
         p = right["prefix"]

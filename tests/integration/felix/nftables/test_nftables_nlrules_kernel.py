@@ -141,8 +141,14 @@ def v6_value(draw: st.DrawFn) -> Any:
     if kind == "addr":
         return draw(st.sampled_from(["::1", "2001:db8::5", "fe80::1:2", "::"]))
     plen = draw(st.sampled_from([8, 10, 48, 64, 100, 127]))
-    addr = {8: "fe00::", 10: "fe80::", 48: "2001:db8:1::", 64: "2001:db8::", 100: "2001:db8::",
-            127: "2001:db8::4"}[plen]  # fmt: skip
+    addr = {
+        8: "fe00::",
+        10: "fe80::",
+        48: "2001:db8:1::",
+        64: "2001:db8::",
+        100: "2001:db8::",
+        127: "2001:db8::4",
+    }[plen]
     return {"prefix": {"addr": addr, "len": plen}}
 
 
@@ -175,8 +181,12 @@ def family_matches(draw: st.DrawFn) -> list[Any]:
 
 
 ifname = st.sampled_from(["cali0", "cali12345678901", "eth0", "cali*", "tap*", "x*"])
-states = st.lists(st.sampled_from(["established", "related", "invalid", "new"]), min_size=1,
-                  max_size=3, unique=True)  # fmt: skip
+states = st.lists(
+    st.sampled_from(["established", "related", "invalid", "new"]),
+    min_size=1,
+    max_size=3,
+    unique=True,
+)
 simple = st.one_of(
     states.map(lambda s: x.ct_state(*s)),
     u32.map(x.mark_set),
@@ -215,10 +225,14 @@ def steps(draw: st.DrawFn) -> list[dict[str, Any]]:
             {
                 "chains": chains,
                 "drop": draw(st.lists(st.sampled_from(WORK), max_size=1)),
-                "members": draw(st.lists(st.sampled_from(["10.9.0.1", "10.9.1.0/24"]),
-                                         unique=True)),  # fmt: skip
-                "disp": draw(st.dictionaries(st.sampled_from(["cali1", "cali2"]),
-                                             st.sampled_from(TARGETS), max_size=2)),  # fmt: skip
+                "members": draw(
+                    st.lists(st.sampled_from(["10.9.0.1", "10.9.1.0/24"]), unique=True)
+                ),
+                "disp": draw(
+                    st.dictionaries(
+                        st.sampled_from(["cali1", "cali2"]), st.sampled_from(TARGETS), max_size=2
+                    )
+                ),
             }
         )
     return out
@@ -251,7 +265,7 @@ def apply_step(step: dict[str, Any]) -> Any:
 
 
 @settings(
-    max_examples=400,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
