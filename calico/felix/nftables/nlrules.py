@@ -133,6 +133,9 @@ def _is_mark(e: Any) -> bool:
     return e == {"meta": {"key": "mark"}}
 
 
+_Encoded = tuple[bytes, tuple[tuple[str, int], ...], int | None]
+
+
 class _Rule:
     """One rule's statements -> expressions, tracking the protocol context libnftables keeps
     (an explicit ``meta nfproto``/``meta l4proto`` match) so a payload whose header would need
@@ -397,12 +400,36 @@ def _ifname(name: Any) -> bytes:
     return raw.ljust(IFNAMSIZ, b"\0")
 
 
+# Encoded statements by (repr, protocol context, previous payload-compare header): a statement's
+# bytes depend on nothing else, and a new workload's chains repeat the same few statements with
+# a new chain name, so most of a delta is dictionary hits. Bounded; cleared when full.
+_MEMO: dict[tuple[str, tuple[tuple[str, int], ...], int | None], _Encoded] = {}
+MEMO_LIMIT = 50_000
+
+
+def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: int | None) -> _Encoded:
+    key = (repr(stmt), context, last)
+    hit = _MEMO.get(key)
+    if hit is None:
+        r = _Rule()
+        r.context, r.last_payload_eq = dict(context), last
+        r.statement(stmt)
+        hit = (b"".join(r.out), tuple(sorted(r.context.items())), r.last_payload_eq)
+        if len(_MEMO) >= MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = hit
+    return hit
+
+
 def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
     """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
-    r = _Rule()
+    context: tuple[tuple[str, int], ...] = ()
+    last: int | None = None
+    encoded = []
     for stmt in exprs:
-        r.statement(stmt)
-    parts = [_str(RULE_CHAIN, chain), nested(RULE_EXPRESSIONS, *r.out)]
+        out, context, last = _statement(stmt, context, last)
+        encoded.append(out)
+    parts = [_str(RULE_CHAIN, chain), nested(RULE_EXPRESSIONS, *encoded)]
     if comment:
         raw = comment.encode() + b"\0"
         if len(raw) > 255:
