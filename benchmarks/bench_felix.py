@@ -3,7 +3,9 @@
 Uses the Felix test harness (a "host" netns running ``calico component felix``, workload netns on
 ``cali*`` veths, resources written to a temp local datastore). Three measurements:
 
-1. Time to first response (TTFR): 100 standing policies (99 ingress policies over 10 label
+1. Time to first response (TTFR; ``--ttfr-only`` runs only this, ``--stages`` adds per-stage
+   medians stamped inside Felix, see ``benchmarks/ttfr_stages/sitecustomize.py``):
+   100 standing policies (99 ingress policies over 10 label
    groups + one that lets ``role == 'client'`` reach the server); 100 new workloads, their veths
    made beforehand as the CNI plugin does (host-side proxy-ARP sysctls included), get their
    WorkloadEndpoint written at 10/s. Per workload: time from just before the WEP write to the
@@ -23,6 +25,7 @@ Uses the Felix test harness (a "host" netns running ``calico component felix``, 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import datetime
@@ -304,8 +307,9 @@ def client_labels(i: int) -> dict[str, str]:
 # --- 1 + 2: TTFR, then cold apply on the same endpoints -----------------------------------------
 
 
-def bench_ttfr_and_cold_apply(cold: bool = True) -> None:
-    """TTFR, then (``cold``) cold start and unchanged restart on the same endpoints."""
+def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> None:
+    """TTFR, then (``cold``) cold start and unchanged restart on the same endpoints.
+    ``stages``: where the Felix child writes its stage stamps (``--stages``)."""
     with host_env("ttfr") as (host, ds, felix, _):
         for doc in standing_policies(N_POLICIES):
             ds.apply(doc)
@@ -372,6 +376,8 @@ def bench_ttfr_and_cold_apply(cold: bool = True) -> None:
                     key=lambda it: -it[1],
                 )[:3],
             }
+            if stages is not None:
+                extra["stages_p50_ms"] = stage_breakdown(stages, starts, probers)
             ttfr += [float("inf")] * failed
             b50 = statistics.median(base)
             emit(BENCH, "ttfr_p50_s", pct(ttfr, 0.5), b50, target=0.003, **extra)
@@ -425,6 +431,51 @@ def bench_ttfr_and_cold_apply(cold: bool = True) -> None:
                 rules_rewritten=len(set(before) - set(after)),
                 baseline_is="cold start of the same Felix, same run",
             )
+
+
+def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) -> dict[str, float]:
+    """Median per stage of a new workload's path, in ms, from the stamps
+    ``benchmarks/ttfr_stages/sitecustomize.py`` wrote: for each workload, the first stamp of
+    each stage after its write (the nft and route applies: inside the first dataplane apply
+    after the hand-over), up to the prober's first connect."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for path in stage_dir.glob("felix.*"):
+        for line in path.read_text().splitlines():
+            stage, start, end = line.split()
+            spans.setdefault(stage, []).append((float(start), float(end)))
+    for values in spans.values():
+        values.sort()
+
+    def after(stage: str, t: float) -> tuple[float, float] | None:
+        values = spans.get(stage, [])
+        i = bisect.bisect_left(values, (t, 0.0))
+        return values[i] if i < len(values) else None
+
+    rows: dict[str, list[float]] = {}
+    for t0, p in zip(starts, probers, strict=True):
+        deliver = after("deliver", t0)
+        to_calc = deliver and after("syncer_to_calc", deliver[0])
+        calc = to_calc and after("calc_apply", to_calc[0])
+        to_dp = calc and after("to_dataplane", calc[0])
+        apply = to_dp and after("dp_apply", to_dp[0])
+        nft = apply and after("nft_apply", apply[0])
+        routes = nft and after("route_apply", nft[1])
+        if not (p.done and deliver and to_calc and calc and to_dp and apply and nft and routes):
+            continue
+        marks = {
+            "write_to_watch": deliver[0] - t0,
+            "watch_to_calc": calc[0] - deliver[0],
+            "calc": calc[1] - calc[0],
+            "calc_to_apply": apply[0] - calc[1],
+            "render": nft[0] - apply[0],
+            "nftables": nft[1] - nft[0],
+            "nft_to_routes": routes[0] - nft[1],
+            "routes": routes[1] - routes[0],
+            "routes_to_connect": p.done - routes[1],
+        }
+        for name, value in marks.items():
+            rows.setdefault(name, []).append(value)
+    return {name: round(1000 * statistics.median(v), 3) for name, v in rows.items()}
 
 
 def process_cpu_s(pid: int) -> float:
@@ -647,7 +698,18 @@ def main() -> int:
         return 1
     compile_bytecode()
     ttfr_only = "--ttfr-only" in sys.argv[1:]  # the TTFR measurement alone (profiling it)
-    bench_ttfr_and_cold_apply(cold=not ttfr_only)
+    stages = None
+    if "--stages" in sys.argv[1:]:  # per-stage medians of the TTFR path (stamped in Felix)
+        stages = Path(tempfile.mkdtemp(prefix="bench-felix-stages-"))
+        stamp_dir = str(Path(__file__).resolve().parent / "ttfr_stages")
+        paths = [stamp_dir, *filter(None, [os.environ.get("PYTHONPATH")])]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+        os.environ["TTFR_STAGES_DIR"] = str(stages)
+    try:
+        bench_ttfr_and_cold_apply(cold=not ttfr_only, stages=stages)
+    finally:
+        if stages is not None:
+            shutil.rmtree(stages, ignore_errors=True)
     if ttfr_only:
         return 0
     if shutil.which("iperf3"):
