@@ -1,4 +1,4 @@
-"""Set and map element deltas straight over nfnetlink, bypassing libnftables' cache.
+"""Set and map element deltas, and the batch that carries a whole transaction, over nfnetlink.
 
 Why: libnftables 1.0.6 answers any element command by first dumping the members of every
 interval set in the table (one netlink dump per set), so a 3-member add in a table with 1,000
@@ -11,6 +11,7 @@ wire bytes, concatenation fields padded to 4 bytes; an interval-set member is a 
 plus an end element (flag ``INTERVAL_END``) one past its last address, or, when it runs to the
 top of the address space, a start element marked open in its userdata. Only the types below are
 encoded; anything else raises :class:`Unencodable` and the caller falls back to libnftables.
+Chain and rule messages join the same batch with bodies encoded by ``nlrules.py``.
 """
 
 from __future__ import annotations
@@ -287,6 +288,9 @@ class NetlinkElements:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
             sock.settimeout(self.timeout)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            # A batch is one sendmsg; the kernel caps this at twice wmem_max (>= 416 KiB by
+            # default), above nlbatch.MAX_TRANSACTION_BYTES.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
             sock.bind((0, 0))
             self._sock = sock
         return self._sock

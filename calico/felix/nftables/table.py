@@ -1,8 +1,9 @@
 """``NftablesTable``: desired state for one ``inet calico`` table, applied in one transaction.
 
 Callers record what they want (chains, sets, verdict maps) and call :meth:`apply`. Each apply is
-one libnftables ``json_cmd`` (atomic in the kernel), touches only what changed since the last
-successful apply, and makes no kernel call at all when nothing changed. A resync (refresh timer,
+one atomic transaction (a raw nfnetlink batch when every command encodes, else one libnftables
+``json_cmd``), touches only what changed since the last successful apply, and makes no kernel
+call at all when nothing changed. A resync (refresh timer,
 :meth:`invalidate`, first apply, or after a failure) reads the table back and diffs by rule-hash
 comments, so restarts and drift repairs rewrite only chains that actually differ.
 """
@@ -38,7 +39,7 @@ class NftHandle(Protocol):
 
 
 class ElementSender(Protocol):
-    """Commits an element-only batch atomically (:class:`NetlinkElements`; injectable)."""
+    """Commits a netlink batch atomically (:class:`NetlinkElements`; injectable)."""
 
     def send(self, batch: ElementBatch) -> str | None: ...
 
@@ -52,7 +53,7 @@ class ApplyResult:
     ok: bool
     error: str | None = None
     kernel_calls: int = 0  # kernel round trips (readback + transaction)
-    netlink: bool = False  # the transaction went out as a raw nfnetlink element batch
+    netlink: bool = False  # the transaction went out as a raw nfnetlink batch
     commands: int = 0  # commands in the transaction (0: nothing sent)
     resynced: bool = False  # the table was read back first
     full_rewrite: bool = False  # the transaction deleted and re-added the whole table
@@ -81,7 +82,7 @@ class NftablesTable:
         max_failures: int = DEFAULT_MAX_FAILURES,
         netlink: ElementSender | None = None,
     ) -> None:
-        """``netlink``: where element-only deltas go (design/felix-nftables.md "Element deltas
+        """``netlink``: where encodable transactions go (design/felix-nftables.md "Transactions
         over netlink"); made here along with ``nft`` when that is not given, else none."""
         if nft is None:
             import nftables  # Debian's binding; created here so it binds the caller's netns
