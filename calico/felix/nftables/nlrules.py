@@ -8,10 +8,11 @@ statements our renderer emits ourselves lets the whole transaction go as one raw
 The encoding follows what ``nft --debug=netlink`` shows libnftables sending for the same JSON:
 meta mark values in host byte order, payload values in network order, 32-bit registers numbered
 as libnftables numbers them, equality on a port range as ``cmp gte`` plus ``cmp lte``, a
-byte-aligned prefix as a shorter payload load. What libnftables would rewrite (implicit
-protocol dependencies, merging adjacent payload compares, anonymous sets) is not reproduced:
-such a rule raises :class:`~calico.felix.nftables.netlink.Unencodable` and the transaction goes
-through libnftables. ``tests/integration/felix/nftables/test_nftables_nlrules_kernel.py``
+byte-aligned prefix as a shorter payload load, two compares on consecutive header bytes merged
+into one, ``reject`` typed by the family context. What libnftables would add or rewrite
+otherwise (implicit protocol dependencies, other neighbouring compares, anonymous sets) is
+not reproduced: such a rule raises :class:`~calico.felix.nftables.netlink.Unencodable` and
+the transaction goes through libnftables. ``tests/integration/felix/nftables/test_nftables_nlrules_kernel.py``
 checks the listings of both paths are identical.
 """
 
@@ -133,7 +134,12 @@ def _is_mark(e: Any) -> bool:
     return e == {"meta": {"key": "mark"}}
 
 
-_Encoded = tuple[bytes, tuple[tuple[str, int], ...], int | None]
+# A payload compare with a constant, as libnftables may merge it with the next one:
+# (header base, offset, length, operator, value bytes).
+_Const = tuple[int, int, int, str, bytes]
+# (bytes, protocol context after, last constant compare, whether the bytes replace the previous
+# statement's: a merged compare)
+_Encoded = tuple[bytes, tuple[tuple[str, int], ...], _Const | None, bool]
 
 
 class _Rule:
@@ -144,23 +150,25 @@ class _Rule:
     def __init__(self) -> None:
         self.out: list[bytes] = []
         self.context: dict[str, int] = {}
-        self.last_payload_eq: int | None = None  # header of the previous payload-constant compare
+        self.last_const: _Const | None = None  # the previous statement's, if it was one
+        self.merged = False  # this statement's bytes replace the previous statement's
 
     def statement(self, stmt: Any) -> None:
         if not isinstance(stmt, dict) or len(stmt) != 1:
             raise Unencodable(f"statement {stmt!r}")
         ((kind, body),) = stmt.items()
-        eq_base = None
+        const = None
         if kind == "match":
-            eq_base = self.match(body)
+            const = self.match(body)
         elif kind in ("accept", "drop", "return", "continue") and body is None:
             self.out.append(_verdict(kind))
         elif kind in ("jump", "goto") and isinstance(body, dict) and set(body) == {"target"}:
             self.out.append(_verdict(kind, body["target"]))
         elif kind == "reject" and body is None:
-            if self.context:  # libnftables picks icmp/icmpv6/tcp reset from the context
-                raise Unencodable("reject after a protocol match")
-            self.out.append(_expr("reject", _u32(1, 2), attr(2, b"\x01")))  # icmpx port-unreach
+            # As libnftables picks it: after ``meta nfproto ipv4|ipv6`` an icmp/icmpv6
+            # port-unreachable (type ICMP_UNREACH, code 3 or 4), else icmpx port-unreachable.
+            kind_code = {2: (0, 3), 10: (0, 4)}.get(self.context.get("nfproto", 0), (2, 1))
+            self.out.append(_expr("reject", _u32(1, kind_code[0]), attr(2, bytes([kind_code[1]]))))
         elif kind in ("counter", "notrack") and body is None:
             self.out.append(_expr(kind))
         elif kind == "mangle":
@@ -171,9 +179,9 @@ class _Rule:
             self.vmap(body)
         else:
             raise Unencodable(f"statement {stmt!r}")
-        self.last_payload_eq = eq_base
+        self.last_const = const
 
-    def match(self, m: Any) -> int | None:
+    def match(self, m: Any) -> _Const | None:
         if not isinstance(m, dict) or set(m) != {"op", "left", "right"}:
             raise Unencodable(f"match {m!r}")
         op, left, right = m["op"], m["left"], m["right"]
@@ -242,7 +250,7 @@ class _Rule:
             raise Unencodable(f"{body!r} would get an implicit dependency")
         return base, offset, length
 
-    def payload_match(self, body: Any, op: str, right: Any) -> int | None:
+    def payload_match(self, body: Any, op: str, right: Any) -> _Const | None:
         base, offset, length = self._payload(body)
         if isinstance(right, str) and right.startswith("@"):
             self.out += [_payload_load(base, offset, length), _lookup(right, op == "!=")]
@@ -260,24 +268,29 @@ class _Rule:
                 self.out += [load, _range_neq(lo, hi)]
             return None
         value = _int(right, 0, (1 << (8 * length)) - 1)
-        return self._eq_const(
-            base, [_payload_load(base, offset, length), _cmp(op, value.to_bytes(length, "big"))]
-        )
+        return self._const(base, offset, length, op, value.to_bytes(length, "big"))
 
-    def _eq_const(self, base: int, exprs: list[bytes]) -> int | None:
-        """Append a compare of a payload with a constant. libnftables merges two such compares
-        in a row on one header into one load (for ``!=`` too), so the second is refused."""
-        if self.last_payload_eq == base:
-            raise Unencodable("adjacent payload compares (libnftables would merge them)")
-        self.out += exprs
-        return base
+    def _const(self, base: int, offset: int, length: int, op: str, raw: bytes) -> _Const:
+        """A payload compared with a constant. libnftables merges it with the previous
+        statement when that compared the bytes just before, with the same operator (``!=``
+        too), into one load and one compare; so do we. Other neighbours on one header are
+        refused (libnftables' choice there is not reproduced)."""
+        prev = self.last_const
+        if prev is not None and prev[0] == base:
+            if prev[3] == op and prev[1] + prev[2] == offset and prev[2] + length <= 16:
+                base, offset, length, raw = base, prev[1], prev[2] + length, prev[4] + raw
+                self.merged = True
+            elif prev[1] + prev[2] >= offset and offset + length >= prev[1]:
+                raise Unencodable("adjacent payload compares libnftables would rewrite")
+        self.out += [_payload_load(base, offset, length), _cmp(op, raw)]
+        return base, offset, length, op, raw
 
-    def address_match(self, base: int, offset: int, width: int, op: str, right: Any) -> int | None:
+    def address_match(
+        self, base: int, offset: int, width: int, op: str, right: Any
+    ) -> _Const | None:
         family = socket.AF_INET if width == 4 else socket.AF_INET6
         if isinstance(right, str):
-            return self._eq_const(
-                base, [_payload_load(base, offset, width), _cmp(op, _inet(family, right))]
-            )
+            return self._const(base, offset, width, op, _inet(family, right))
         if not isinstance(right, dict) or set(right) != {"prefix"}:
             raise Unencodable(f"address match {right!r}")
         p = right["prefix"]
@@ -290,8 +303,7 @@ class _Rule:
             raise Unencodable(f"prefix {p!r} has host bits")
         if plen % 8 == 0:
             n = plen // 8
-            raw = addr.to_bytes(width, "big")[:n]
-            return self._eq_const(base, [_payload_load(base, offset, n), _cmp(op, raw)])
+            return self._const(base, offset, n, op, addr.to_bytes(width, "big")[:n])
         self.out += [
             _payload_load(base, offset, width),
             _bitwise(mask.to_bytes(width, "big"), bytes(width)),
@@ -403,18 +415,18 @@ def _ifname(name: Any) -> bytes:
 # Encoded statements by (repr, protocol context, previous payload-compare header): a statement's
 # bytes depend on nothing else, and a new workload's chains repeat the same few statements with
 # a new chain name, so most of a delta is dictionary hits. Bounded; cleared when full.
-_MEMO: dict[tuple[str, tuple[tuple[str, int], ...], int | None], _Encoded] = {}
+_MEMO: dict[tuple[str, tuple[tuple[str, int], ...], _Const | None], _Encoded] = {}
 MEMO_LIMIT = 50_000
 
 
-def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: int | None) -> _Encoded:
+def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: _Const | None) -> _Encoded:
     key = (repr(stmt), context, last)
     hit = _MEMO.get(key)
     if hit is None:
         r = _Rule()
-        r.context, r.last_payload_eq = dict(context), last
+        r.context, r.last_const = dict(context), last
         r.statement(stmt)
-        hit = (b"".join(r.out), tuple(sorted(r.context.items())), r.last_payload_eq)
+        hit = (b"".join(r.out), tuple(sorted(r.context.items())), r.last_const, r.merged)
         if len(_MEMO) >= MEMO_LIMIT:
             _MEMO.clear()
         _MEMO[key] = hit
@@ -424,11 +436,14 @@ def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: int | None
 def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
     """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
     context: tuple[tuple[str, int], ...] = ()
-    last: int | None = None
-    encoded = []
+    last: _Const | None = None
+    encoded: list[bytes] = []
     for stmt in exprs:
-        out, context, last = _statement(stmt, context, last)
-        encoded.append(out)
+        out, context, last, merged = _statement(stmt, context, last)
+        if merged:
+            encoded[-1] = out
+        else:
+            encoded.append(out)
     parts = [_str(RULE_CHAIN, chain), nested(RULE_EXPRESSIONS, *encoded)]
     if comment:
         raw = comment.encode() + b"\0"

@@ -35,16 +35,29 @@ def test_payload_needs_its_explicit_dependency_even_when_memoised() -> None:
     assert rule_body("c", [x.match(x.meta("l4proto"), 1), icmp], None)
 
 
-def test_adjacent_payload_compares_are_refused_others_are_not() -> None:
-    for op in ("==", "!="):  # libnftables merges both
-        with pytest.raises(Unencodable, match="merge"):
-            rule_body("c", [V4, x.match(SADDR, "1.1.1.1", op), x.match(DADDR, "2.2.2.2", op)], None)
+def test_adjacent_payload_compares_merge_as_libnftables_does() -> None:
+    for op in ("==", "!="):  # libnftables merges both into one 8-byte load and compare
+        body = rule_body(
+            "c", [V4, x.match(SADDR, "1.1.1.1", op), x.match(DADDR, "2.2.2.2", op)], None
+        )
+        assert body.count(b"payload\0") == 1
+        assert struct.pack("!I", 8) in body  # the load's length
+        assert bytes([1, 1, 1, 1, 2, 2, 2, 2]) in body
+    icmp = [x.match(x.meta("l4proto"), 1), x.match(x.payload("icmp", "type"), 8),
+            x.match(x.payload("icmp", "code"), 0)]  # fmt: skip
+    assert rule_body("c", icmp, None).count(b"payload\0") == 1
+    with pytest.raises(Unencodable, match="rewrite"):  # operators differ
+        rule_body("c", [V4, x.match(SADDR, "1.1.1.1"), x.match(DADDR, "2.2.2.2", "!=")], None)
+    with pytest.raises(Unencodable, match="rewrite"):  # the later field first
+        rule_body("c", [V4, x.match(DADDR, "2.2.2.2"), x.match(SADDR, "1.1.1.1")], None)
+    ip6 = [x.nfproto(6), x.match(x.payload("ip6", "saddr"), "::1"),
+           x.match(x.payload("ip6", "daddr"), "::2")]  # fmt: skip
+    with pytest.raises(Unencodable, match="rewrite"):  # 32 bytes: more than one register
+        rule_body("c", ip6, None)
     separated = [V4, x.match(SADDR, "1.1.1.1"), x.COUNTER, x.match(DADDR, "2.2.2.2")]
-    assert rule_body("c", separated, None)
-    other_header = [V4, x.match(SADDR, "1.1.1.1"), x.match(x.payload("th", "dport"), 80)]
-    assert rule_body("c", other_header, None)
+    assert rule_body("c", separated, None).count(b"payload\0") == 2
     lookup_then_const = [V4, x.match(SADDR, "@s"), x.match(DADDR, "2.2.2.2")]
-    assert rule_body("c", lookup_then_const, None)
+    assert rule_body("c", lookup_then_const, None).count(b"payload\0") == 2
 
 
 @pytest.mark.parametrize(
@@ -68,10 +81,17 @@ def test_unencodable_statements(stmt: dict[str, Any]) -> None:
         rule_body("c", [stmt], None)
 
 
-def test_reject_after_a_protocol_match_is_refused() -> None:
-    assert rule_body("c", [x.REJECT], None)
-    with pytest.raises(Unencodable, match="reject"):
-        rule_body("c", [V4, x.REJECT], None)
+def test_reject_type_follows_the_family_context() -> None:
+    def reject(kind: int, code: int) -> bytes:  # NFTA_REJECT_TYPE, NFTA_REJECT_ICMP_CODE
+        return (
+            struct.pack("=HH", 8, 1) + struct.pack("!I", kind) + struct.pack("=HHB3x", 5, 2, code)
+        )
+
+    icmpx = reject(2, 1)  # port-unreachable for whatever family
+    assert icmpx in rule_body("c", [x.REJECT], None)
+    assert icmpx in rule_body("c", [x.match(x.meta("l4proto"), 6), x.REJECT], None)
+    assert reject(0, 3) in rule_body("c", [V4, x.REJECT], None)  # icmp port-unreachable
+    assert reject(0, 4) in rule_body("c", [x.nfproto(6), x.REJECT], None)  # icmpv6
 
 
 def test_prefix_with_host_bits_is_refused() -> None:
