@@ -12,8 +12,9 @@ byte-aligned prefix as a shorter payload load, two compares on consecutive heade
 into one, ``reject`` typed by the family context. What libnftables would add or rewrite
 otherwise (implicit protocol dependencies, other neighbouring compares, anonymous sets) is
 not reproduced: such a rule raises :class:`~calico.felix.nftables.netlink.Unencodable` and
-the transaction goes through libnftables. ``tests/integration/felix/nftables/test_nftables_nlrules_kernel.py``
-checks the listings of both paths are identical.
+the transaction goes through libnftables.
+``tests/integration/felix/nftables/test_nftables_nlrules_kernel.py`` checks the listings of
+both paths are identical.
 """
 
 from __future__ import annotations
