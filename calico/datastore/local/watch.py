@@ -3,8 +3,8 @@
 Other processes commit to the same file, so there is nothing to subscribe to; instead a single
 thread checks ``PRAGMA data_version`` (about 2 us) every ``poll_interval`` and, when it moved,
 reads the new ``changes`` rows once for all watches. Local writes kick the poller directly, and
-an inotify watch on the file's directory (``notify.py``) ends the wait as soon as any process
-writes the database, so a cross-process commit is seen without waiting for the tick. Each
+inotify watches on the database and its WAL (``notify.py``) end the wait as soon as any process
+writes them, so a cross-process commit is seen without waiting for the tick. Each
 watch keeps a cursor (the last revision it has seen) so delivery is exactly once and in order,
 and a cursor below the compaction point ends the watch with RevisionCompactedError.
 """
