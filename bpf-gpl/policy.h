@@ -60,6 +60,18 @@ static __always_inline int cali_policy_allow(struct __sk_buff *skb, struct cali_
 	return cali_ct_allow(st);
 }
 
+/* Untracked (doNotTrack) host endpoint policy allowed the packet: no conntrack entry, so the
+ * other direction needs its own untracked allow, as upstream. */
+static __always_inline int cali_policy_allow_untracked(struct __sk_buff *skb,
+						       struct cali_state *st)
+{
+	st->pol_rc = CALI_POL_ALLOW;
+	cali_count(skb->ifindex, st->hook, CALI_CTR_POL_ACCEPT);
+	CALI_LOG_DEBUG("if %d hook %d: untracked allow proto %d", skb->ifindex, st->hook,
+		       st->proto);
+	return TC_ACT_UNSPEC;
+}
+
 /* BPFPolicyDebugEnabled: one hit of the rule with this ID (the entry is made on first hit).
  * A BPF-to-BPF call, not inlined: each rule then costs 3 instructions instead of ~20, which
  * keeps 1,000-policy programs within the 16-bit jump offsets of the final allow/deny. */

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import subprocess
 from typing import Any
 
@@ -32,8 +33,12 @@ def _index(ipr: Any, iface: str) -> int:
     return int(links[0])
 
 
-def attach(iface: str, from_fd: int, to_fd: int, netns: str | None = None) -> int:
-    """Ensure clsact and our two filters on ``iface``; returns its ifindex."""
+def attach(
+    iface: str, from_fd: int, to_fd: int, netns: str | None = None, *, hep: bool = False
+) -> int:
+    """Ensure clsact and our two filters on ``iface`` (the workload or, ``hep``, the host
+    endpoint programs); returns its ifindex."""
+    names = HEP_PROGRAMS if hep else WEP_PROGRAMS
     from pyroute2 import NetlinkError
 
     ipr = _ipr(netns)
@@ -45,8 +50,8 @@ def attach(iface: str, from_fd: int, to_fd: int, netns: str | None = None) -> in
             if e.code != errno.EEXIST:
                 raise
         for parent, fd, name in (
-            (INGRESS_PARENT, from_fd, "calico_from_wep"),
-            (EGRESS_PARENT, to_fd, "calico_to_wep"),
+            (INGRESS_PARENT, from_fd, names[0]),
+            (EGRESS_PARENT, to_fd, names[1]),
         ):
             ipr.tc(
                 "replace-filter",
@@ -138,15 +143,20 @@ def iface_names(netns: str | None = None) -> dict[int, str]:
         ipr.close()
 
 
-OUR_PROGRAMS = ("calico_from_wep", "calico_to_wep")
+WEP_PROGRAMS = ("calico_from_wep", "calico_to_wep")
+HEP_PROGRAMS = ("calico_from_hep", "calico_to_hep")
+OUR_PROGRAMS = (*WEP_PROGRAMS, *HEP_PROGRAMS)
 
 
-def detach_all(prefixes: tuple[str, ...], netns: str | None = None) -> list[str]:
-    """Detach our programs from every interface named ``prefix*`` that carries them (the
-    clean-up after BPF mode is switched off); returns the interfaces cleaned."""
+def detach_all(
+    prefixes: tuple[str, ...], netns: str | None = None, data_ifaces: re.Pattern[str] | None = None
+) -> list[str]:
+    """Detach our programs from every interface named ``prefix*`` (or matching
+    ``data_ifaces``, BPFDataIfacePattern) that carries them (the clean-up after BPF mode is
+    switched off); returns the interfaces cleaned."""
     cleaned = []
     for name in sorted(iface_names(netns).values()):
-        if not name.startswith(prefixes):
+        if not name.startswith(prefixes) and not (data_ifaces and data_ifaces.search(name)):
             continue
         try:
             progs = attached_programs(name, netns)

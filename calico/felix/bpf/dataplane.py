@@ -20,6 +20,7 @@ from calico.felix.bpf.bpffs import BPFUnavailable, check_kernel, is_bpffs
 from calico.felix.bpf.build import Compiler
 from calico.felix.bpf.libbpf import BPFError, LoadedObject
 from calico.felix.bpf.maps import (
+    IFACE_HEP,
     IFACE_READY,
     IFACE_VALUE,
     IFACE_WEP,
@@ -65,6 +66,8 @@ class BPFDataplane:
         self._main = LoadedObject(self.compiler.compile_file("tc.c"), pin_dir)
         self.from_fd = self._main.program_fd("calico_from_wep")
         self.to_fd = self._main.program_fd("calico_to_wep")
+        self.from_hep_fd = self._main.program_fd("calico_from_hep")
+        self.to_hep_fd = self._main.program_fd("calico_to_hep")
         self.maps = Maps(pin_dir)
         self._slots: dict[str, int] = {}  # iface -> slot (same index in both jump maps)
         self._ifindex: dict[str, int] = {}
@@ -117,9 +120,11 @@ class BPFDataplane:
     def slot(self, iface: str) -> int | None:
         return self._slots.get(iface)
 
-    def attach_iface(self, iface: str) -> int:
-        """Attach the main programs (deny-all until :meth:`set_policies`); returns ifindex."""
-        idx = attach.attach(iface, self.from_fd, self.to_fd, self.netns)
+    def attach_iface(self, iface: str, *, hep: bool = False) -> int:
+        """Attach the main programs (a workload is deny-all until :meth:`set_policies`, a
+        data interface allows all until then); returns ifindex."""
+        fds = (self.from_hep_fd, self.to_hep_fd) if hep else (self.from_fd, self.to_fd)
+        idx = attach.attach(iface, *fds, self.netns, hep=hep)
         self.register(iface, idx)
         return idx
 
@@ -139,6 +144,8 @@ class BPFDataplane:
         iface: str,
         sources: dict[str, str],
         rules: dict[str, Sequence[RuleInfo]] | None = None,
+        *,
+        hep: bool = False,
     ) -> None:
         """Load hook -> policy C source into the interface's slots, then mark it ready.
 
@@ -160,12 +167,26 @@ class BPFDataplane:
                 obj.close()  # the jump map keeps the program alive
             self.compile_seconds += t1 - t0
             self.load_seconds += time.monotonic() - t1
-        self.maps.iface.update(
-            PROG_FD.pack(idx), IFACE_VALUE.pack(IFACE_WEP | IFACE_READY, slot, slot)
-        )
+        kind = IFACE_HEP if hep else IFACE_WEP
+        self.maps.iface.update(PROG_FD.pack(idx), IFACE_VALUE.pack(kind | IFACE_READY, slot, slot))
         if rules is not None:
             for hook in HOOKS:
                 self._set_rules(iface, hook, rules.get(hook, ()))
+
+    def clear_policies(self, iface: str) -> None:
+        """A data interface whose host endpoint went: back to no policy (the HEP programs
+        then allow all, as upstream's for an interface without a host endpoint)."""
+        idx = self._ifindex.get(iface)
+        if idx is not None:
+            self.maps.iface.delete(PROG_FD.pack(idx))
+        slot = self._slots.pop(iface, None)
+        if slot is not None:
+            for hook in HOOKS:
+                self.maps.jump[hook].delete(PROG_FD.pack(slot))
+        for hook in HOOKS:
+            self._drop_rule_counters(self._rules.pop((iface, hook), frozenset()))
+            if self.policy_debug_dir is not None:
+                remove_listing(self.policy_debug_dir, iface, hook)
 
     def _set_rules(self, iface: str, hook: str, rules: Sequence[RuleInfo]) -> None:
         old = self._rules.pop((iface, hook), frozenset())

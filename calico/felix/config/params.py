@@ -249,6 +249,13 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("BPFMapSizeIfState", INT, "1000", ""),
     ("BPFLogLevel", oneof("Off", "Info", "Debug"), "Off", ""),
     ("BPFPolicyDebugEnabled", BOOL, "true", ""),
+    # Host interfaces that get the host endpoint programs (upstream's default).
+    (
+        "BPFDataIfacePattern",
+        p.RegexParser(),
+        r"^((en|wl|ww|sl|ib)[Popsx].*|(eth|wlan|wwan|bond).*)",
+        "",
+    ),
     (
         "BPFConntrackTimeouts",
         p.KeyValueListParser(),
