@@ -258,9 +258,7 @@ class BPFEndpointManager:
             self.dp.set_policies(iface, sources, rules, hep=True)
             self._programmed[iface] = sources
 
-    def host_programs(
-        self, hep: HostEndpoint
-    ) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
+    def host_programs(self, hep: HostEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
         """hook -> C source and rules for a host endpoint: TC ingress = its ingress policy."""
         gen = Generator(
             self.policies,

@@ -51,15 +51,19 @@ def flush_ct(dp: BPFDataplane) -> None:
 
 def hep_sources(state: PolicyState, **kw: Any) -> dict[str, str]:
     gen = Generator(state.policies, state.profiles, state.ids.get_or_alloc)
-    return {
-        hook: gen.source(
-            EndpointPolicy(kw.get("tiers", ()), kw.get("profile_ids", ()), inbound, host=True,
-                           untracked_tiers=kw.get("untracked", ()),
-                           pre_dnat_tiers=kw.get("pre_dnat", ()),
-                           forward_tiers=kw.get("forward", ()))  # fmt: skip
+    out = {}
+    for hook, inbound in (("ingress", True), ("egress", False)):
+        ep = EndpointPolicy(
+            kw.get("tiers", ()),
+            kw.get("profile_ids", ()),
+            inbound,
+            host=True,
+            untracked_tiers=kw.get("untracked", ()),
+            pre_dnat_tiers=kw.get("pre_dnat", ()),
+            forward_tiers=kw.get("forward", ()),
         )
-        for hook, inbound in (("ingress", True), ("egress", False))
-    }
+        out[hook] = gen.source(ep)
+    return out
 
 
 def program(dp: BPFDataplane, state: PolicyState, **kw: Any) -> None:
@@ -140,7 +144,7 @@ def test_failsafe_sync_replaces_entries(dp: BPFDataplane) -> None:
         added, removed = failsafes.sync(dp.maps, keys)
         assert added == 2  # v4 and v6 catch-alls
         assert removed > 0
-        assert {len(k) for k in dp.maps.fsafes.keys()} == {FSAFE_KEY.size}
+        assert {len(k) for k in dp.maps.fsafes.keys()} == {FSAFE_KEY.size}  # noqa: SIM118
         program(dp, PolicyState())
         assert inbound(dp, syn(REMOTE, HOST, 22)) == DENY
         assert inbound(dp, syn(REMOTE, HOST, 2222)) == ALLOW
