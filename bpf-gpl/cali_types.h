@@ -109,6 +109,11 @@ struct cali_state {
 #define CALI_ST_DEST_IS_HOST 0x1
 #define CALI_ST_SRC_IS_HOST 0x2
 
+/* skb mark bit (upstream's SEEN, outside NftablesMarkMask's Felix bits): a workload's
+ * from-WEP hook allowed the packet, so a to-HEP hook seeing it after SNAT to a host address
+ * still treats it as forwarded, not as the host's own traffic. */
+#define CALI_MARK_SEEN 0x01000000
+
 #define CALI_POL_ALLOW 1
 #define CALI_POL_DENY 2
 

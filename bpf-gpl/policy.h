@@ -57,6 +57,8 @@ static __always_inline int cali_policy_allow(struct __sk_buff *skb, struct cali_
 {
 	cali_count(skb->ifindex, st->hook, CALI_CTR_POL_ACCEPT);
 	CALI_LOG_DEBUG("if %d hook %d: policy allow proto %d", skb->ifindex, st->hook, st->proto);
+	if (!st->hep && st->hook == CALI_HOOK_FROM_WEP)
+		skb->mark = skb->mark | CALI_MARK_SEEN;
 	return cali_ct_allow(st);
 }
 

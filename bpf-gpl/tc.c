@@ -237,7 +237,8 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int
 	if (hep) {
 		if (hook == CALI_HOOK_FROM_HEP && cali_to_host(st))
 			st->host_flags = CALI_ST_DEST_IS_HOST;
-		else if (hook == CALI_HOOK_TO_HEP && cali_from_host(st))
+		else if (hook == CALI_HOOK_TO_HEP && !(skb->mark & CALI_MARK_SEEN) &&
+			 cali_from_host(st))
 			st->host_flags = CALI_ST_SRC_IS_HOST;
 	}
 	cali_ct_fill_key(st);
@@ -249,6 +250,8 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int
 			ct->last_seen = bpf_ktime_get_ns();
 			if (cali_tcp_bits(st))
 				__sync_fetch_and_or(&ct->legs, cali_tcp_bits(st));
+			if (!hep && hook == CALI_HOOK_FROM_WEP)
+				skb->mark = skb->mark | CALI_MARK_SEEN;
 			cali_count(ifindex, hook, CALI_CTR_CT_ACCEPT);
 			CALI_LOG_DEBUG("if %d hook %d: conntrack hit, allow", ifindex, hook);
 			return TC_ACT_UNSPEC;

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 BPFFS_ROOT = "/sys/fs/bpf"
 PIN_DIR = "/sys/fs/bpf/tc/globals"  # upstream's directory; our maps are named cpy_*
 OBJECT_CACHE = "/var/lib/calico/bpf"
-POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory
+POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory (the default)
 LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
 # Not a valid v3 name (underscore), so it can never collide with a datastore profile.
 ALLOW_PROFILE = "_bpf_policy"
@@ -98,7 +98,7 @@ def open_dataplane(config: Any) -> BPFDataplane:
         PIN_DIR,
         OBJECT_CACHE,
         sizes=map_sizes(config),
-        policy_debug_dir=POLICY_DEBUG_DIR if debug else None,
+        policy_debug_dir=str(config["BPFPolicyDebugDir"]) if debug else None,
         defines={
             "CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]],
             "CALI_IPV6": int(bool(config["Ipv6Support"])),  # off: IPv6 dropped on workloads
