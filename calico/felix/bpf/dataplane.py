@@ -54,8 +54,15 @@ class BPFDataplane:
         netns: str | None = None,
         policy_debug_dir: str | None = None,
         defines: dict[str, int] | None = None,
+        attach_type: str = "tc",
+        link_dir: str | None = None,
     ) -> None:
         check_kernel()
+        if attach_type not in ("tc", "tcx"):
+            raise BPFError(f"unknown attach type {attach_type!r} (tc or tcx)")
+        self.attach_type = attach_type
+        # TCX link pins (upstream: /sys/fs/bpf/tcx); by default next to the map pin directory.
+        self.link_dir = link_dir or os.path.join(os.path.dirname(pin_dir.rstrip("/")), "tcx")
         if not _on_bpffs(pin_dir):
             raise BPFUnavailable(f"{pin_dir} is not on a bpffs mount")
         os.makedirs(pin_dir, mode=0o700, exist_ok=True)
@@ -124,7 +131,9 @@ class BPFDataplane:
         """Attach the main programs (a workload is deny-all until :meth:`set_policies`, a
         data interface allows all until then); returns ifindex."""
         fds = (self.from_hep_fd, self.to_hep_fd) if hep else (self.from_fd, self.to_fd)
-        idx = attach.attach(iface, *fds, self.netns, hep=hep)
+        idx = attach.attach(
+            iface, *fds, self.netns, hep=hep, mode=self.attach_type, link_dir=self.link_dir
+        )
         self.register(iface, idx)
         return idx
 
@@ -214,7 +223,7 @@ class BPFDataplane:
 
     def remove_iface(self, iface: str) -> None:
         """Detach, then drop the interface's map entries and free its slot."""
-        attach.detach(iface, self.netns)
+        attach.detach(iface, self.netns, self.link_dir)
         idx = self._ifindex.pop(iface, None)
         if idx is not None:
             self.maps.iface.delete(PROG_FD.pack(idx))

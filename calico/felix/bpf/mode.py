@@ -19,7 +19,7 @@ import logging
 import os
 from typing import Any
 
-from calico.felix.bpf import attach, bpffs, failsafes
+from calico.felix.bpf import attach, bpffs, failsafes, tcx
 from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.endpoints import BPFEndpointManager, bpf_handles_hep
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 BPFFS_ROOT = "/sys/fs/bpf"
 PIN_DIR = "/sys/fs/bpf/tc/globals"  # upstream's directory; our maps are named cpy_*
+LINK_DIR = "/sys/fs/bpf/tcx"  # upstream's TCX link pins
 OBJECT_CACHE = "/var/lib/calico/bpf"
 POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory (the default)
 LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
@@ -86,13 +87,44 @@ def map_sizes(config: Any) -> MapSizes:
     )
 
 
+def _private_mount_ns() -> bool:
+    """True if this process's mount namespace is not PID 1's (e.g. under ``ip netns exec``)."""
+    try:
+        return os.readlink("/proc/self/ns/mnt") != os.readlink("/proc/1/ns/mnt")
+    except OSError:
+        return True
+
+
+def resolve_attach_type(requested: str, bpffs_outlives_us: bool) -> str:
+    """BPFAttachType -> "tcx" or "tc" (design/felix-bpf.md "Attach"): TCX when asked for
+    (Netkit means TCX here), the kernel has it and the bpffs holding the link pins outlives
+    this Felix (a TCX link dies with its last pin, so a bpffs private to a Felix's mount
+    namespace would leave the interfaces unpoliced while it restarts); else tc."""
+    if requested == "TC":
+        return "tc"
+    if not tcx.supported():
+        log.info("BPFAttachType=%s: kernel has no TCX (needs 6.6), using tc", requested)
+        return "tc"
+    if not bpffs_outlives_us:
+        log.info(
+            "BPFAttachType=%s: the bpffs is private to this Felix (pins die with it), "
+            "using tc so that programs survive a restart",
+            requested,
+        )
+        return "tc"
+    return "tcx"
+
+
 def open_dataplane(config: Any) -> BPFDataplane:
     """Kernel check, bpffs (mounted if missing), maps and main programs; BPFUnavailable/BPFError."""
     bpffs.check_kernel()
+    mounted_here = False
     if not bpffs.is_bpffs(BPFFS_ROOT):
         if os.path.ismount(BPFFS_ROOT):
             raise bpffs.BPFUnavailable(f"{BPFFS_ROOT} is mounted but is not a bpffs")
         bpffs.mount_bpffs(BPFFS_ROOT)
+        mounted_here = True
+    outlives = not (mounted_here and _private_mount_ns())
     debug = bool(config["BPFPolicyDebugEnabled"])
     return BPFDataplane(
         PIN_DIR,
@@ -103,6 +135,8 @@ def open_dataplane(config: Any) -> BPFDataplane:
             "CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]],
             "CALI_IPV6": int(bool(config["Ipv6Support"])),  # off: IPv6 dropped on workloads
         },
+        attach_type=resolve_attach_type(str(config["BPFAttachType"]), outlives),
+        link_dir=LINK_DIR,
     )
 
 
@@ -145,8 +179,9 @@ def enable(config: Any, parts: Any) -> Any:
     managers.insert(managers.index(parts.policies), shim)
     managers.insert(managers.index(shim), bpf)
     log.info(
-        "BPF dataplane enabled: workload%s policy is enforced by BPF programs",
+        "BPF dataplane enabled: workload%s policy is enforced by BPF programs (attach: %s)",
         "" if data_ifaces is None else " and host endpoint",
+        dp.attach_type,
     )
     return dataclasses.replace(
         parts,
@@ -162,7 +197,9 @@ def clean_up(config: Any) -> None:
     are logged (nftables still programs its chains)."""
     prefixes = tuple(config["InterfacePrefix"].split(","))
     try:
-        cleaned = attach.detach_all(prefixes, data_ifaces=config["BPFDataIfacePattern"])
+        cleaned = attach.detach_all(
+            prefixes, data_ifaces=config["BPFDataIfacePattern"], link_dir=LINK_DIR
+        )
     except Exception as e:  # netlink trouble must not stop the nftables dataplane
         log.error("Failed to remove BPF programs after BPF mode was turned off: %s", e)
         return
