@@ -53,14 +53,14 @@ def attach(
     if mode == "tcx":
         if link_dir is None:
             raise BPFError("TCX attach needs a link pin directory")
-        ipr = _ipr(netns)
+        ipr = _ipr(netns)  # one netlink socket: under a netns, pyroute2 opening one is costly
         try:
             idx = _index(ipr, iface)
+            tcx.attach(idx, iface, {"ingress": from_fd, "egress": to_fd}, link_dir, netns)
+            if set(_filters(ipr, idx).values()) & set(OUR_PROGRAMS):
+                ipr.tc("del", "clsact", idx)  # migrated from tc: the filters would run too
         finally:
             ipr.close()
-        tcx.attach(idx, iface, {"ingress": from_fd, "egress": to_fd}, link_dir, netns)
-        if set(_tc_programs(iface, netns).values()) & set(OUR_PROGRAMS):
-            _del_clsact(iface, netns)  # migrated from tc: the filters would run first
         return idx
     idx = _attach_tc(iface, from_fd, to_fd, netns, HEP_PROGRAMS if hep else WEP_PROGRAMS)
     if link_dir is not None and tcx.supported():
@@ -171,17 +171,21 @@ def attach_mode(iface: str, netns: str | None = None) -> dict[str, str]:
 
 def _tc_programs(iface: str, netns: str | None = None) -> dict[str, str]:
     ipr = _ipr(netns)
-    out: dict[str, str] = {}
     try:
-        idx = _index(ipr, iface)
-        for hook, parent in (("ingress", INGRESS_PARENT), ("egress", EGRESS_PARENT)):
-            for msg in ipr.get_filters(idx, parent=parent):
-                opts = msg.get_attr("TCA_OPTIONS")
-                name = opts.get_attr("TCA_BPF_NAME") if opts is not None else None
-                if name:
-                    out[hook] = name
+        return _filters(ipr, _index(ipr, iface))
     finally:
         ipr.close()
+
+
+def _filters(ipr: Any, idx: int) -> dict[str, str]:
+    """Hook -> name of the BPF tc filter there (any owner)."""
+    out: dict[str, str] = {}
+    for hook, parent in (("ingress", INGRESS_PARENT), ("egress", EGRESS_PARENT)):
+        for msg in ipr.get_filters(idx, parent=parent):
+            opts = msg.get_attr("TCA_OPTIONS")
+            name = opts.get_attr("TCA_BPF_NAME") if opts is not None else None
+            if name:
+                out[hook] = name
     return out
 
 
