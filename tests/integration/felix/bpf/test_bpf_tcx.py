@@ -1,6 +1,6 @@
 """TCX attach with real traffic: pinned links instead of tc filters, deny until policy, an
 in-place re-attach (link update, same pin), migration tc <-> TCX on a live interface, detach
-on removal (links and pins gone), and the kernel/bpffs choice of attach type."""
+on removal (links and pins gone). (The attach-type choice: tests/unit/felix/bpf.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from bpf_support import PolicyState, dataplane, need_bpf
 from calico.felix.bpf import attach, tcx
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.libbpf import BPFError
-from calico.felix.bpf.mode import resolve_attach_type
 from calico.felix.messages import Profile, Rule
 
 pytestmark = pytest.mark.root
@@ -141,10 +140,3 @@ def test_remove_iface_detaches_links(topo: Topo) -> None:
     assert attach.attached_programs(topo.ifaces[0], topo.host) == {}
     with pytest.raises(BPFError, match="TCX attach to nosuch0"):
         tcx.attach(12345, "nosuch0", {"ingress": dp.from_fd}, dp.link_dir, topo.host)
-
-
-def test_attach_type_resolution() -> None:
-    assert resolve_attach_type("TC", True) == "tc"
-    assert resolve_attach_type("TCX", False) == "tc"  # pins would die with this Felix
-    assert resolve_attach_type("Netkit", True) == ("tcx" if tcx.supported() else "tc")
-    assert resolve_attach_type("TCX", True) == ("tcx" if tcx.supported() else "tc")
