@@ -4,7 +4,8 @@ host. Driven through the endpoint manager with calc-graph messages: programs on 
 interfaces only, no host endpoint = allow, a host endpoint's ingress/egress policy for
 traffic to/from the host, failsafe ports ahead of a deny-all policy (counted), replies of
 allowed flows, applyOnForward for forwarded traffic, the ``*`` endpoint and a named one
-overriding it, removal back to allow-all, and detach when the interface goes."""
+overriding it, removal back to allow-all, and detach when the interface goes; once with tc
+filters, once with TCX links."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import netns_support as ns
 import pytest
 from bpf_support import dataplane, need_bpf
 
-from calico.felix.bpf import attach, failsafes
+from calico.felix.bpf import attach, failsafes, tcx
 from calico.felix.bpf.endpoints import BPFEndpointManager
 from calico.felix.config import PARAMS
 from calico.felix.messages import (
@@ -66,9 +67,14 @@ class Topo:
     mgr: BPFEndpointManager
 
 
-@pytest.fixture(scope="module")
-def topo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topo]:
+@pytest.fixture(scope="module", params=["tc", "tcx"])
+def topo(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Topo]:
+    """The whole module once per attach mechanism."""
     need_bpf()
+    if request.param == "tcx" and not tcx.supported():
+        pytest.skip("kernel without TCX")
     with contextlib.ExitStack() as stack:
         host = stack.enter_context(ns.netns("calheph"))
         ext = stack.enter_context(ns.netns("calhepe"))
@@ -96,6 +102,7 @@ def topo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topo]:
         stack.enter_context(ns.py_server(ext, SERVER, "8080", "179"))
         stack.enter_context(ns.py_server(wl, SERVER, "8080", "9090"))
         dp = stack.enter_context(dataplane(str(tmp_path_factory.mktemp("bpfhep")), host))
+        dp.attach_type = request.param
         keys = failsafes.failsafe_keys(  # upstream's default failsafe ports
             PARAMS["FailsafeInboundHostPorts"].default, PARAMS["FailsafeOutboundHostPorts"].default
         )
@@ -149,6 +156,8 @@ def port_rule(port: int) -> Rule:
 
 
 def test_data_ifaces_get_programs_and_allow_without_hep(topo: Topo) -> None:
+    mode = topo.mgr.dp.attach_type
+    assert attach.attach_mode("eth0", topo.host) == {"ingress": mode, "egress": mode}
     assert attach.attached_programs("eth0", topo.host) == {
         "ingress": "calico_from_hep",
         "egress": "calico_to_hep",
