@@ -4,6 +4,9 @@ Order for a new interface (no window where traffic passes unpoliced): attach the
 first (with no ``cpy_iface`` entry they drop everything), load the policy programs into the
 interface's jump-map slots, then write the ``cpy_iface`` entry that makes the main programs
 tail-call them. A policy update only swaps the program in the slot (atomic for packets).
+Data interfaces get the host endpoint programs the same way, except that without an entry
+they allow (upstream's host endpoint default), so a host endpoint is enforced once its entry
+is written and :meth:`clear_policies` hands the interface back to allow-all.
 """
 
 from __future__ import annotations
