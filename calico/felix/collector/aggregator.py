@@ -3,8 +3,10 @@
 A connection's first packet crosses policy once per direction it is policed in (egress at the
 source's chain: reporter Src; ingress at the destination's: reporter Dst), so each NFLOG trace
 registers (direction, 5-tuple) under a flow key. Allowed connections are then counted from
-conntrack deltas (in/out relative to the reporting endpoint); denied packets never get a
-confirmed conntrack entry, so each denied NFLOG counts one packet itself. ``flush`` turns the
+conntrack deltas (in/out relative to the reporting endpoint): a dump's counters while the
+entry lives, its DESTROY event's final counters when it goes (or the dump noticing it gone, if
+the event was lost); denied packets never get a confirmed conntrack entry, so each denied NFLOG
+counts one packet itself. ``flush`` turns the
 interval into Goldmane ``Flow`` messages and starts the next one. Source addresses and ports
 (a calico-py extension, design/goldmane.md "Source IPs and ports") are sampled per flow: the
 first ``SAMPLE_SIZE`` distinct values of the interval; a source no endpoint owns also puts its
@@ -13,15 +15,16 @@ address in the key. Not thread-safe: the collector calls it from one thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from calico.felix.collector.conntrack import CtCounters
+from calico.felix.collector.conntrack import CtCounters, Entry
 from calico.felix.collector.lookups import Endpoint, Hit
 from calico.felix.collector.nflog import PROTO_NAMES, FiveTuple
 from calico.proto.goldmane import api_pb2 as pb
 
 SAMPLE_SIZE = 10  # as Goldmane's bound (calico.goldmane.types)
+RECENT_SIZE = 10000  # unmatched DESTROY events kept until the next dump (see on_destroyed)
 TraceKey = tuple[tuple[int, str, str, str, int, int, int, object], ...]
 
 
@@ -123,6 +126,23 @@ class Aggregator:
         self._counts: dict[FlowKey, _Counts] = {}
         self._conns: dict[tuple[bool, FiveTuple], _Conn] = {}
         self._denied_seen: set[tuple[bool, FiveTuple]] = set()
+        # Final counters of destroyed entries no registered connection matched yet: a
+        # connection whose NFLOG verdict is handled after its DESTROY event still gets them
+        # when the next dump finds it gone.
+        self._recent: dict[FiveTuple, CtCounters] = {}
+        self.destroyed = 0  # registered connections completed by a DESTROY event
+
+    @property
+    def tracked(self) -> int:
+        """Allowed connections currently counted from conntrack."""
+        return len(self._conns)
+
+    def pending_flows(self) -> dict[int, int]:
+        """Flow keys of the interval so far, by action (Goldmane's enum)."""
+        out: dict[int, int] = {}
+        for key in list(self._counts):
+            out[key.action] = out.get(key.action, 0) + 1
+        return out
 
     def key_for(
         self,
@@ -176,34 +196,65 @@ class Aggregator:
         c.sample(tup)
 
     def on_conntrack(self, table: Mapping[FiveTuple, CtCounters]) -> None:
-        """Counter deltas for every tracked connection; a vanished one completed."""
+        """Counter deltas for every tracked connection; a vanished one completed (with the
+        final counters of its DESTROY event if that came before its verdict)."""
         gone = []
         for conn_id, conn in self._conns.items():
             inbound, tup = conn_id
             now = table.get(tup)
-            c = self._counts_for(conn.key)
             if now is None:
-                c.completed += 1
-                c.sample(tup)
+                final = self._recent.get(tup)
+                if final is not None:
+                    self._add(inbound, conn, final)
+                self._complete(conn, tup)
                 gone.append(conn_id)
                 continue
-            dop = max(0, now.orig_packets - conn.last.orig_packets)
-            dob = max(0, now.orig_bytes - conn.last.orig_bytes)
-            drp = max(0, now.reply_packets - conn.last.reply_packets)
-            drb = max(0, now.reply_bytes - conn.last.reply_bytes)
-            conn.last = now
-            if inbound:  # the destination reports: original direction comes in
-                c.packets_in += dop
-                c.bytes_in += dob
-                c.packets_out += drp
-                c.bytes_out += drb
-            else:
-                c.packets_out += dop
-                c.bytes_out += dob
-                c.packets_in += drp
-                c.bytes_in += drb
+            self._add(inbound, conn, now)
         for conn_id in gone:
             del self._conns[conn_id]
+        self._recent = {}
+
+    def on_destroyed(self, entries: Iterable[Entry]) -> None:
+        """DESTROY events: each registered connection of the entry (either view, either
+        direction: two local endpoints both report it) takes its final counters and completes."""
+        for orig, seen, final in entries:
+            matched = False
+            for tup in (orig,) if seen == orig else (orig, seen):
+                for inbound in (True, False):
+                    conn = self._conns.pop((inbound, tup), None)
+                    if conn is not None:
+                        self._add(inbound, conn, final)
+                        self._complete(conn, tup)
+                        self.destroyed += 1
+                        matched = True
+            if not matched and len(self._recent) < RECENT_SIZE:
+                self._recent[orig] = final
+                self._recent.setdefault(seen, final)
+
+    def _complete(self, conn: _Conn, tup: FiveTuple) -> None:
+        c = self._counts_for(conn.key)
+        c.completed += 1
+        c.sample(tup)
+
+    def _add(self, inbound: bool, conn: _Conn, now: CtCounters) -> None:
+        """The counters' growth since ``conn`` was last counted, in/out for its reporter."""
+        c = self._counts_for(conn.key)
+        last = conn.last
+        dop = max(0, now.orig_packets - last.orig_packets)
+        dob = max(0, now.orig_bytes - last.orig_bytes)
+        drp = max(0, now.reply_packets - last.reply_packets)
+        drb = max(0, now.reply_bytes - last.reply_bytes)
+        conn.last = now
+        if inbound:  # the destination reports: original direction comes in
+            c.packets_in += dop
+            c.bytes_in += dob
+            c.packets_out += drp
+            c.bytes_out += drb
+        else:
+            c.packets_out += dop
+            c.bytes_out += dob
+            c.packets_in += drp
+            c.bytes_in += drb
 
     def flush(self) -> list[pb.Flow]:
         """This interval's flows; live connections carry over into the next interval."""

@@ -1,11 +1,16 @@
-"""Conntrack counters by original tuple, from one ctnetlink dump per address family.
+"""Conntrack counters by original tuple: a ctnetlink dump per address family, and DESTROY events.
 
-Why a dump and not events: the counters the collector reports are cumulative per connection,
-and a periodic dump reads them for every tracked connection at once; the collector only keeps
-the entries whose tuples it saw a verdict for. Why a stdlib netlink socket and not pyroute2:
-pyroute2 decodes every attribute of every entry into dicts, which at a few thousand entries
-costs Felix a CPU core for a second per poll (measured by bench_felix_flowlogs.py); this reads
-only tuples and counters. ``parse_dump`` is pure (tested against an encoder).
+Why both: the counters the collector reports are cumulative per connection, and a periodic
+dump reads them for every tracked connection at once (the collector only keeps the entries
+whose tuples it saw a verdict for); but a connection whose entry goes between two dumps would
+lose its final counters, so ``DestroyEvents`` hears each entry's last counters as the kernel
+frees it. The dump stays as the resync: events can be dropped (a full socket buffer) and are
+not sent when the namespace's ``nf_conntrack_events`` is 0.
+
+Why a stdlib netlink socket and not pyroute2: pyroute2 decodes every attribute of every entry
+into dicts, which at a few thousand entries costs Felix a CPU core for a second per poll
+(measured by bench_felix_flowlogs.py); this reads only tuples and counters. ``parse_dump`` and
+``parse_events`` are pure (tested against an encoder).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ log = logging.getLogger(__name__)
 NFNL_SUBSYS_CTNETLINK = 1
 IPCTNL_MSG_CT_NEW = 0
 IPCTNL_MSG_CT_GET = 1
+IPCTNL_MSG_CT_DELETE = 2
+NFNLGRP_CONNTRACK_DESTROY = 3
 NLM_F_REQUEST = 0x1
 NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
@@ -49,6 +56,9 @@ class CtCounters(NamedTuple):
     orig_bytes: int
     reply_packets: int
     reply_bytes: int
+
+
+Entry = tuple[FiveTuple, FiveTuple, CtCounters]  # original tuple, post-NAT view, counters
 
 
 class ConntrackError(OSError):
@@ -109,9 +119,7 @@ def _counts(data: bytes, span: tuple[int, int] | None) -> tuple[int, int]:
     )
 
 
-def _entry(
-    data: bytes, top: dict[int, tuple[int, int]]
-) -> tuple[FiveTuple, FiveTuple, CtCounters] | None:
+def _entry(data: bytes, top: dict[int, tuple[int, int]]) -> Entry | None:
     orig = _tuple(data, top.get(CTA_TUPLE_ORIG))
     reply = _tuple(data, top.get(CTA_TUPLE_REPLY))
     if orig is None or reply is None:
@@ -122,10 +130,20 @@ def _entry(
     return orig, seen, CtCounters(op, ob, rp, rb)
 
 
-def parse_dump(data: bytes) -> tuple[list[tuple[FiveTuple, FiveTuple, CtCounters]], bool]:
+def parse_dump(data: bytes) -> tuple[list[Entry], bool]:
     """(entries, done) from one datagram of a ctnetlink dump: per entry its original tuple,
     its reply tuple reversed (the post-NAT view from the originator's side) and its counters;
     ``done`` once NLMSG_DONE arrives. A kernel error raises ``ConntrackError``."""
+    return _parse(data, IPCTNL_MSG_CT_NEW)
+
+
+def parse_events(data: bytes) -> list[Entry]:
+    """The destroyed entries in one datagram of DESTROY events, as ``parse_dump``'s; other
+    message types are skipped."""
+    return _parse(data, IPCTNL_MSG_CT_DELETE)[0]
+
+
+def _parse(data: bytes, want: int) -> tuple[list[Entry], bool]:
     entries = []
     offset = 0
     while offset + _HDR.size <= len(data):
@@ -139,7 +157,7 @@ def parse_dump(data: bytes) -> tuple[list[tuple[FiveTuple, FiveTuple, CtCounters
             code = -struct.unpack_from("=i", data, offset + _HDR.size)[0]
             if code:
                 raise ConntrackError(code, f"conntrack dump: {errno.errorcode.get(code, code)}")
-        elif mtype == (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW:
+        elif mtype == (NFNL_SUBSYS_CTNETLINK << 8) | want:
             try:
                 entry = _entry(data, _attrs(data, offset + _HDR.size + 4, end))
             except (struct.error, IndexError, ValueError):
@@ -156,7 +174,7 @@ def dump_request(family: int, seq: int = 1) -> bytes:
     return _HDR.pack(_HDR.size + len(body), mtype, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
 
 
-def dump_entries(family: int) -> Iterator[tuple[FiveTuple, FiveTuple, CtCounters]]:
+def dump_entries(family: int) -> Iterator[Entry]:
     """Every entry of one family in this network namespace."""
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
     try:
@@ -182,3 +200,39 @@ def dump(
             out[orig] = counters
             out.setdefault(seen, counters)
     return out
+
+
+class DestroyEvents:
+    """Subscribed to this namespace's conntrack DESTROY events; ``read`` drains what has
+    arrived without blocking. A full socket buffer loses events (counted in ``dropped``): the
+    next dump still sees those connections gone, only their last counters are missed."""
+
+    def __init__(self, *, rcvbuf: int = 4 << 20, max_datagrams: int = 512) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+        self.dropped = 0  # times the kernel could not deliver (ENOBUFS)
+        self.max_datagrams = max_datagrams  # per read: the NFLOG reader must not starve
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.bind((0, 1 << (NFNLGRP_CONNTRACK_DESTROY - 1)))
+            self.sock.setblocking(False)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def read(self) -> list[Entry]:
+        out: list[Entry] = []
+        for _ in range(self.max_datagrams):
+            try:
+                data = self.sock.recv(1 << 16)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno != errno.ENOBUFS:
+                    raise
+                self.dropped += 1
+                continue
+            out.extend(parse_events(data))
+        return out
+
+    def close(self) -> None:
+        self.sock.close()

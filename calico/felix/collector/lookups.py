@@ -217,6 +217,19 @@ class Lookups:
             self._pending.pop(key, None)  # re-queue at the end: update order decides IP reuse
             self._pending[key] = value
 
+    def sizes(self) -> tuple[int, int, int]:
+        """(endpoints of any node, network sets, active policies) known, queued updates
+        included: what the ``felix_collector_lookup*`` gauges report, without converting."""
+        with self._lock:
+            endpoints, netsets = set(self._cluster_ips), set(self._netset_cidrs)
+            for key, value in self._pending.items():
+                known = netsets if isinstance(key, NetworkSetKey) else endpoints
+                if value is None:
+                    known.discard(key)
+                else:
+                    known.add(key)
+            return len(endpoints), len(netsets), len(self._policy_prefixes)
+
     def _apply_pending(self) -> None:
         """Apply queued endpoint updates (lock held). An address two endpoints claim (a reused
         pod IP) stays with the later update until that endpoint goes."""

@@ -96,3 +96,88 @@ def test_nflog_reader_and_conntrack_dump_in_a_namespace() -> None:
     assert orig_packets >= 3 and orig_bytes >= 1000
     assert reply_packets >= 2 and reply_bytes >= 500
     assert out["ours"] == out["theirs"] and out["theirs"]
+
+
+DESTROY_SNIPPET = r"""
+import json, socket, sys, time
+import nftables
+from calico.felix.collector import conntrack
+
+N, V6 = 5, sys.argv[1] == "6"
+host = "::1" if V6 else "127.0.0.1"
+fam = socket.AF_INET6 if V6 else socket.AF_INET
+for name, value in (("nf_conntrack_acct", "1"), ("nf_conntrack_tcp_timeout_time_wait", "1"),
+                    ("nf_conntrack_tcp_timeout_close", "1")):
+    with open(f"/proc/sys/net/netfilter/{name}", "w") as f:
+        f.write(value)
+srv = socket.socket(fam); srv.bind((host, 0)); srv.listen()
+port = srv.getsockname()[1]
+# Independent counts: an nft counter per direction of the test port, in the output hook
+# (every packet on lo crosses it once), and a ct match so conntrack tracks this namespace.
+nft = nftables.Nftables()
+def counted(field):
+    return {"family": "inet", "table": "t", "chain": "c", "expr": [
+        {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": field}},
+                   "right": port}}, {"counter": None}]}
+rc, out, err = nft.json_cmd({"nftables": [
+    {"add": {"table": {"family": "inet", "name": "t"}}},
+    {"add": {"chain": {"family": "inet", "table": "t", "name": "c", "type": "filter",
+                       "hook": "output", "prio": 0, "policy": "accept"}}},
+    {"add": {"rule": {"family": "inet", "table": "t", "chain": "c", "expr": [
+        {"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["new"]}}]}}},
+    {"add": {"rule": counted("dport")}}, {"add": {"rule": counted("sport")}}]})
+assert rc == 0, err
+events = conntrack.DestroyEvents()
+for i in range(N):  # short connections: greeting, request, reply, orderly close
+    cli = socket.create_connection((host, port))
+    peer, _ = srv.accept()
+    cli.sendall(b"q" * (100 + i)); peer.recv(4096); peer.sendall(b"r" * (1000 + i))
+    got = b""
+    while len(got) < 1000 + i:
+        got += cli.recv(4096)
+    cli.close(); peer.recv(10); peer.close()
+# An expired entry's DESTROY comes when the kernel reaps it: its gc worker may take a minute,
+# a dump reaps (and so reports) every expired entry it meets at once, as the collector's polls.
+time.sleep(1.5)
+got, deadline, left = [], time.monotonic() + 30, []
+while time.monotonic() < deadline:
+    left = [list(t) for t in conntrack.dump() if t.dport == port]
+    got += [e for e in events.read() if e[0].proto == 6 and e[0].dport == port]
+    if len(got) >= N:
+        break
+    time.sleep(0.1)
+nft.set_json_output(True)
+rc, out, err = nft.cmd("list table inet t")
+counters = [r["rule"]["expr"][-1]["counter"] for r in
+            (o for o in json.loads(out)["nftables"] if "rule" in o) if "counter" in r["rule"]["expr"][-1]]
+print(json.dumps({"port": port, "dropped": events.dropped, "counters": counters,
+                  "events": [[list(o), list(s), list(c)] for o, s, c in got],
+                  "left": left}))
+"""
+
+
+@pytest.mark.parametrize("family", ["4", "6"])
+def test_destroy_events_carry_exact_final_counters(family: str) -> None:
+    """Short TCP connections whose entries die (TIME_WAIT 1 s): each one's DESTROY event
+    arrives with counters that sum to exactly what nft counted on the wire."""
+    if os.geteuid() != 0 or not shutil.which("nft"):
+        pytest.skip("needs root and nft")
+    with netns("cold") as ns:
+        out = json.loads(run_py(ns, DESTROY_SNIPPET, family, timeout=90).stdout)
+    assert out["dropped"] == 0
+    events = out["events"]
+    assert len(events) == 5, out
+    host = "::1" if family == "6" else "127.0.0.1"
+    assert sorted({tuple(o[:3]) + (o[4],) for o, _, _ in events}) == [(6, host, host, out["port"])]
+    assert len({o[3] for o, _, _ in events}) == 5  # five distinct connections
+    orig, reply = out["counters"]
+    assert [sum(c[0] for _, _, c in events), sum(c[1] for _, _, c in events)] == [
+        orig["packets"],
+        orig["bytes"],
+    ]
+    assert [sum(c[2] for _, _, c in events), sum(c[3] for _, _, c in events)] == [
+        reply["packets"],
+        reply["bytes"],
+    ]
+    assert reply["bytes"] > 5 * 1000  # the replies' payload is in there
+    assert out["left"] == []  # the dump that reaped them no longer lists them
