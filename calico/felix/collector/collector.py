@@ -45,7 +45,7 @@ class Collector:
         self.client = client
         self.lookups = Lookups()
         self.traces = TraceBuilder(self.lookups)
-        self.agg = Aggregator(clock)
+        self.agg = Aggregator(clock, self.lookups.service)
         self.flush_interval = flush_interval
         self.poll_interval = min(poll_interval, flush_interval)
         self.reader_factory = reader_factory or (

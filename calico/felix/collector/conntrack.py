@@ -190,15 +190,26 @@ def dump_entries(family: int) -> Iterator[Entry]:
         sock.close()
 
 
-def dump(
-    families: Iterable[int] = (socket.AF_INET, socket.AF_INET6),
-) -> dict[FiveTuple, CtCounters]:
+class CtTable(dict[FiveTuple, CtCounters]):
+    """A dump: counters by original and by post-NAT tuple; ``orig_dst`` maps the post-NAT
+    tuple of each entry whose destination was translated (DNAT: a service's cluster IP) to
+    the (address, port) the connection was opened to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.orig_dst: dict[FiveTuple, tuple[str, int]] = {}
+
+
+def dump(families: Iterable[int] = (socket.AF_INET, socket.AF_INET6)) -> CtTable:
     """Every conntrack entry of this namespace, keyed by its original and its post-NAT tuple."""
-    out: dict[FiveTuple, CtCounters] = {}
+    out = CtTable()
     for family in families:
         for orig, seen, counters in dump_entries(family):
             out[orig] = counters
-            out.setdefault(seen, counters)
+            if seen != orig:
+                out.setdefault(seen, counters)
+                if seen.dst != orig.dst or seen.dport != orig.dport:
+                    out.orig_dst.setdefault(seen, (orig.dst, orig.dport))
     return out
 
 
