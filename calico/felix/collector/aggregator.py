@@ -45,6 +45,31 @@ class FlowKey:
     trace_key: tuple[TraceKey, TraceKey] = ((), ())
     source_ip: str = ""  # only for a source no endpoint owns (type Network)
     service: Service = NO_SERVICE  # the destination service, when opened to its cluster IP
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed once: every conntrack delta and DESTROY event looks its key up (the nested
+        # endpoints and traces made each lookup cost microseconds).
+        object.__setattr__(
+            self,
+            "_hash",
+            hash(
+                (
+                    self.reporter,
+                    self.source,
+                    self.dest,
+                    self.dest_port,
+                    self.proto,
+                    self.action,
+                    self.trace_key,
+                    self.source_ip,
+                    self.service,
+                )
+            ),
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass

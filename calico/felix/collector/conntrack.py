@@ -65,67 +65,118 @@ class ConntrackError(OSError):
     """The kernel refused or broke off the dump."""
 
 
-def _attrs(data: bytes, offset: int, end: int) -> dict[int, tuple[int, int]]:
-    """type -> (value start, value end) for the attributes in data[offset:end]."""
-    out = {}
-    while offset + 4 <= end:
-        length, atype = _ATTR.unpack_from(data, offset)
-        if length < 4 or offset + length > end:
-            break
-        out[atype & 0x3FFF] = (offset + 4, offset + length)
-        offset += (length + 3) & ~3
-    return out
+# The kernel's layout of a TCP/UDP/SCTP tuple's IP and PROTO attributes (IPv4, IPv6): one
+# struct read and a header check decode it, the generic walk below handles anything else.
+_FAST_V4 = struct.Struct("=HHHH4sHH4sHHHHB3xHH2s2xHH2s2x")
+_FAST_V6 = struct.Struct("=HHHH16sHH16sHHHHB3xHH2s2xHH2s2x")
+_FAST_HEADERS = {
+    _FAST_V4: (socket.AF_INET, (20, 1, 8, 1, 8, 2, 28, 2, 5, 1, 6, 2, 6, 3)),
+    _FAST_V6: (socket.AF_INET6, (44, 1, 20, 3, 20, 4, 28, 2, 5, 1, 6, 2, 6, 3)),
+}
 
 
-def _tuple(data: bytes, span: tuple[int, int] | None) -> FiveTuple | None:
-    if span is None:
-        return None
-    top = _attrs(data, *span)
-    ip, proto = top.get(CTA_TUPLE_IP), top.get(CTA_TUPLE_PROTO)
-    if ip is None or proto is None:
-        return None
-    ips = _attrs(data, *ip)
-    if CTA_IP_V4_SRC in ips and CTA_IP_V4_DST in ips:
-        family, src_at, dst_at = socket.AF_INET, ips[CTA_IP_V4_SRC], ips[CTA_IP_V4_DST]
-    elif CTA_IP_V6_SRC in ips and CTA_IP_V6_DST in ips:
-        family, src_at, dst_at = socket.AF_INET6, ips[CTA_IP_V6_SRC], ips[CTA_IP_V6_DST]
-    else:
-        return None
-    ports = _attrs(data, *proto)
-    num = ports.get(CTA_PROTO_NUM)
-    if num is None:
-        return None
+def _tuple(data: bytes, at: int, end: int) -> FiveTuple | None:
+    """A CTA_TUPLE_* value (data[at:end]): a dump decodes thousands per poll, DESTROY events
+    one per connection, so the usual layout takes one struct read; others the generic walk."""
+    for fast, (family, want) in _FAST_HEADERS.items():
+        if end - at >= fast.size:
+            f = fast.unpack_from(data, at)
+            if (
+                f[0], f[1] & 0x3FFF, f[2], f[3], f[5], f[6], f[8], f[9] & 0x3FFF,
+                f[10], f[11], f[13], f[14], f[16], f[17],
+            ) == want:  # fmt: skip
+                return FiveTuple(
+                    f[12],
+                    socket.inet_ntop(family, f[4]),
+                    socket.inet_ntop(family, f[7]),
+                    int.from_bytes(f[15], "big"),
+                    int.from_bytes(f[18], "big"),
+                )
+    return _tuple_walk(data, at, end)
+
+
+def _tuple_walk(data: bytes, at: int, end: int) -> FiveTuple | None:
+    """A CTA_TUPLE_* value in any layout: one pass over its IP and PROTO attributes."""
+    unpack = _ATTR.unpack_from
+    src = dst = b""
+    family = num = -1
     sport = dport = 0
-    if CTA_PROTO_SRC_PORT in ports and CTA_PROTO_DST_PORT in ports:
-        sport = _BE16.unpack_from(data, ports[CTA_PROTO_SRC_PORT][0])[0]
-        dport = _BE16.unpack_from(data, ports[CTA_PROTO_DST_PORT][0])[0]
+    while at + 4 <= end:
+        length, atype = unpack(data, at)
+        if length < 4 or at + length > end:
+            return None
+        atype &= 0x3FFF
+        inner, inner_end = at + 4, at + length
+        if atype == CTA_TUPLE_IP:
+            while inner + 4 <= inner_end:
+                ilen, itype = unpack(data, inner)
+                if ilen < 4 or inner + ilen > inner_end:
+                    return None
+                itype &= 0x3FFF
+                value = data[inner + 4 : inner + ilen]
+                if itype in (CTA_IP_V4_SRC, CTA_IP_V6_SRC):
+                    src = value
+                elif itype in (CTA_IP_V4_DST, CTA_IP_V6_DST):
+                    dst = value
+                    family = socket.AF_INET if itype == CTA_IP_V4_DST else socket.AF_INET6
+                inner += (ilen + 3) & ~3
+        elif atype == CTA_TUPLE_PROTO:
+            while inner + 4 <= inner_end:
+                ilen, itype = unpack(data, inner)
+                if ilen < 4 or inner + ilen > inner_end:
+                    return None
+                itype &= 0x3FFF
+                if itype == CTA_PROTO_NUM and ilen >= 5:
+                    num = data[inner + 4]
+                elif itype == CTA_PROTO_SRC_PORT and ilen >= 6:
+                    sport = _BE16.unpack_from(data, inner + 4)[0]
+                elif itype == CTA_PROTO_DST_PORT and ilen >= 6:
+                    dport = _BE16.unpack_from(data, inner + 4)[0]
+                inner += (ilen + 3) & ~3
+        at += (length + 3) & ~3
+    if num < 0 or family < 0 or len(src) != len(dst):
+        return None
     return FiveTuple(
-        data[num[0]],
-        socket.inet_ntop(family, data[src_at[0] : src_at[1]]),
-        socket.inet_ntop(family, data[dst_at[0] : dst_at[1]]),
-        sport,
-        dport,
+        num, socket.inet_ntop(family, src), socket.inet_ntop(family, dst), sport, dport
     )
 
 
-def _counts(data: bytes, span: tuple[int, int] | None) -> tuple[int, int]:
-    if span is None:
-        return 0, 0
-    c = _attrs(data, *span)
-    packets, nbytes = c.get(CTA_COUNTERS_PACKETS), c.get(CTA_COUNTERS_BYTES)
-    return (
-        _BE64.unpack_from(data, packets[0])[0] if packets else 0,
-        _BE64.unpack_from(data, nbytes[0])[0] if nbytes else 0,
-    )
+def _counts(data: bytes, at: int, end: int) -> tuple[int, int]:
+    packets = nbytes = 0
+    while at + 4 <= end:
+        length, atype = _ATTR.unpack_from(data, at)
+        if length < 4 or at + length > end:
+            break
+        atype &= 0x3FFF
+        if length >= 12:
+            if atype == CTA_COUNTERS_PACKETS:
+                packets = _BE64.unpack_from(data, at + 4)[0]
+            elif atype == CTA_COUNTERS_BYTES:
+                nbytes = _BE64.unpack_from(data, at + 4)[0]
+        at += (length + 3) & ~3
+    return packets, nbytes
 
 
-def _entry(data: bytes, top: dict[int, tuple[int, int]]) -> Entry | None:
-    orig = _tuple(data, top.get(CTA_TUPLE_ORIG))
-    reply = _tuple(data, top.get(CTA_TUPLE_REPLY))
+def _entry(data: bytes, at: int, end: int) -> Entry | None:
+    """One conntrack message's attributes (data[at:end]) as an entry; None if incomplete."""
+    orig = reply = None
+    op = ob = rp = rb = 0
+    while at + 4 <= end:
+        length, atype = _ATTR.unpack_from(data, at)
+        if length < 4 or at + length > end:
+            break
+        atype &= 0x3FFF
+        if atype == CTA_TUPLE_ORIG:
+            orig = _tuple(data, at + 4, at + length)
+        elif atype == CTA_TUPLE_REPLY:
+            reply = _tuple(data, at + 4, at + length)
+        elif atype == CTA_COUNTERS_ORIG:
+            op, ob = _counts(data, at + 4, at + length)
+        elif atype == CTA_COUNTERS_REPLY:
+            rp, rb = _counts(data, at + 4, at + length)
+        at += (length + 3) & ~3
     if orig is None or reply is None:
         return None
-    op, ob = _counts(data, top.get(CTA_COUNTERS_ORIG))
-    rp, rb = _counts(data, top.get(CTA_COUNTERS_REPLY))
     seen = FiveTuple(reply.proto, reply.dst, reply.src, reply.dport, reply.sport)
     return orig, seen, CtCounters(op, ob, rp, rb)
 
@@ -159,7 +210,7 @@ def _parse(data: bytes, want: int) -> tuple[list[Entry], bool]:
                 raise ConntrackError(code, f"conntrack dump: {errno.errorcode.get(code, code)}")
         elif mtype == (NFNL_SUBSYS_CTNETLINK << 8) | want:
             try:
-                entry = _entry(data, _attrs(data, offset + _HDR.size + 4, end))
+                entry = _entry(data, offset + _HDR.size + 4, end)
             except (struct.error, IndexError, ValueError):
                 entry = None  # a malformed entry (never from a sane kernel): skipped
             if entry is not None:

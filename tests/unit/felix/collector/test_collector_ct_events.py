@@ -35,19 +35,27 @@ def nla(t: int, v: bytes, nested: bool = False) -> bytes:
     return raw + b"\0" * ((-len(raw)) % 4)
 
 
-def tuple_attr(t: FiveTuple) -> bytes:
+def tuple_attr(t: FiveTuple, kernel_order: bool = True) -> bytes:
+    """As the kernel lays a tuple out (the parser's fast path), or reordered (its walk)."""
     fam = socket.AF_INET6 if ":" in t.src else socket.AF_INET
     a, b = (3, 4) if fam == socket.AF_INET6 else (1, 2)
     ip = nla(a, socket.inet_pton(fam, t.src)) + nla(b, socket.inet_pton(fam, t.dst))
-    l4 = nla(1, bytes([t.proto]))
-    l4 += nla(2, struct.pack("!H", t.sport)) + nla(3, struct.pack("!H", t.dport))
-    return nla(1, ip, True) + nla(2, l4, True)
+    l4 = [
+        nla(1, bytes([t.proto])),
+        nla(2, struct.pack("!H", t.sport)),
+        nla(3, struct.pack("!H", t.dport)),
+    ]
+    parts = [nla(1, ip, True), nla(2, b"".join(l4 if kernel_order else l4[::-1]), True)]
+    return b"".join(parts if kernel_order else parts[::-1])
 
 
-def message(mtype: int, orig: FiveTuple, reply: FiveTuple, c: CtCounters) -> bytes:
+def message(
+    mtype: int, orig: FiveTuple, reply: FiveTuple, c: CtCounters, kernel_order: bool = True
+) -> bytes:
     fam = socket.AF_INET6 if ":" in orig.src else socket.AF_INET
     body = struct.pack("=BBH", fam, 0, 0)
-    body += nla(1, tuple_attr(orig), True) + nla(2, tuple_attr(reply), True)
+    body += nla(1, tuple_attr(orig, kernel_order), True)
+    body += nla(2, tuple_attr(reply, kernel_order), True)
     for t, (p, b) in ((9, c[:2]), (10, c[2:])):
         body += nla(t, nla(1, struct.pack("!Q", p)) + nla(2, struct.pack("!Q", b)), True)
     return struct.pack("=IHHII", 16 + len(body), (1 << 8) | mtype, 0, 0, 0) + body
@@ -73,15 +81,15 @@ def entries(draw: st.DrawFn) -> tuple[FiveTuple, FiveTuple, CtCounters]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(entries(), st.booleans()), max_size=6))
+@given(st.lists(st.tuples(entries(), st.booleans(), st.booleans()), max_size=6))
 def test_parse_events_round_trip_keeps_only_destroy_messages(items) -> None:
     data = b"".join(
-        message(IPCTNL_MSG_CT_DELETE if destroy else IPCTNL_MSG_CT_NEW, o, r, c)
-        for (o, r, c), destroy in items
+        message(IPCTNL_MSG_CT_DELETE if destroy else IPCTNL_MSG_CT_NEW, o, r, c, kernel)
+        for (o, r, c), destroy, kernel in items
     )
     want = [
         (o, FiveTuple(r.proto, r.dst, r.src, r.dport, r.sport), c)
-        for (o, r, c), destroy in items
+        for (o, r, c), destroy, _ in items
         if destroy
     ]
     assert parse_events(data) == want
