@@ -154,7 +154,6 @@ def test_exact_counts_of_short_v4_and_v6_connections_and_a_denied_v6_flow(
             str(V6_PORT),
         ).stdout
         assert out.strip() == "done"
-        wire = nft_counts(client.ns)
 
         def complete() -> dict[tuple[str, str, int], dict[str, Any]] | None:
             flows = by_key(listed(c.host, port))
@@ -177,6 +176,8 @@ def test_exact_counts_of_short_v4_and_v6_connections_and_a_denied_v6_flow(
             ) from None
         flows = complete()
         assert flows is not None
+        # Read only now: every connection's entry is gone, so its last packet has passed.
+        wire = nft_counts(client.ns)
         for fam, p in (("4", V4_PORT), ("6", V6_PORT)):
             (op, ob), (ip_, ib) = wire["out" + fam], wire["in" + fam]
             assert op >= 4 * CONNECTIONS and ib > 0, wire  # real traffic, both ways
