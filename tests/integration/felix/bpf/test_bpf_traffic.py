@@ -312,3 +312,24 @@ def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
     assert mgr.apply() == []
     assert attach.attached_programs(topo.ifaces[1], topo.host) == {}
     assert tcp(topo, 0, 1) == "ok"  # plain routing again
+
+
+def test_detach_all_cleans_prefixed_interfaces_carrying_our_programs(topo: Topo) -> None:
+    """BPF mode off: only interfaces with our filters and a matching prefix are detached; a
+    clsact qdisc with no filter of ours is left alone, and so is an unmatched prefix."""
+    w0, w1, w2 = topo.ifaces
+    topo.dp.attach_iface(w0)
+    topo.dp.attach_iface(w1)
+    topo.dp.remove_iface(w2)
+    ns.in_ns(topo.host, "tc", "qdisc", "add", "dev", w2, "clsact")  # someone else's hook
+    try:
+        assert attach.detach_all(("eth", "calibpf2"), topo.host) == [w1]
+        assert attach.attached_programs(w1, topo.host) == {}
+        assert set(attach.attached_programs(w0, topo.host).values()) == set(attach.OUR_PROGRAMS)
+        assert attach.detach_all(("calibpf",), topo.host) == [w0]
+        assert attach.attached_programs(w0, topo.host) == {}
+        assert "clsact" in ns.in_ns(topo.host, "tc", "qdisc", "show", "dev", w2).stdout
+        assert attach.detach_all(("calibpf",), topo.host) == []
+    finally:
+        for iface in topo.ifaces:
+            topo.dp.attach_iface(iface)
