@@ -35,7 +35,7 @@ EXPECTED = {
 @pytest.mark.parametrize(("name", "kind"), sorted(EXPECTED.items()))
 def test_alias_resolves_to_its_kind(name: str, kind: str) -> None:
     cls = resource_class(name)
-    assert cls is not None and cls.KIND == kind
+    assert cls is not None and kind == cls.KIND
 
 
 @pytest.mark.parametrize("name", ["", "ippoolz", "kubernetesservice", "pod", "networkpolicie"])
