@@ -1,6 +1,6 @@
 """The VXLAN manager's kernel access: the device (pyroute2 ``IPRoute``), readback of the
 neighbours, FDB entries and routes Felix owns, and batched writes
-(``calico.felix.dataplane.nlbatch``).
+(``calico.felix.nlbatch``).
 
 Ownership on readback (upstream vxlanfdb and the main-table route policy): on the VXLAN
 device only permanent neighbour/FDB entries with a MAC count; a main-table route is ours when
@@ -19,9 +19,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from calico.felix.dataplane import nlbatch as nb
-from calico.felix.dataplane.nlbatch import BatchWriter, Failure, Request
+from calico.felix import nlbatch as nb
 from calico.felix.dataplane.vxlan_model import DeviceSpec, RouteSpec
+from calico.felix.nlbatch import BatchWriter, Failure, Request
 
 log = logging.getLogger(__name__)
 

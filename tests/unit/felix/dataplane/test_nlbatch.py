@@ -1,4 +1,4 @@
-"""The struct-encoded rtnetlink messages (calico.felix.dataplane.nlbatch): cross-checked
+"""The struct-encoded rtnetlink messages (calico.felix.nlbatch): cross-checked
 against pyroute2's own parser and round-tripped through our dump decoder."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pyroute2.netlink.rtnl.ndmsg import ndmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
-from calico.felix.dataplane import nlbatch as nb
+from calico.felix import nlbatch as nb
 
 v4 = st.integers(0, 2**32 - 1).map(lambda i: str(ipaddress.IPv4Address(i)))
 v6 = st.integers(0, 2**128 - 1).map(lambda i: str(ipaddress.IPv6Address(i)))
@@ -182,3 +182,43 @@ def test_link_dump_request_is_an_unspec_ifinfomsg_dump():
     assert theirs["header"]["flags"] & nb.NLM_F_DUMP == nb.NLM_F_DUMP
     assert (theirs["family"], theirs["index"], theirs["flags"]) == (0, 0, 0)
     assert len(wire) == 16 + 16
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 2**31 - 1),
+    st.sampled_from(["clsact", "ingress", "noqueue", "fq_codel", "pfifo_fast"]),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2**32 - 1),
+)
+def test_qdisc_decodes_as_pyroute2_encodes_it(index, kind, handle, parent):
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    msg = tcmsg()
+    msg["family"], msg["index"], msg["handle"], msg["parent"], msg["info"] = (
+        0,
+        index,
+        handle,
+        parent,
+        0,
+    )
+    msg["attrs"] = [("TCA_KIND", kind)]
+    msg.encode()
+    wire = bytes(msg.data)
+    theirs = parse_with_pyroute2(tcmsg, wire)
+    assert (
+        nb.decode_qdisc(wire[16:])
+        == (index, kind)
+        == (theirs["index"], theirs.get_attr("TCA_KIND"))
+    )
+
+
+def test_qdisc_dump_request_is_an_all_links_tcmsg_dump():
+    from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+    wire = nb.qdisc_dump_request().encode(3)
+    theirs = parse_with_pyroute2(tcmsg, wire)
+    assert theirs["header"]["type"] == nb.RTM_GETQDISC
+    assert theirs["header"]["flags"] & nb.NLM_F_DUMP == nb.NLM_F_DUMP
+    assert (theirs["family"], theirs["index"], theirs["parent"]) == (0, 0, 0)
+    assert len(wire) == 16 + 20
