@@ -341,6 +341,11 @@ class BatchWriter:
             self._sock = open_rtnl_socket(self._netns)
         return self._sock
 
+    def connect(self) -> None:
+        """Open the socket now, so that failing to open it (a missing namespace) is told
+        apart from a failed request; requests open it themselves otherwise."""
+        self._socket()
+
     def close(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
