@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from calico.felix.bpf import attach
+from calico.felix.bpf import attach, pins
 from calico.felix.bpf.bpffs import BPFUnavailable, check_kernel, is_bpffs
 from calico.felix.bpf.build import Compiler
 from calico.felix.bpf.libbpf import BPFError, LoadedObject
@@ -73,7 +73,10 @@ class BPFDataplane:
         self.netns = netns
         self.policy_debug_dir = policy_debug_dir
         self.compiler = Compiler(cache_dir, {**(sizes or MapSizes()).defines(), **(defines or {})})
-        self._main = LoadedObject(self.compiler.compile_file("tc.c"), pin_dir)
+        main_obj = self.compiler.compile_file("tc.c")
+        resizes = pins.prepare(main_obj, pin_dir)  # pins of another size or layout
+        self._main = LoadedObject(main_obj, pin_dir)
+        self.resized = pins.finish(resizes, pin_dir)
         self.from_fd = self._main.program_fd("calico_from_wep")
         self.to_fd = self._main.program_fd("calico_to_wep")
         self.from_hep_fd = self._main.program_fd("calico_from_hep")

@@ -83,6 +83,15 @@ def lib() -> ctypes.CDLL:
         "bpf_prog_get_fd_by_id": ([ctypes.c_uint32], ci),
         "bpf_map_get_fd_by_id": ([ctypes.c_uint32], ci),
         "bpf_obj_get_info_by_fd": ([ci, vp, ctypes.POINTER(ctypes.c_uint32)], ci),
+        "bpf_obj_pin": ([ci, cp], ci),
+        "bpf_object__next_map": ([vp, vp], vp),
+        "bpf_map__is_internal": ([vp], ctypes.c_bool),
+        "bpf_map__name": ([vp], cp),
+        "bpf_map__type": ([vp], ci),
+        "bpf_map__key_size": ([vp], ctypes.c_uint32),
+        "bpf_map__value_size": ([vp], ctypes.c_uint32),
+        "bpf_map__max_entries": ([vp], ctypes.c_uint32),
+        "bpf_map__map_flags": ([vp], ctypes.c_uint32),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(handle, name)
@@ -197,6 +206,12 @@ def _info(fd: int, size: int) -> bytes:
 _PROG_INFO_SIZE, _PROG_NR_MAP_IDS, _PROG_MAP_IDS = 240, 52, 56
 # struct bpf_map_info: name char[16] @24.
 _MAP_INFO_SIZE, _MAP_NAME = 96, 24
+
+
+def map_info_fd(fd: int) -> bytes:
+    """struct bpf_map_info of an open map: type, id, key_size, value_size, max_entries (u32s
+    from offset 0), then map_flags and name (offset 24)."""
+    return _info(fd, _MAP_INFO_SIZE)
 
 
 def program_map_ids(prog_id: int) -> list[int]:
