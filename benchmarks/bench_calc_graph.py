@@ -192,9 +192,12 @@ def run_child(index: str) -> dict[str, float]:
     }
 
 
-def run_scale_child() -> dict[str, float]:
-    """Cold start and remote-endpoint churn at the ``SCALE`` shape, indexed only."""
+def run_scale_child(hosts: int | None = None) -> dict[str, float]:
+    """Cold start and remote-endpoint churn at the ``SCALE`` shape (``hosts`` hosts of 200
+    endpoints when given: bench_felix_scale.py's smaller runs), indexed only."""
     use_scale()
+    if hosts is not None:
+        globals()["HOSTS"] = hosts
     updates = [as_update(k, v) for k, v in dataset()]
     sink = CountingSink()
     pipeline = build_felix_calc_pipeline(LOCAL, sink, synchronous=True)
@@ -276,8 +279,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child", "scale"]:
-        print(json.dumps(run_scale_child()), flush=True)
+    if sys.argv[1:3] == ["--child", "scale"]:
+        hosts = int(sys.argv[3]) if len(sys.argv) > 3 else None
+        print(json.dumps(run_scale_child(hosts)), flush=True)
     elif len(sys.argv) == 3 and sys.argv[1] == "--child":
         print(json.dumps(run_child(sys.argv[2])), flush=True)
     elif sys.argv[1:] == ["--scale"]:
