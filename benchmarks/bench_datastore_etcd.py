@@ -144,7 +144,8 @@ def writer(target: str, prefix: str) -> None:
     sys.stdout.flush()
     sys.stdin.readline()
     for i in range(N_LATENCY):
-        kv.Put(rpc_pb2.PutRequest(key=f"{prefix}{i % 10}".encode(), value=repr(time.time()).encode()))
+        stamp = repr(time.time()).encode()
+        kv.Put(rpc_pb2.PutRequest(key=f"{prefix}{i % 10}".encode(), value=stamp))
         time.sleep(WRITE_GAP)
     channel.close()
 

@@ -158,7 +158,7 @@ def stored(doc: dict[str, Any], validate: bool) -> tuple[str, str]:
         wire["metadata"].pop("resourceVersion", None)
         canon = json.loads(json.dumps(fast))
         if wire != canon:
-            raise AssertionError(f"generated {doc['kind']} differs from the model's:\n{wire}\n{canon}")
+            raise AssertionError(f"generated {doc['kind']} differs:\n{wire}\n{canon}")
     path = resource_path(doc["kind"], meta["name"], meta.get("namespace"))
     return path, json.dumps(fast, separators=(",", ":"), sort_keys=True)
 
@@ -167,8 +167,8 @@ def fill(ds: Any, remote: int) -> int:
     batch: list[tuple[str, str]] = []
     n = 0
     for n, doc in enumerate(documents(remote), 1):
-        batch.append(stored(doc, validate=n % SAMPLE_EVERY == 1 or doc["kind"] != "WorkloadEndpoint"
-                            and n % 500 == 1))  # fmt: skip
+        sample = n % (SAMPLE_EVERY if doc["kind"] == "WorkloadEndpoint" else 500) == 1
+        batch.append(stored(doc, validate=sample))
         if len(batch) == 1000:
             ds.backend.apply_many(batch)
             batch = []
@@ -206,9 +206,7 @@ def active_members(remote: int) -> list[int]:
             s = (k * 7) % 5000
             active.add((s % 50, (s // 50) % 10, s // 500))
     return [
-        i
-        for i in range(LOCAL_EPS, LOCAL_EPS + remote)
-        if (i % 50, (i // 7) % 10, i % 10) in active
+        i for i in range(LOCAL_EPS, LOCAL_EPS + remote) if (i % 50, (i // 7) % 10, i % 10) in active
     ]
 
 

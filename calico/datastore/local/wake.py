@@ -16,6 +16,7 @@ interval polling for good (``unreliable``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -87,10 +88,8 @@ class Waker:
         ready, _, _ = select.select(fds, [], [], max(timeout, 0.0))
         written = False
         if self._kick_fd in ready:
-            try:
+            with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(self._kick_fd)
-            except BlockingIOError:
-                pass
         if self._inotify_fd in ready:
             written = self._drain()
         return written
