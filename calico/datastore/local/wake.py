@@ -5,7 +5,7 @@ A commit from another process leaves no message to subscribe to, so the poller u
 and 500 wake-ups a second on every watching process. Every commit writes the ``-wal`` file (or,
 outside WAL mode, the database file), so an inotify watch on their directory, filtered to those
 two names, says exactly when to look. Kicks (commits in this process, close) go through an
-eventfd in the same ``select``.
+eventfd in the same ``poll``.
 
 inotify is only a hint: the writer updates the WAL index (shared memory, which inotify does not
 see) just after writing the frames, so a wake whose check finds no new version is followed by
@@ -23,6 +23,7 @@ import errno
 import os
 import select
 import struct
+import time
 from pathlib import Path
 
 IN_MODIFY = 0x002
@@ -84,8 +85,15 @@ class Waker:
 
     def wait(self, timeout: float) -> bool:
         """Sleep until woken or ``timeout`` s; True when the database's files were written."""
-        fds = [self._kick_fd] + ([self._inotify_fd] if self._inotify_fd >= 0 else [])
-        ready, _, _ = select.select(fds, [], [], max(timeout, 0.0))
+        # poll, not select: a process with many sockets (typha) may hold fds above FD_SETSIZE
+        poller = select.poll()
+        for fd in (self._kick_fd, self._inotify_fd):
+            if fd >= 0:
+                poller.register(fd, select.POLLIN)
+        if 0 < timeout < 0.001:  # poll() rounds up to whole milliseconds; sleep is finer
+            time.sleep(timeout)
+            timeout = 0.0
+        ready = {fd for fd, _ in poller.poll(max(timeout, 0.0) * 1000)}
         written = False
         if self._kick_fd in ready:
             with contextlib.suppress(BlockingIOError):
