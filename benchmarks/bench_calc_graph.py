@@ -207,6 +207,7 @@ def run_scale_child(hosts: int | None = None) -> dict[str, float]:
     pipeline.on_status_updated(SyncStatus.IN_SYNC)
     pipeline.flush()
     cold = time.perf_counter() - start
+    cpu_at_in_sync = time.process_time()
     assert sink.in_sync
     del updates
     churn_ms = []
@@ -220,9 +221,11 @@ def run_scale_child(hosts: int | None = None) -> dict[str, float]:
         pipeline.flush()
         churn_ms.append((time.perf_counter() - t0) * 1000)
     churn_ms.sort()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "in_sync_s": cold,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_s": cpu_at_in_sync,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
         "churn_p99_ms": churn_ms[min(len(churn_ms) - 1, round(0.99 * (len(churn_ms) - 1)))],
         "churn_p50_ms": churn_ms[len(churn_ms) // 2],
         "messages": sink.messages,

@@ -14,6 +14,8 @@ Metrics (each against a baseline measured in the same run):
 * ``felix_scale_in_sync_s``: Felix process start -> "Dataplane in sync" in its log. Target
   <= 20 s. Baseline: the calc graph alone at the same shape (``bench_calc_graph.py --child
   scale``, its own process). Extra: the log timeline (config loaded, calc in sync, first apply).
+  ``cpu_s``: Felix's CPU time at that point (user + system), which load disturbs far less;
+  ``calc_only_cpu_s`` the baseline's.
 * ``felix_scale_rss_mb``: Felix's peak RSS (VmHWM) after in-sync. Target <= 1.5 GB. Baseline:
   the calc graph's peak RSS.
 * ``felix_scale_churn_p99_s``: 100 remote-endpoint changes per second, open loop, each a new
@@ -346,6 +348,12 @@ def wait_in_sync(felix: Any, timeout: float) -> None:
     raise AssertionError(f"Felix not in sync after {timeout}s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (load moves wall-clock times by 2x here)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def vm_hwm_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -375,12 +383,14 @@ def main() -> int:
         phases = bf.timeline(felix.log_path, t_start)
         assert felix.proc is not None
         rss = vm_hwm_mb(felix.proc.pid)
+        cpu_s = cpu_seconds(felix.proc.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             spy.wait(60)
         shape_info = {"local": LOCAL_EPS, "remote": remote, "policies": shape.SCALE["POLICIES"]}
         emit(BENCH, "felix_scale_in_sync_s", phases["in_sync"], base["in_sync_s"], target=20.0,
-             phases=phases, keys=keys, fill_s=round(fill_s, 2), **shape_info,
+             phases=phases, cpu_s=round(cpu_s, 2), calc_only_cpu_s=base.get("cpu_s"),
+             keys=keys, fill_s=round(fill_s, 2), **shape_info,
              baseline_is="calc graph alone, same shape, own process, same run")  # fmt: skip
         emit(BENCH, "felix_scale_rss_mb", rss, base["peak_rss_mb"], target=1536.0,
              baseline_is="calc graph alone: peak RSS")  # fmt: skip
