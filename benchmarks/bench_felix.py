@@ -3,7 +3,9 @@
 Uses the Felix test harness (a "host" netns running ``calico component felix``, workload netns on
 ``cali*`` veths, resources written to a temp local datastore). Three measurements:
 
-1. Time to first response (TTFR): 100 standing policies (99 ingress policies over 10 label
+1. Time to first response (TTFR; ``--ttfr-only`` runs only this, ``--stages`` adds per-stage
+   medians stamped inside Felix, see ``benchmarks/ttfr_stages/sitecustomize.py``):
+   100 standing policies (99 ingress policies over 10 label
    groups + one that lets ``role == 'client'`` reach the server); 100 new workloads, their veths
    made beforehand as the CNI plugin does (host-side proxy-ARP sysctls included), get their
    WorkloadEndpoint written at 10/s. Per workload: time from just before the WEP write to the
@@ -23,6 +25,7 @@ Uses the Felix test harness (a "host" netns running ``calico component felix``, 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import datetime
@@ -304,7 +307,9 @@ def client_labels(i: int) -> dict[str, str]:
 # --- 1 + 2: TTFR, then cold apply on the same endpoints -----------------------------------------
 
 
-def bench_ttfr_and_cold_apply() -> None:
+def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> None:
+    """TTFR, then (``cold``) cold start and unchanged restart on the same endpoints.
+    ``stages``: where the Felix child writes its stage stamps (``--stages``)."""
     with host_env("ttfr") as (host, ds, felix, _):
         for doc in standing_policies(N_POLICIES):
             ds.apply(doc)
@@ -331,6 +336,7 @@ def bench_ttfr_and_cold_apply() -> None:
                 p.start()
                 p.ready.wait(5)
             spy = profile_felix(felix, "ttfr", N_NEW / RATE + 2)
+            cpu_before = process_cpu_s(felix.proc.pid)
             starts: list[float] = []
             writes: list[float] = []
             t_base = time.perf_counter()
@@ -345,6 +351,7 @@ def bench_ttfr_and_cold_apply() -> None:
                 starts.append(t0)
             for p in [*probers, control]:
                 p.join(15)
+            felix_cpu = process_cpu_s(felix.proc.pid) - cpu_before
             if spy is not None:
                 spy.wait(60)
             ttfr = [p.done - t0 for p, t0 in zip(probers, starts, strict=True) if p.done]
@@ -355,59 +362,164 @@ def bench_ttfr_and_cold_apply() -> None:
                 "control_connected": control.done is not None,
                 "policies": N_POLICIES,
                 "wep_write_p50_s": round(pct(writes, 0.5), 6),
+                # Felix's CPU (all threads) over the writes, per workload: load moves it far
+                # less than the wall-clock percentiles.
+                "felix_cpu_ms_per_workload": round(1000 * felix_cpu / N_NEW, 3),
                 "max_s": round(max(ttfr), 4) if ttfr else None,
+                # (workload index, seconds) of the slowest three: first ones vs load spikes
+                "slowest": sorted(
+                    (
+                        (i, round(p.done - t0, 4))
+                        for i, (p, t0) in enumerate(zip(probers, starts, strict=True))
+                        if p.done
+                    ),
+                    key=lambda it: -it[1],
+                )[:3],
             }
+            if stages is not None:
+                extra["stages_p50_ms"] = stage_breakdown(stages, starts, probers)
             ttfr += [float("inf")] * failed
             b50 = statistics.median(base)
             emit(BENCH, "ttfr_p50_s", pct(ttfr, 0.5), b50, target=0.003, **extra)
             emit(BENCH, "ttfr_p99_s", pct(ttfr, 0.99), b50, target=0.011, **extra)
+            if not cold:
+                return
 
             # Cold start: exactly 100 local endpoints (server + warm + 98 new).
             for w in new[N_NEW - 2 :]:
                 ds.delete("WorkloadEndpoint", w.wep_name, NAMESPACE)
-            felix.stop()
-            fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
-            fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
-            t_start = time.time()
-            felix.start()
-            spy = profile_felix(felix, "cold", 30)
-            felix.wait_ready(60)
-            phases = timeline(felix.log_path, t_start)
-            if spy is not None:
-                spy.wait(60)
-            ruleset = nft_ruleset_commands(host)  # what the cold start programmed
-            chains = sum(1 for c in ruleset if "chain" in c["add"])
-            emit(
-                BENCH,
-                "cold_apply_s",
-                phases["in_sync"],
-                nft_load_time(ruleset),
-                target=1.0,
-                phases=phases,
-                endpoints=N_NEW,
-                policies=N_POLICIES,
-                chains=chains,
-            )
+            bench_cold_and_restart(host, felix)
 
-            # Restart with the table left in place: nothing may be rewritten.
-            before = rule_handles(host)
-            felix.stop()
-            t_start = time.time()
+
+def bench_cold_only() -> None:
+    """``--cold-only``: the cold start and restart measurements without the TTFR run before
+    them (same 100 endpoints x 100 policies, same Felix settings), for profiling start-up."""
+    with host_env("cold") as (host, ds, felix, _):
+        for doc in standing_policies(N_POLICIES):
+            ds.apply(doc)
+        with (
+            fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
+                        labels={"app": "server"}),
+            fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
+                        labels=client_labels(0)),
+            bulk_workloads(host, "c", N_NEW - 2, client_labels) as made,
+        ):  # fmt: skip
+            for w in made:
+                ds.apply(fh.wep_doc(w))
             felix.start()
-            felix.wait_ready(60)
-            restart = timeline(felix.log_path, t_start)
-            after = rule_handles(host)
-            emit(
-                BENCH,
-                "restart_unchanged_s",
-                restart["in_sync"],
-                phases["in_sync"],
-                target=1.0,
-                phases=restart,
-                rules=len(before),
-                rules_rewritten=len(set(before) - set(after)),
-                baseline_is="cold start of the same Felix, same run",
-            )
+            felix.wait_ready(60)  # a first start writes the bytecode cache of everything
+            bench_cold_and_restart(host, felix)
+
+
+def bench_cold_and_restart(host: str, felix: Any) -> None:
+    """Felix stopped, its table and workload routes deleted, started again: time to "Dataplane
+    in sync"; then a restart with the table left in place, which must rewrite nothing."""
+    felix.stop()
+    fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
+    fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
+    t_start = time.time()
+    felix.start()
+    spy = profile_felix(felix, "cold", 30)
+    felix.wait_ready(60)
+    cold_cpu = process_cpu(felix.proc.pid)
+    phases = timeline(felix.log_path, t_start)
+    if spy is not None:
+        spy.wait(60)
+    ruleset = nft_ruleset_commands(host)  # what the cold start programmed
+    chains = sum(1 for c in ruleset if "chain" in c["add"])
+    emit(
+        BENCH,
+        "cold_apply_s",
+        phases["in_sync"],
+        nft_load_time(ruleset),
+        target=1.0,
+        phases=phases,
+        endpoints=N_NEW,
+        policies=N_POLICIES,
+        chains=chains,
+        cpu_to_ready_s=cold_cpu,
+    )
+
+    # Restart with the table left in place: nothing may be rewritten.
+    before = rule_handles(host)
+    felix.stop()
+    t_start = time.time()
+    felix.start()
+    felix.wait_ready(60)
+    restart_cpu = process_cpu(felix.proc.pid)
+    restart = timeline(felix.log_path, t_start)
+    after = rule_handles(host)
+    emit(
+        BENCH,
+        "restart_unchanged_s",
+        restart["in_sync"],
+        phases["in_sync"],
+        target=1.0,
+        phases=restart,
+        rules=len(before),
+        rules_rewritten=len(set(before) - set(after)),
+        baseline_is="cold start of the same Felix, same run",
+        cpu_to_ready_s=restart_cpu,
+    )
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) ``pid`` has used, read as soon as Felix reports ready
+    (health polled every 0.2 s). Load on the shared 2-core machine stretches the wall-clock
+    phases 2-3x from one minute to the next; CPU time moves far less."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 3)
+
+
+def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) -> dict[str, float]:
+    """Median per stage of a new workload's path, in ms, from the stamps
+    ``benchmarks/ttfr_stages/sitecustomize.py`` wrote: for each workload, the first stamp of
+    each stage after its write (the nft and route applies: inside the first dataplane apply
+    after the hand-over), up to the prober's first connect."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for path in stage_dir.glob("felix.*"):
+        for line in path.read_text().splitlines():
+            stage, start, end = line.split()
+            spans.setdefault(stage, []).append((float(start), float(end)))
+    for values in spans.values():
+        values.sort()
+
+    def after(stage: str, t: float) -> tuple[float, float] | None:
+        values = spans.get(stage, [])
+        i = bisect.bisect_left(values, (t, 0.0))
+        return values[i] if i < len(values) else None
+
+    rows: dict[str, list[float]] = {}
+    for t0, p in zip(starts, probers, strict=True):
+        deliver = after("deliver", t0)
+        to_calc = deliver and after("syncer_to_calc", deliver[0])
+        calc = to_calc and after("calc_apply", to_calc[0])
+        to_dp = calc and after("to_dataplane", calc[0])
+        apply = to_dp and after("dp_apply", to_dp[0])
+        nft = apply and after("nft_apply", apply[0])
+        routes = nft and after("route_apply", nft[1])
+        if not (p.done and deliver and to_calc and calc and to_dp and apply and nft and routes):
+            continue
+        marks = {
+            "write_to_watch": deliver[0] - t0,
+            "watch_to_calc": calc[0] - deliver[0],
+            "calc": calc[1] - calc[0],
+            "calc_to_apply": apply[0] - calc[1],
+            "render": nft[0] - apply[0],
+            "nftables": nft[1] - nft[0],
+            "nft_to_routes": routes[0] - nft[1],
+            "routes": routes[1] - routes[0],
+            "routes_to_connect": p.done - routes[1],
+        }
+        for name, value in marks.items():
+            rows.setdefault(name, []).append(value)
+    return {name: round(1000 * statistics.median(v), 3) for name, v in rows.items()}
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process, all its threads (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def profile_felix(felix: Any, tag: str, seconds: float) -> subprocess.Popen[bytes] | None:
@@ -623,7 +735,24 @@ def main() -> int:
         print("bench_felix needs root (network namespaces, nftables)", file=sys.stderr)
         return 1
     compile_bytecode()
-    bench_ttfr_and_cold_apply()
+    if "--cold-only" in sys.argv[1:]:
+        bench_cold_only()
+        return 0
+    ttfr_only = "--ttfr-only" in sys.argv[1:]  # the TTFR measurement alone (profiling it)
+    stages = None
+    if "--stages" in sys.argv[1:]:  # per-stage medians of the TTFR path (stamped in Felix)
+        stages = Path(tempfile.mkdtemp(prefix="bench-felix-stages-"))
+        stamp_dir = str(Path(__file__).resolve().parent / "ttfr_stages")
+        paths = [stamp_dir, *filter(None, [os.environ.get("PYTHONPATH")])]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+        os.environ["TTFR_STAGES_DIR"] = str(stages)
+    try:
+        bench_ttfr_and_cold_apply(cold=not ttfr_only, stages=stages)
+    finally:
+        if stages is not None:
+            shutil.rmtree(stages, ignore_errors=True)
+    if ttfr_only:
+        return 0
     if shutil.which("iperf3"):
         bench_throughput()
     else:

@@ -6,8 +6,9 @@ set (on) or unset (off), in ABBA order so both see the same noise. Per run: iper
 throughput (bits/s), and the rate of short TCP connections (each one's first packet is NFLOGged
 and later counted from conntrack, so this is where collection costs most). Value = on,
 baseline = off; target ratio >= 0.9 for both; each line also says in how many on-runs the
-collector reported drops. A last line measures the collector itself: NFLOG packets/s it handles
-in-process vs the NFLOG rate the on-runs' connection rate produced (target >= 1: it keeps up).
+collector reported drops. Two last lines measure the collector itself: NFLOG packets/s and
+conntrack DESTROY events/s it handles in-process vs the rates the on-runs' connection rate
+produced (target >= 1: it keeps up).
 """
 
 from __future__ import annotations
@@ -215,6 +216,45 @@ def collector_capacity() -> None:
     rate = len(batches) * 32 / (time.perf_counter() - t0)
     needed = 2 * CPS_NEEDED[0] if CPS_NEEDED else rate
     emit(BENCH, "collector_nflog_packets_per_s", rate, needed, target_ratio=1.0)
+    destroy_capacity(c)
+
+
+def destroy_capacity(c: Any) -> None:
+    """In-process: conntrack DESTROY events/s the collector parses and applies (each ends one
+    of the connections registered above), against the on-runs' connection rate (one event
+    per connection)."""
+    import socket
+    import struct
+
+    from calico.felix.collector.conntrack import parse_events
+
+    def nla(t: int, v: bytes, nested: bool = False) -> bytes:
+        raw = struct.pack("=HH", 4 + len(v), t | (0x8000 if nested else 0)) + v
+        return raw + b"\0" * (-len(raw) % 4)
+
+    def tup(src: str, dst: str, sport: int, dport: int) -> bytes:
+        ip = nla(1, socket.inet_aton(src)) + nla(2, socket.inet_aton(dst))
+        l4 = nla(1, b"\x06") + nla(2, struct.pack("!H", sport)) + nla(3, struct.pack("!H", dport))
+        return nla(1, ip, True) + nla(2, l4, True)
+
+    def event(sport: int) -> bytes:
+        body = struct.pack("=BBH", socket.AF_INET, 0, 0)
+        body += nla(1, tup("10.65.0.3", "10.65.0.2", sport, 8080), True)
+        body += nla(2, tup("10.65.0.2", "10.65.0.3", 8080, sport), True)
+        for t in (9, 10):
+            body += nla(t, nla(1, struct.pack("!Q", 5)) + nla(2, struct.pack("!Q", 400)), True)
+        return struct.pack("=IHHII", 16 + len(body), (1 << 8) | 2, 0, 0, 0) + body
+
+    sports = [1024 + i % 60000 for i in range(500 * 32)]
+    batches = [b"".join(event(p) for p in sports[i : i + 32]) for i in range(0, len(sports), 32)]
+    before = c.agg.tracked
+    t0 = time.perf_counter()
+    for data in batches:
+        c.on_destroyed(parse_events(data))
+    rate = len(sports) / (time.perf_counter() - t0)
+    assert before - c.agg.tracked == len(sports), "every event must end a connection"
+    needed = CPS_NEEDED[0] if CPS_NEEDED else rate
+    emit(BENCH, "collector_destroy_events_per_s", rate, needed, target_ratio=1.0)
 
 
 if __name__ == "__main__":

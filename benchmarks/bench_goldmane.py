@@ -9,6 +9,10 @@ Run as ``python benchmarks/bench_goldmane.py``. Metrics:
 * ``goldmane_ingest_flows_per_s``: flows per second pushed over FlowCollector.Connect to a real
   ``calico component goldmane`` by 10 concurrent collectors (one channel and stream each);
   baseline is one collector pushing the same total. Target >= 50,000 flows/s.
+* ``goldmane_ingest_server_cpu_us_per_flow``: the goldmane process's CPU time per flow in the
+  10-collector run; baseline is the floor of Python gRPC itself: a bare ``grpc.aio`` server
+  answering the same stream with an empty receipt per message, doing nothing else, pushed by
+  the same clients. The ratio is what Goldmane's own work adds to the per-message cost.
 """
 
 from __future__ import annotations
@@ -116,6 +120,36 @@ def _ingest_rate(port: int, collectors: int, total: int, base: int) -> float:
     return total / (time.perf_counter() - start)
 
 
+FLOOR_SERVER = """
+import asyncio, grpc
+async def main():
+    async def connect(requests, context):
+        async for _ in requests:
+            yield b""
+    handler = grpc.method_handlers_generic_handler(
+        "goldmane.FlowCollector", {"Connect": grpc.stream_stream_rpc_method_handler(connect)})
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    print(server.add_insecure_port("127.0.0.1:0"), flush=True)
+    await server.start()
+    await server.wait_for_termination()
+asyncio.run(main())
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu_per_flow(pid: int, port: int, base: int) -> tuple[float, float]:
+    """(flows/s, server CPU us per flow) of one 10-collector push to the server ``pid``."""
+    total = COLLECTORS * PER_COLLECTOR
+    before = _cpu_seconds(pid)
+    rate = _ingest_rate(port, COLLECTORS, total, base)
+    return rate, (_cpu_seconds(pid) - before) / total * 1e6
+
+
 def bench_ingest() -> None:
     calico = Path(sys.executable).with_name("calico")
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,7 +168,9 @@ def bench_ingest() -> None:
             port = int(m.group(1))
             total = COLLECTORS * PER_COLLECTOR
             baseline = _ingest_rate(port, 1, total, 0)
+            before = _cpu_seconds(proc.pid)
             value = _ingest_rate(port, COLLECTORS, total, 100)
+            gm_cpu = (_cpu_seconds(proc.pid) - before) / total * 1e6
             emit(
                 "goldmane",
                 "goldmane_ingest_flows_per_s",
@@ -147,6 +183,25 @@ def bench_ingest() -> None:
         finally:
             proc.terminate()
             proc.wait(15)
+    floor = subprocess.Popen(
+        [sys.executable, "-c", FLOOR_SERVER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert floor.stdout is not None
+        floor_rate, floor_cpu = _server_cpu_per_flow(floor.pid, int(floor.stdout.readline()), 0)
+    finally:
+        floor.kill()
+        floor.wait(15)
+    emit(
+        "goldmane",
+        "goldmane_ingest_server_cpu_us_per_flow",
+        gm_cpu,
+        floor_cpu,
+        goldmane_flows_per_s=round(value),
+        grpc_floor_flows_per_s=round(floor_rate),
+        flows=total,
+        collectors=COLLECTORS,
+    )
 
 
 if __name__ == "__main__":

@@ -106,6 +106,29 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cpy_v6_hostips SEC(".maps");
 
+#ifndef CALI_FSAFES_MAP_SIZE
+#define CALI_FSAFES_MAP_SIZE 65536
+#endif
+/* FailsafeInbound/OutboundHostPorts (Felix writes them at start): allowed on host endpoints
+ * ahead of any policy. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_fsafe_key);
+	__type(value, __u32);
+	__uint(max_entries, CALI_FSAFES_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_fsafes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_fsafe6_key);
+	__type(value, __u32);
+	__uint(max_entries, CALI_FSAFES_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v6_fsafes SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);

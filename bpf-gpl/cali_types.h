@@ -8,6 +8,10 @@
 /* Hooks, seen from the host namespace: from-WEP = TC ingress of cali* = pod egress policy. */
 #define CALI_HOOK_FROM_WEP 0
 #define CALI_HOOK_TO_WEP 1
+/* Host endpoints use the same two TC hooks: from-HEP = TC ingress (the HEP's ingress policy),
+ * to-HEP = TC egress (its egress policy); cali_state.hep tells them apart. */
+#define CALI_HOOK_FROM_HEP CALI_HOOK_FROM_WEP
+#define CALI_HOOK_TO_HEP CALI_HOOK_TO_WEP
 
 /* Conntrack key: canonical order, side A is the lower (addr, port) pair (native-int compare).
  * ICMP: both ports hold the query id and proto carries the request type in bits 8-15, so each
@@ -44,6 +48,7 @@ struct cali_ct_value {
 /* Per-interface state written by Felix: slots in the two jump maps, -1 = no policy yet. */
 #define CALI_IFACE_WEP 0x1
 #define CALI_IFACE_READY 0x2
+#define CALI_IFACE_HEP 0x8 /* upstream's bit: a data interface (BPFDataIfacePattern) */
 struct cali_iface {
 	__u32 flags;
 	__s32 ingress_slot; /* TC ingress hook (pod egress policy) */
@@ -81,7 +86,9 @@ struct cali_state {
 	__u32 ip6_src[4]; /* IPv6 only, network order */
 	__u32 ip6_dst[4];
 	__u8 ip_ver;     /* 4 or 6: which addresses, conntrack key and maps apply */
-	__u8 pad[3];
+	__u8 hep;        /* 1 on a host endpoint's hooks */
+	__u8 host_flags; /* CALI_ST_*: HEP hooks only */
+	__u8 pad;
 	__u16 sport;
 	__u16 dport;
 	__u8 proto;
@@ -96,6 +103,16 @@ struct cali_state {
 	struct cali_ct_key ct_key;
 	struct cali_ct6_key ct6_key;
 };
+
+/* from-HEP: the destination is one of the host's addresses; to-HEP: the source is. Traffic
+ * with neither is forwarded through the host (applyOnForward policy). */
+#define CALI_ST_DEST_IS_HOST 0x1
+#define CALI_ST_SRC_IS_HOST 0x2
+
+/* skb mark bit (upstream's SEEN, outside NftablesMarkMask's Felix bits): a workload's
+ * from-WEP hook allowed the packet, so a to-HEP hook seeing it after SNAT to a host address
+ * still treats it as forwarded, not as the host's own traffic. */
+#define CALI_MARK_SEEN 0x01000000
 
 #define CALI_POL_ALLOW 1
 #define CALI_POL_DENY 2
@@ -113,9 +130,32 @@ struct cali_ctr_key {
 #define CALI_CTR_DROP_NO_POLICY 4  /* interface not ready / empty slot */
 #define CALI_CTR_DROP_UNSUPPORTED 5 /* not IPv4/IPv6/ARP, or unparseable */
 #define CALI_CTR_HOST_BYPASS 6     /* from a host address: not policed */
-#define CALI_CTR_N 7
+#define CALI_CTR_FAILSAFE 7        /* HEP: failsafe port, allowed ahead of policy */
+#define CALI_CTR_HEP_NO_POLICY 8   /* HEP: no host endpoint (or no program): allowed */
+#define CALI_CTR_N 9
 struct cali_ctr_value {
 	__u64 c[CALI_CTR_N];
 };
+
+/* Failsafe LPM key (upstream's layout): prefixlen counts the bits after it, i.e. 32 (port,
+ * proto, flags) + the CIDR's bits; addr is the remote side (inbound: source, outbound:
+ * destination). Lookups use the full prefix. */
+#define CALI_FSAFE_OUT 0x1
+struct cali_fsafe_key {
+	__u32 prefixlen;
+	__u16 port;  /* host order: the destination port */
+	__u8 proto;
+	__u8 flags;  /* CALI_FSAFE_OUT for FailsafeOutboundHostPorts */
+	__u32 addr;  /* network order */
+};
+#define CALI_FSAFE_FULL_PREFIX 64
+struct cali_fsafe6_key {
+	__u32 prefixlen;
+	__u16 port;
+	__u8 proto;
+	__u8 flags;
+	__u32 addr[4];
+};
+#define CALI_FSAFE6_FULL_PREFIX 160
 
 #endif

@@ -57,7 +57,21 @@ static __always_inline int cali_policy_allow(struct __sk_buff *skb, struct cali_
 {
 	cali_count(skb->ifindex, st->hook, CALI_CTR_POL_ACCEPT);
 	CALI_LOG_DEBUG("if %d hook %d: policy allow proto %d", skb->ifindex, st->hook, st->proto);
+	if (!st->hep && st->hook == CALI_HOOK_FROM_WEP)
+		skb->mark = skb->mark | CALI_MARK_SEEN;
 	return cali_ct_allow(st);
+}
+
+/* Untracked (doNotTrack) host endpoint policy allowed the packet: no conntrack entry, so the
+ * other direction needs its own untracked allow, as upstream. */
+static __always_inline int cali_policy_allow_untracked(struct __sk_buff *skb,
+						       struct cali_state *st)
+{
+	st->pol_rc = CALI_POL_ALLOW;
+	cali_count(skb->ifindex, st->hook, CALI_CTR_POL_ACCEPT);
+	CALI_LOG_DEBUG("if %d hook %d: untracked allow proto %d", skb->ifindex, st->hook,
+		       st->proto);
+	return TC_ACT_UNSPEC;
 }
 
 /* BPFPolicyDebugEnabled: one hit of the rule with this ID (the entry is made on first hit).

@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* calico-py workload programs: attached to the host side of each cali* interface.
+/* calico-py main programs: attached to the host side of each cali* interface and to each
+ * data interface (BPFDataIfacePattern).
  *
  * calico_from_wep: TC ingress (packets leaving the pod) -> the pod's egress policy.
  * calico_to_wep:   TC egress (packets towards the pod)  -> the pod's ingress policy.
+ * calico_from_hep: TC ingress of a data interface -> the host endpoint's ingress policy.
+ * calico_to_hep:   TC egress of a data interface  -> the host endpoint's egress policy.
+ *
+ * Host endpoint hooks differ from workload ones as upstream's: non-IP traffic passes; an
+ * interface with no host endpoint (no cpy_iface entry, not READY, or an empty slot) passes
+ * without policy; failsafe ports (cpy_v4_fsafes / cpy_v6_fsafes) to (from-HEP) or from
+ * (to-HEP) the host's own addresses pass ahead of policy and are tracked; the policy program
+ * learns from st->host_flags whether the host itself is the destination / source.
  *
  * ARP and ICMPv6 ND/MLD pass; IPv4 and IPv6 are policed; anything else is dropped. A conntrack hit whose leg this hook already approved
  * passes without policy (TCP SYNs are always re-policed). Otherwise the packet is parsed into
@@ -158,7 +167,44 @@ static __always_inline int cali_from_host(struct cali_state *st)
 	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src) != 0;
 }
 
-static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
+static __always_inline int cali_to_host(struct cali_state *st)
+{
+	if (st->ip_ver == 6)
+		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_dst) != 0;
+	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_dst) != 0;
+}
+
+/* A failsafe port: TCP/UDP to the host (from-HEP: FailsafeInboundHostPorts, keyed on the
+ * source) or from it (to-HEP: FailsafeOutboundHostPorts, keyed on the destination). */
+static __always_inline int cali_failsafe(const struct cali_state *st, __u8 hook)
+{
+	int out = hook == CALI_HOOK_TO_HEP;
+
+	if (!st->has_ports || (st->proto != IPPROTO_TCP && st->proto != IPPROTO_UDP))
+		return 0;
+	if (!(st->host_flags & (out ? CALI_ST_SRC_IS_HOST : CALI_ST_DEST_IS_HOST)))
+		return 0;
+	if (st->ip_ver == 6) {
+		struct cali_fsafe6_key k6 = {
+			.prefixlen = CALI_FSAFE6_FULL_PREFIX,
+			.port = st->dport,
+			.proto = st->proto,
+			.flags = out ? CALI_FSAFE_OUT : 0,
+		};
+		__builtin_memcpy(k6.addr, out ? st->ip6_dst : st->ip6_src, 16);
+		return bpf_map_lookup_elem(&cpy_v6_fsafes, &k6) != 0;
+	}
+	struct cali_fsafe_key k = {
+		.prefixlen = CALI_FSAFE_FULL_PREFIX,
+		.port = st->dport,
+		.proto = st->proto,
+		.flags = out ? CALI_FSAFE_OUT : 0,
+		.addr = out ? st->ip_dst : st->ip_src,
+	};
+	return bpf_map_lookup_elem(&cpy_v4_fsafes, &k) != 0;
+}
+
+static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int hep)
 {
 	struct cali_state *st;
 	struct cali_iface *iface;
@@ -181,9 +227,20 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 		if (cali_icmp6_nd(st))
 			return TC_ACT_UNSPEC;
 	} else {
+		if (hep) /* upstream: other ethertypes (and IPv6 with IPv6 off) pass on HEPs */
+			goto hep_no_policy;
 		goto unsupported;
 	}
 	st->hook = hook;
+	st->hep = hep;
+	st->host_flags = 0;
+	if (hep) {
+		if (hook == CALI_HOOK_FROM_HEP && cali_to_host(st))
+			st->host_flags = CALI_ST_DEST_IS_HOST;
+		else if (hook == CALI_HOOK_TO_HEP && !(skb->mark & CALI_MARK_SEEN) &&
+			 cali_from_host(st))
+			st->host_flags = CALI_ST_SRC_IS_HOST;
+	}
 	cali_ct_fill_key(st);
 
 	ct = cali_ct_lookup(st);
@@ -193,6 +250,8 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 			ct->last_seen = bpf_ktime_get_ns();
 			if (cali_tcp_bits(st))
 				__sync_fetch_and_or(&ct->legs, cali_tcp_bits(st));
+			if (!hep && hook == CALI_HOOK_FROM_WEP)
+				skb->mark = skb->mark | CALI_MARK_SEEN;
 			cali_count(ifindex, hook, CALI_CTR_CT_ACCEPT);
 			CALI_LOG_DEBUG("if %d hook %d: conntrack hit, allow", ifindex, hook);
 			return TC_ACT_UNSPEC;
@@ -200,11 +259,19 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 	}
 
 	iface = bpf_map_lookup_elem(&cpy_iface, &ifindex);
-	if (!iface || !(iface->flags & CALI_IFACE_READY))
+	if (!iface || !(iface->flags & CALI_IFACE_READY)) {
+		if (hep)
+			goto hep_no_policy;
 		goto no_policy;
+	}
+	if (hep && cali_failsafe(st, hook)) {
+		cali_count(ifindex, hook, CALI_CTR_FAILSAFE);
+		CALI_LOG_DEBUG("if %d hook %d: failsafe port %d, allow", ifindex, hook, st->dport);
+		return cali_ct_allow(st);
+	}
 	/* From the host itself (not forwarded): allowed without policy; the entry approves the
 	 * workload's leg so its replies pass from-WEP without its egress policy. */
-	if (hook == CALI_HOOK_TO_WEP && cali_from_host(st)) {
+	if (!hep && hook == CALI_HOOK_TO_WEP && cali_from_host(st)) {
 		cali_count(ifindex, hook, CALI_CTR_HOST_BYPASS);
 		return cali_ct_allow(st);
 	}
@@ -217,11 +284,16 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook)
 		if (slot >= 0)
 			bpf_tail_call(skb, &cpy_jump_egr, slot);
 	}
-	/* No policy program in the slot: deny. */
+	/* No policy program in the slot: a HEP passes (upstream), a workload denies. */
+	if (hep)
+		goto hep_no_policy;
 no_policy:
 	cali_count(ifindex, hook, CALI_CTR_DROP_NO_POLICY);
 	CALI_LOG_INFO("if %d hook %d: no policy program, drop", ifindex, hook);
 	return TC_ACT_SHOT;
+hep_no_policy:
+	cali_count(ifindex, hook, CALI_CTR_HEP_NO_POLICY);
+	return TC_ACT_UNSPEC;
 unsupported:
 	cali_count(ifindex, hook, CALI_CTR_DROP_UNSUPPORTED);
 	CALI_LOG_INFO("if %d hook %d: unsupported packet, drop", ifindex, hook);
@@ -231,13 +303,25 @@ unsupported:
 SEC("tc")
 int calico_from_wep(struct __sk_buff *skb)
 {
-	return cali_main(skb, CALI_HOOK_FROM_WEP);
+	return cali_main(skb, CALI_HOOK_FROM_WEP, 0);
 }
 
 SEC("tc")
 int calico_to_wep(struct __sk_buff *skb)
 {
-	return cali_main(skb, CALI_HOOK_TO_WEP);
+	return cali_main(skb, CALI_HOOK_TO_WEP, 0);
+}
+
+SEC("tc")
+int calico_from_hep(struct __sk_buff *skb)
+{
+	return cali_main(skb, CALI_HOOK_FROM_HEP, 1);
+}
+
+SEC("tc")
+int calico_to_hep(struct __sk_buff *skb)
+{
+	return cali_main(skb, CALI_HOOK_TO_HEP, 1);
 }
 
 char _license[] SEC("license") = "GPL";

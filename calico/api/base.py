@@ -9,18 +9,19 @@ which is what makes "field ... is not recognized" errors possible.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any, ClassVar, Self
+
+from calico.api.pydantic_plugins import disable_plugin_scan
 
 # pydantic looks for plugins through importlib.metadata entry points on the first schema build:
 # 50-100 ms of reading every installed distribution's metadata, in every process that validates
-# a resource, for plugins calico does not use. A value the user set is kept.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+# a resource, for plugins calico does not use (calico.api.pydantic_plugins).
+disable_plugin_scan()
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
+from pydantic.alias_generators import to_camel  # noqa: E402
 
-from calico.api.kind_table import KIND_MODULES, KINDS
+from calico.api.kind_table import KIND_MODULES, KINDS, v3_kind_named  # noqa: E402
 
 API_GROUP = "projectcalico.org"
 API_VERSION = "projectcalico.org/v3"
@@ -72,8 +73,9 @@ class ObjectMeta(CalicoModel):
 
 
 class Resource(CalicoModel):
-    """A top-level v3 resource. Subclasses set ``KIND`` (and ``ALIASES``) and a typed ``spec``;
-    ``PLURAL`` and ``NAMESPACED`` come from the kind table (calico.api.kind_table)."""
+    """A top-level v3 resource. Subclasses set ``KIND`` and a typed ``spec``; ``PLURAL``,
+    ``NAMESPACED`` and ``ALIASES`` come from the kind table (calico.api.kind_table), which
+    resolves an alias without importing any model module."""
 
     KIND: ClassVar[str] = ""
     PLURAL: ClassVar[str] = ""  # lower-case plural used in etcd keys and CRD names
@@ -174,6 +176,7 @@ def register(cls: type[Resource]) -> type[Resource]:
             f"{cls.__name__}: kind {cls.KIND!r} not in calico.api.kind_table for its module"
         )
     cls.PLURAL, cls.NAMESPACED = info.plural, info.namespaced
+    cls.ALIASES = (cls.KIND.lower(), *info.aliases)
     if cls.KIND in _REGISTRY and _REGISTRY[cls.KIND] is not cls:
         raise TypeError(f"kind {cls.KIND} registered twice")
     _REGISTRY[cls.KIND] = cls
@@ -205,9 +208,5 @@ def resource_class(kind: str) -> type[Resource] | None:
     cls = kind_class(kind)
     if cls is not None:
         return cls
-    _load_all()
-    low = kind.lower()
-    for cls in _REGISTRY.values():
-        if low == cls.KIND.lower() or low in cls.ALIASES:
-            return cls
-    return None
+    info = v3_kind_named(kind)  # the kind table knows the aliases: one module is imported
+    return kind_class(info.kind) if info is not None else None

@@ -171,12 +171,6 @@ _DEFAULT_ONLY_BGP = {
 @register
 class BGPConfiguration(Resource):
     KIND: ClassVar[str] = "BGPConfiguration"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "bgpconfiguration",
-        "bgpconfigurations",
-        "bgpconfig",
-        "bgpconfigs",
-    )
 
     kind: str = "BGPConfiguration"
     spec: BGPConfigurationSpec = Field(default_factory=BGPConfigurationSpec)
@@ -272,7 +266,6 @@ class BGPPeerSpec(CalicoModel):
 @register
 class BGPPeer(Resource):
     KIND: ClassVar[str] = "BGPPeer"
-    ALIASES: ClassVar[tuple[str, ...]] = ("bgppeer", "bgppeers", "bgpp", "bgpps", "bp", "bps")
 
     kind: str = "BGPPeer"
     spec: BGPPeerSpec = Field(default_factory=BGPPeerSpec)
@@ -435,7 +428,6 @@ class BGPFilterSpec(CalicoModel):
 @register
 class BGPFilter(Resource):
     KIND: ClassVar[str] = "BGPFilter"
-    ALIASES: ClassVar[tuple[str, ...]] = ("bgpfilter", "bgpfilters", "bgpf", "bgpfs", "bf", "bfs")
 
     kind: str = "BGPFilter"
     spec: BGPFilterSpec = Field(default_factory=BGPFilterSpec)

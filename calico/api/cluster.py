@@ -110,12 +110,6 @@ class KubeControllersConfigurationStatus(CalicoModel):
 @register
 class KubeControllersConfiguration(SingletonResource):
     KIND: ClassVar[str] = "KubeControllersConfiguration"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "kubecontrollersconfiguration",
-        "kubecontrollersconfigurations",
-        "kubecontrollersconfig",
-        "kubecontrollersconfigs",
-    )
 
     kind: str = "KubeControllersConfiguration"
     spec: KubeControllersConfigurationSpec = Field(default_factory=KubeControllersConfigurationSpec)
@@ -138,12 +132,6 @@ class ClusterInformationSpec(CalicoModel):
 @register
 class ClusterInformation(SingletonResource):
     KIND: ClassVar[str] = "ClusterInformation"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "clusterinformation",
-        "clusterinformations",
-        "clusterinfo",
-        "clusterinfos",
-    )
 
     kind: str = "ClusterInformation"
     spec: ClusterInformationSpec = Field(default_factory=ClusterInformationSpec)
@@ -178,7 +166,6 @@ class DatastoreMigration(Resource):
     """Triggers and tracks kube-controllers' v1-to-v3 CRD migration (a KDD-only workflow)."""
 
     KIND: ClassVar[str] = "DatastoreMigration"
-    ALIASES: ClassVar[tuple[str, ...]] = ("datastoremigration", "datastoremigrations")
 
     spec: DatastoreMigrationSpec
     status: DatastoreMigrationStatus | None = None
@@ -242,7 +229,6 @@ class NodeStatus(CalicoModel):
 @register
 class Node(Resource):
     KIND: ClassVar[str] = "Node"
-    ALIASES: ClassVar[tuple[str, ...]] = ("node", "nodes", "no", "nos")
 
     kind: str = "Node"
     spec: NodeSpec = Field(default_factory=NodeSpec)
@@ -323,12 +309,6 @@ class CalicoNodeStatusStatus(CalicoModel):
 @register
 class CalicoNodeStatus(Resource):
     KIND: ClassVar[str] = "CalicoNodeStatus"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "caliconodestatus",
-        "caliconodestatuses",
-        "nodestatus",
-        "nodestatuses",
-    )
 
     kind: str = "CalicoNodeStatus"
     spec: CalicoNodeStatusSpec = Field(default_factory=CalicoNodeStatusSpec)

@@ -39,7 +39,6 @@ class Profile(Resource):
     """Rules and labels inherited by the endpoints that list the profile (end of all tiers)."""
 
     KIND: ClassVar[str] = "Profile"
-    ALIASES: ClassVar[tuple[str, ...]] = ("profile", "profiles", "pro", "pros")
 
     spec: ProfileSpec = Field(default_factory=lambda: ProfileSpec())
 
@@ -95,7 +94,6 @@ class GlobalNetworkSetSpec(CalicoModel):
 @register
 class NetworkSet(Resource):
     KIND: ClassVar[str] = "NetworkSet"
-    ALIASES: ClassVar[tuple[str, ...]] = ("networkset", "networksets", "netset", "netsets")
 
     spec: NetworkSetSpec = Field(default_factory=lambda: NetworkSetSpec())
 
@@ -108,7 +106,6 @@ class NetworkSet(Resource):
 @register
 class GlobalNetworkSet(Resource):
     KIND: ClassVar[str] = "GlobalNetworkSet"
-    ALIASES: ClassVar[tuple[str, ...]] = ("globalnetworkset", "globalnetworksets")
 
     spec: GlobalNetworkSetSpec = Field(default_factory=lambda: GlobalNetworkSetSpec())
 
@@ -193,7 +190,6 @@ class HostEndpoint(Resource):
     """A host interface (or all of them, ``*``) that policy protects."""
 
     KIND: ClassVar[str] = "HostEndpoint"
-    ALIASES: ClassVar[tuple[str, ...]] = ("hostendpoint", "hostendpoints", "hep", "heps")
 
     spec: HostEndpointSpec
 
@@ -393,6 +389,5 @@ class WorkloadEndpoint(Resource):
     """A pod/VM/container interface. Normally written by the CNI plugin, not by users."""
 
     KIND: ClassVar[str] = "WorkloadEndpoint"
-    ALIASES: ClassVar[tuple[str, ...]] = ("workloadendpoint", "workloadendpoints", "wep", "weps")
 
     spec: WorkloadEndpointSpec

@@ -469,12 +469,6 @@ class FelixConfiguration(Resource):
     ``spec.nodeSelector`` (the nodes it selects)."""
 
     KIND: ClassVar[str] = "FelixConfiguration"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "felixconfiguration",
-        "felixconfigurations",
-        "felixconfig",
-        "felixconfigs",
-    )
 
     kind: str = "FelixConfiguration"
     spec: FelixConfigurationSpec = Field(default_factory=FelixConfigurationSpec)

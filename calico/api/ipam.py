@@ -129,7 +129,6 @@ class IPPoolStatus(CalicoModel):
 @register
 class IPPool(Resource):
     KIND: ClassVar[str] = "IPPool"
-    ALIASES: ClassVar[tuple[str, ...]] = ("ippool", "ippools", "ipp", "ipps", "pool", "pools")
 
     kind: str = "IPPool"
     spec: IPPoolSpec
@@ -158,12 +157,6 @@ class IPReservationSpec(CalicoModel):
 @register
 class IPReservation(Resource):
     KIND: ClassVar[str] = "IPReservation"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "ipreservation",
-        "ipreservations",
-        "reservation",
-        "reservations",
-    )
 
     kind: str = "IPReservation"
     spec: IPReservationSpec = Field(default_factory=IPReservationSpec)
@@ -202,12 +195,6 @@ class IPAMConfigurationSpec(CalicoModel):
 @register
 class IPAMConfiguration(SingletonResource):
     KIND: ClassVar[str] = "IPAMConfiguration"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "ipamconfiguration",
-        "ipamconfigurations",
-        "ipamconfig",
-        "ipamconfigs",
-    )
 
     kind: str = "IPAMConfiguration"
     spec: IPAMConfigurationSpec = Field(default_factory=IPAMConfigurationSpec)
@@ -274,7 +261,6 @@ class IPAMBlockSpec(CalicoModel):
 @register
 class IPAMBlock(Resource):
     KIND: ClassVar[str] = "IPAMBlock"
-    ALIASES: ClassVar[tuple[str, ...]] = ("ipamblock", "ipamblocks")
 
     kind: str = "IPAMBlock"
     spec: IPAMBlockSpec
@@ -291,7 +277,6 @@ class IPAMHandleSpec(CalicoModel):
 @register
 class IPAMHandle(Resource):
     KIND: ClassVar[str] = "IPAMHandle"
-    ALIASES: ClassVar[tuple[str, ...]] = ("ipamhandle", "ipamhandles")
 
     kind: str = "IPAMHandle"
     spec: IPAMHandleSpec
@@ -317,12 +302,6 @@ class BlockAffinitySpec(CalicoModel):
 @register
 class BlockAffinity(Resource):
     KIND: ClassVar[str] = "BlockAffinity"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "blockaffinity",
-        "blockaffinities",
-        "affinity",
-        "affinities",
-    )
 
     kind: str = "BlockAffinity"
     spec: BlockAffinitySpec

@@ -18,6 +18,8 @@ class KindInfo(NamedTuple):
     plural: str
     namespaced: bool
     module: str | None  # the calico.api module defining the model; None: not a v3 kind
+    #: calicoctl's other names for the kind besides its lower-case name (``Resource.ALIASES``)
+    aliases: tuple[str, ...] = ()
 
 
 _POLICY = "calico.api.policy"
@@ -27,33 +29,119 @@ _BGP = "calico.api.bgp"
 _CLUSTER = "calico.api.cluster"
 
 _KINDS: tuple[KindInfo, ...] = (
-    KindInfo("BGPConfiguration", "bgpconfigurations", False, _BGP),
-    KindInfo("BGPFilter", "bgpfilters", False, _BGP),
-    KindInfo("BGPPeer", "bgppeers", False, _BGP),
-    KindInfo("BlockAffinity", "blockaffinities", False, _IPAM),
-    KindInfo("CalicoNodeStatus", "caliconodestatuses", False, _CLUSTER),
-    KindInfo("ClusterInformation", "clusterinformations", False, _CLUSTER),
-    KindInfo("DatastoreMigration", "datastoremigrations", False, _CLUSTER),
-    KindInfo("FelixConfiguration", "felixconfigurations", False, "calico.api.felixconfig"),
-    KindInfo("GlobalNetworkPolicy", "globalnetworkpolicies", False, _POLICY),
-    KindInfo("GlobalNetworkSet", "globalnetworksets", False, _ENDPOINTS),
-    KindInfo("HostEndpoint", "hostendpoints", False, _ENDPOINTS),
-    KindInfo("IPAMBlock", "ipamblocks", False, _IPAM),
-    KindInfo("IPAMConfiguration", "ipamconfigurations", False, _IPAM),
-    KindInfo("IPAMHandle", "ipamhandles", False, _IPAM),
-    KindInfo("IPPool", "ippools", False, _IPAM),
-    KindInfo("IPReservation", "ipreservations", False, _IPAM),
-    KindInfo("KubeControllersConfiguration", "kubecontrollersconfigurations", False, _CLUSTER),
-    KindInfo("NetworkPolicy", "networkpolicies", True, _POLICY),
-    KindInfo("NetworkSet", "networksets", True, _ENDPOINTS),
-    KindInfo("Node", "nodes", False, _CLUSTER),
-    KindInfo("Profile", "profiles", False, _ENDPOINTS),
-    KindInfo("QoSPolicy", "qospolicies", False, _POLICY),
-    KindInfo("StagedGlobalNetworkPolicy", "stagedglobalnetworkpolicies", False, _POLICY),
-    KindInfo("StagedKubernetesNetworkPolicy", "stagedkubernetesnetworkpolicies", True, _POLICY),
-    KindInfo("StagedNetworkPolicy", "stagednetworkpolicies", True, _POLICY),
-    KindInfo("Tier", "tiers", False, _POLICY),
-    KindInfo("WorkloadEndpoint", "workloadendpoints", True, _ENDPOINTS),
+    KindInfo(
+        "BGPConfiguration",
+        "bgpconfigurations",
+        False,
+        _BGP,
+        ("bgpconfigurations", "bgpconfig", "bgpconfigs"),
+    ),
+    KindInfo("BGPFilter", "bgpfilters", False, _BGP, ("bgpfilters", "bgpf", "bgpfs", "bf", "bfs")),
+    KindInfo("BGPPeer", "bgppeers", False, _BGP, ("bgppeers", "bgpp", "bgpps", "bp", "bps")),
+    KindInfo(
+        "BlockAffinity",
+        "blockaffinities",
+        False,
+        _IPAM,
+        ("blockaffinities", "affinity", "affinities"),
+    ),
+    KindInfo(
+        "CalicoNodeStatus",
+        "caliconodestatuses",
+        False,
+        _CLUSTER,
+        ("caliconodestatuses", "nodestatus", "nodestatuses"),
+    ),
+    KindInfo(
+        "ClusterInformation",
+        "clusterinformations",
+        False,
+        _CLUSTER,
+        ("clusterinformations", "clusterinfo", "clusterinfos"),
+    ),
+    KindInfo(
+        "DatastoreMigration", "datastoremigrations", False, _CLUSTER, ("datastoremigrations",)
+    ),
+    KindInfo(
+        "FelixConfiguration",
+        "felixconfigurations",
+        False,
+        "calico.api.felixconfig",
+        ("felixconfigurations", "felixconfig", "felixconfigs"),
+    ),
+    KindInfo(
+        "GlobalNetworkPolicy",
+        "globalnetworkpolicies",
+        False,
+        _POLICY,
+        ("globalnetworkpolicies", "gnp", "gnps"),
+    ),
+    KindInfo("GlobalNetworkSet", "globalnetworksets", False, _ENDPOINTS, ("globalnetworksets",)),
+    KindInfo("HostEndpoint", "hostendpoints", False, _ENDPOINTS, ("hostendpoints", "hep", "heps")),
+    KindInfo("IPAMBlock", "ipamblocks", False, _IPAM, ("ipamblocks",)),
+    KindInfo(
+        "IPAMConfiguration",
+        "ipamconfigurations",
+        False,
+        _IPAM,
+        ("ipamconfigurations", "ipamconfig", "ipamconfigs"),
+    ),
+    KindInfo("IPAMHandle", "ipamhandles", False, _IPAM, ("ipamhandles",)),
+    KindInfo("IPPool", "ippools", False, _IPAM, ("ippools", "ipp", "ipps", "pool", "pools")),
+    KindInfo(
+        "IPReservation",
+        "ipreservations",
+        False,
+        _IPAM,
+        ("ipreservations", "reservation", "reservations"),
+    ),
+    KindInfo(
+        "KubeControllersConfiguration",
+        "kubecontrollersconfigurations",
+        False,
+        _CLUSTER,
+        ("kubecontrollersconfigurations", "kubecontrollersconfig", "kubecontrollersconfigs"),
+    ),
+    KindInfo(
+        "NetworkPolicy",
+        "networkpolicies",
+        True,
+        _POLICY,
+        ("networkpolicies", "policy", "np", "policies", "pol", "pols"),
+    ),
+    KindInfo("NetworkSet", "networksets", True, _ENDPOINTS, ("networksets", "netset", "netsets")),
+    KindInfo("Node", "nodes", False, _CLUSTER, ("nodes", "no", "nos")),
+    KindInfo("Profile", "profiles", False, _ENDPOINTS, ("profiles", "pro", "pros")),
+    KindInfo("QoSPolicy", "qospolicies", False, _POLICY, ("qospolicies",)),
+    KindInfo(
+        "StagedGlobalNetworkPolicy",
+        "stagedglobalnetworkpolicies",
+        False,
+        _POLICY,
+        ("stagedglobalnetworkpolicies", "sgnp"),
+    ),
+    KindInfo(
+        "StagedKubernetesNetworkPolicy",
+        "stagedkubernetesnetworkpolicies",
+        True,
+        _POLICY,
+        ("stagedkubernetesnetworkpolicies", "sknp"),
+    ),
+    KindInfo(
+        "StagedNetworkPolicy",
+        "stagednetworkpolicies",
+        True,
+        _POLICY,
+        ("stagednetworkpolicies", "snp"),
+    ),
+    KindInfo("Tier", "tiers", False, _POLICY, ("tiers",)),
+    KindInfo(
+        "WorkloadEndpoint",
+        "workloadendpoints",
+        True,
+        _ENDPOINTS,
+        ("workloadendpoints", "wep", "weps"),
+    ),
     # Not v3 resources: passed through by the Felix syncer as ResourceKeys.
     KindInfo("KubernetesEndpointSlice", "kubernetesendpointslices", True, None),
     KindInfo("KubernetesClusterNetworkPolicy", "kubernetesclusternetworkpolicies", False, None),
@@ -71,6 +159,23 @@ KIND_MODULES: MappingProxyType[str, str] = MappingProxyType(
     {i.kind: i.module for i in _KINDS if i.module is not None}
 )
 _KINDS_BY_LOWER: dict[str, KindInfo] = {i.kind.lower(): i for i in _KINDS}
+
+
+_V3_BY_NAME: dict[str, KindInfo] = {}
+for _info in _KINDS:
+    for _name in (_info.kind.lower(), *_info.aliases) if _info.module else ():
+        if _V3_BY_NAME.setdefault(_name, _info) is not _info:
+            raise ValueError(
+                f"kind name {_name!r} used by {_V3_BY_NAME[_name].kind} and {_info.kind}"
+            )
+
+
+def v3_kind_named(name: str) -> KindInfo | None:
+    """The v3 kind calicoctl means by ``name``: its Kind or an alias, case-insensitively.
+
+    Answered from this table, so resolving ``wep`` imports no model module.
+    """
+    return _V3_BY_NAME.get(name.lower())
 
 
 def kind_info(kind: str) -> KindInfo | None:

@@ -432,7 +432,6 @@ class Tier(Resource):
     """An ordered group of policies; ``defaultAction`` applies when no policy in it decides."""
 
     KIND: ClassVar[str] = "Tier"
-    ALIASES: ClassVar[tuple[str, ...]] = ("tier", "tiers")
 
     spec: TierSpec = Field(default_factory=lambda: TierSpec())
     status: TierStatus | None = None
@@ -476,15 +475,6 @@ class NetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "NetworkPolicy"
     NAME_PATTERN: ClassVar[re.Pattern[str]] = _NP_NAME
     NAME_WHAT: ClassVar[str] = "policy"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "networkpolicy",
-        "networkpolicies",
-        "policy",
-        "np",
-        "policies",
-        "pol",
-        "pols",
-    )
 
     spec: NetworkPolicySpec = Field(default_factory=lambda: NetworkPolicySpec())
     status: dict[str, Any] | None = None
@@ -495,12 +485,6 @@ class GlobalNetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "GlobalNetworkPolicy"
     NAME_PATTERN: ClassVar[re.Pattern[str]] = _GNP_NAME
     NAME_WHAT: ClassVar[str] = "global policy"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "globalnetworkpolicy",
-        "globalnetworkpolicies",
-        "gnp",
-        "gnps",
-    )
 
     spec: GlobalNetworkPolicySpec = Field(default_factory=lambda: GlobalNetworkPolicySpec())
 
@@ -510,7 +494,6 @@ class StagedNetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "StagedNetworkPolicy"
     NAME_PATTERN: ClassVar[re.Pattern[str]] = _NP_NAME
     NAME_WHAT: ClassVar[str] = "policy"
-    ALIASES: ClassVar[tuple[str, ...]] = ("stagednetworkpolicy", "stagednetworkpolicies", "snp")
 
     spec: StagedNetworkPolicySpec = Field(default_factory=lambda: StagedNetworkPolicySpec())
 
@@ -520,11 +503,6 @@ class StagedGlobalNetworkPolicy(_PolicyResource):
     KIND: ClassVar[str] = "StagedGlobalNetworkPolicy"
     NAME_PATTERN: ClassVar[re.Pattern[str]] = _GNP_NAME
     NAME_WHAT: ClassVar[str] = "global policy"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "stagedglobalnetworkpolicy",
-        "stagedglobalnetworkpolicies",
-        "sgnp",
-    )
 
     spec: StagedGlobalNetworkPolicySpec = Field(
         default_factory=lambda: StagedGlobalNetworkPolicySpec()
@@ -534,11 +512,6 @@ class StagedGlobalNetworkPolicy(_PolicyResource):
 @register
 class StagedKubernetesNetworkPolicy(Resource):
     KIND: ClassVar[str] = "StagedKubernetesNetworkPolicy"
-    ALIASES: ClassVar[tuple[str, ...]] = (
-        "stagedkubernetesnetworkpolicy",
-        "stagedkubernetesnetworkpolicies",
-        "sknp",
-    )
 
     spec: StagedKubernetesNetworkPolicySpec = Field(
         default_factory=lambda: StagedKubernetesNetworkPolicySpec()
@@ -607,6 +580,5 @@ class QoSPolicy(Resource):
     """Sets the DSCP field on selected endpoints' egress traffic (cluster-scoped)."""
 
     KIND: ClassVar[str] = "QoSPolicy"
-    ALIASES: ClassVar[tuple[str, ...]] = ("qospolicy", "qospolicies")
 
     spec: QoSPolicySpec

@@ -7,13 +7,13 @@ list is a ``<Kind>List`` object; each result gets its own table followed by a bl
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import click
-import yaml
 
 from calico.api import API_VERSION, Resource, resource_to_wire
 from calico.calicoctl.errors import CtlError
@@ -113,17 +113,30 @@ def to_objects(results: Sequence[Result], export: bool = False) -> Any:
     return objs[0] if len(objs) == 1 else objs
 
 
-class _GoStyleDumper(yaml.SafeDumper):
-    """Quote strings the way Go's YAML encoder does: double quotes, not single."""
+@functools.cache
+def _go_style_dumper() -> type:
+    """PyYAML's SafeDumper quoting strings the way Go's YAML encoder does: double quotes, not
+    single. Built on first use: PyYAML is ~20 ms of every ``get`` that prints a table or JSON
+    (design/performance.md "Start-up")."""
+    import yaml
 
-    def choose_scalar_style(self) -> str:
-        style = super().choose_scalar_style()
-        return '"' if style == "'" else style
+    class GoStyleDumper(yaml.SafeDumper):
+        def choose_scalar_style(self) -> str:
+            style = super().choose_scalar_style()
+            return '"' if style == "'" else style
+
+    return GoStyleDumper
 
 
 def render_yaml(obj: Any) -> str:
+    import yaml
+
     return yaml.dump(
-        obj, Dumper=_GoStyleDumper, sort_keys=True, default_flow_style=False, allow_unicode=True
+        obj,
+        Dumper=_go_style_dumper(),
+        sort_keys=True,
+        default_flow_style=False,
+        allow_unicode=True,
     )
 
 

@@ -309,7 +309,9 @@ class FelixDaemon:
         to_dataplane = dataplane.on_messages
         endpoint_listener = None
         if config["FlowLogsGoldmaneServer"]:
-            to_dataplane, endpoint_listener = self._start_collector(config, to_dataplane)
+            to_dataplane, endpoint_listener = self._start_collector(
+                config, to_dataplane, metrics.registry
+            )
         connector = ConfigConnector(
             config,
             to_dataplane,
@@ -350,14 +352,15 @@ class FelixDaemon:
         self._watch = [("calculation graph", calc), ("dataplane", dataplane)]
 
     def _start_collector(
-        self, config: Config, to_dataplane: Callable[[list[Any]], None]
+        self, config: Config, to_dataplane: Callable[[list[Any]], None], registry: Any
     ) -> tuple[Callable[[list[Any]], None], Callable[[Any, Any], None] | None]:
         """Flow collection for Goldmane (design/felix-collector.md); the collector sees the same
         messages as the dataplane, plus every node's endpoint updates from the calc graph
-        (names and labels). Without NFLOG access Felix runs on, without flow logs."""
+        (names and labels); its metrics join Felix's registry. Without NFLOG access Felix runs
+        on, without flow logs."""
         from calico.felix.collector import collector
 
-        flows = collector.from_config(config)
+        flows = collector.from_config(config, registry)
         try:
             flows.start()
         except OSError as e:

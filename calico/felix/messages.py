@@ -422,6 +422,7 @@ class ServicePort:
     protocol: str
     port: int
     node_port: int = 0
+    name: str = ""  # the port's name in the Service (flow logs' dest_service_port_name)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Other processes commit to the same file, so there is nothing to subscribe to; instead a single
 thread checks ``PRAGMA data_version`` (about 2 us) every ``poll_interval`` and, when it moved,
-reads the new ``changes`` rows once for all watches. Local writes kick the poller directly. Each
+reads the new ``changes`` rows once for all watches. Local writes kick the poller directly, and
+inotify watches on the database and its WAL (``notify.py``) end the wait as soon as any process
+writes them, so a cross-process commit is seen without waiting for the tick. Each
 watch keeps a cursor (the last revision it has seen) so delivery is exactly once and in order,
 and a cursor below the compaction point ends the watch with RevisionCompactedError.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from calico.datastore.backend import EventType, WatchEvent
 from calico.datastore.errors import DatastoreError, RevisionCompactedError
+from calico.datastore.local.notify import ChangeNotifier
 from calico.datastore.local.sqlite import is_busy, wrap_error
 from calico.datastore.local.txn import EVENT_TYPES
 
@@ -108,6 +111,7 @@ class Poller:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._next_expiry: float | None = None
+        self._notifier: ChangeNotifier | None = None  # made with the thread, closed by it
 
     def add(self, watch: LocalWatch) -> None:
         with self._cond:
@@ -115,7 +119,10 @@ class Poller:
                 raise DatastoreError(f"local datastore {self._path} is closed")
             self._watches.add(watch)
             self._kicked = True
+            if self._notifier is not None:
+                self._notifier.kick()
             if self._thread is None:
+                self._notifier = ChangeNotifier(self._path)
                 self._thread = threading.Thread(
                     target=self._run, name=f"calico-local-watch:{self._path}", daemon=True
                 )
@@ -132,6 +139,8 @@ class Poller:
             if self._watches:
                 self._kicked = True
                 self._cond.notify_all()
+                if self._notifier is not None:
+                    self._notifier.kick()
 
     def _set_kicked(self) -> None:
         with self._cond:
@@ -143,6 +152,8 @@ class Poller:
             watches, self._watches = list(self._watches), set()
             self._cond.notify_all()
             thread = self._thread
+            if self._notifier is not None:
+                self._notifier.kick()
         for watch in watches:
             watch.stop()
         if thread is not None and thread is not threading.current_thread():
@@ -150,17 +161,30 @@ class Poller:
 
     def _run(self) -> None:
         try:
+            self._poll()
+        finally:
+            with self._cond:  # kicks only touch the notifier under the lock
+                if self._notifier is not None:
+                    self._notifier.close()
+                    self._notifier = None
+
+    def _poll(self) -> None:
+        try:
             conn = self._connect()
         except DatastoreError as exc:
             self._fail_all(exc)
             return
         last_version = None
+        notifier = self._notifier
+        assert notifier is not None
         while True:
             with self._cond:
                 while not self._closed and not self._watches:
                     self._cond.wait()
-                if not self._closed and not self._kicked:
-                    self._cond.wait(self._interval)
+                idle = not self._closed and not self._kicked
+            if idle:  # outside the lock: kicks and file writes end this wait (notify.py)
+                notifier.wait(self._interval)
+            with self._cond:
                 if self._closed:
                     return
                 kicked, self._kicked = self._kicked, False

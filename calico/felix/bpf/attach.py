@@ -1,16 +1,21 @@
-"""Attach/detach the main programs on an interface's clsact hooks (tc, direct-action).
+"""Attach/detach the main programs on an interface: TCX links (``mode="tcx"``, kernel 6.6+,
+:mod:`calico.felix.bpf.tcx`) or tc clsact filters (``mode="tc"``, direct-action).
 
-Fixed preference and handle, so a re-attach replaces our filter in place (no gap) and a detach
-finds it. TCX (kernel 6.6+) is not used yet: design/felix-bpf.md "Attach".
+tc filters use a fixed preference and handle, so a re-attach replaces our filter in place (no
+gap) and a detach finds it. Switching mode on an interface attaches the new way first, then
+removes the old (TCX: our clsact filters; tc: our pinned links). Detach removes both. Design:
+design/felix-bpf.md "Attach".
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import re
 import subprocess
 from typing import Any
 
+from calico.felix.bpf import tcx
 from calico.felix.bpf.libbpf import BPFError
 
 INGRESS_PARENT = 0xFFFFFFF2  # ffff:fff2, TC ingress: from the workload
@@ -32,8 +37,40 @@ def _index(ipr: Any, iface: str) -> int:
     return int(links[0])
 
 
-def attach(iface: str, from_fd: int, to_fd: int, netns: str | None = None) -> int:
-    """Ensure clsact and our two filters on ``iface``; returns its ifindex."""
+def attach(
+    iface: str,
+    from_fd: int,
+    to_fd: int,
+    netns: str | None = None,
+    *,
+    hep: bool = False,
+    mode: str = "tc",
+    link_dir: str | None = None,
+) -> int:
+    """Attach the workload or (``hep``) host endpoint programs to ``iface``'s ingress and
+    egress hooks; returns its ifindex. ``link_dir``: where TCX links are pinned (needed
+    for ``mode="tcx"``; with tc, our links found there are removed)."""
+    if mode == "tcx":
+        if link_dir is None:
+            raise BPFError("TCX attach needs a link pin directory")
+        ipr = _ipr(netns)  # one netlink socket: under a netns, pyroute2 opening one is costly
+        try:
+            idx = _index(ipr, iface)
+            tcx.attach(idx, iface, {"ingress": from_fd, "egress": to_fd}, link_dir, netns)
+            if set(_filters(ipr, idx).values()) & set(OUR_PROGRAMS):
+                ipr.tc("del", "clsact", idx)  # migrated from tc: the filters would run too
+        finally:
+            ipr.close()
+        return idx
+    idx = _attach_tc(iface, from_fd, to_fd, netns, HEP_PROGRAMS if hep else WEP_PROGRAMS)
+    if link_dir is not None and tcx.supported():
+        tcx.detach(idx, iface, link_dir, OUR_PROGRAMS, netns)  # migrated from TCX
+    return idx
+
+
+def _attach_tc(
+    iface: str, from_fd: int, to_fd: int, netns: str | None, names: tuple[str, str]
+) -> int:
     from pyroute2 import NetlinkError
 
     ipr = _ipr(netns)
@@ -45,8 +82,8 @@ def attach(iface: str, from_fd: int, to_fd: int, netns: str | None = None) -> in
             if e.code != errno.EEXIST:
                 raise
         for parent, fd, name in (
-            (INGRESS_PARENT, from_fd, "calico_from_wep"),
-            (EGRESS_PARENT, to_fd, "calico_to_wep"),
+            (INGRESS_PARENT, from_fd, names[0]),
+            (EGRESS_PARENT, to_fd, names[1]),
         ):
             ipr.tc(
                 "replace-filter",
@@ -66,8 +103,22 @@ def attach(iface: str, from_fd: int, to_fd: int, netns: str | None = None) -> in
         ipr.close()
 
 
-def detach(iface: str, netns: str | None = None) -> bool:
-    """Remove the clsact qdisc (and with it our filters); False if the iface is gone."""
+def detach(iface: str, netns: str | None = None, link_dir: str | None = None) -> bool:
+    """Remove our TCX links (pinned in ``link_dir`` or running our programs) and the clsact
+    qdisc (and with it our filters); False if the iface is gone."""
+    if tcx.supported():
+        ipr = _ipr(netns)
+        try:
+            links = ipr.link_lookup(ifname=iface)
+        finally:
+            ipr.close()
+        if link_dir is not None or links:
+            tcx.detach(links[0] if links else None, iface, link_dir or "/nonexistent",
+                       OUR_PROGRAMS, netns)  # fmt: skip
+    return _del_clsact(iface, netns)
+
+
+def _del_clsact(iface: str, netns: str | None) -> bool:
     from pyroute2 import NetlinkError
 
     ipr = _ipr(netns)
@@ -86,19 +137,55 @@ def detach(iface: str, netns: str | None = None) -> bool:
 
 
 def attached_programs(iface: str, netns: str | None = None) -> dict[str, str]:
-    """Hook -> BPF program name of our filters (for tests and debug output)."""
+    """Hook -> BPF program name of our programs, TCX links first, then tc filters (for
+    tests and debug output)."""
+    out = _tc_programs(iface, netns)
+    if tcx.supported():
+        ipr = _ipr(netns)
+        try:
+            idx = _index(ipr, iface)
+        finally:
+            ipr.close()
+        for hook, progs in tcx.programs(idx, netns).items():
+            ours = [name for name, _ in progs if name in OUR_PROGRAMS]
+            if ours:
+                out[hook] = ours[0]
+    return out
+
+
+def attach_mode(iface: str, netns: str | None = None) -> dict[str, str]:
+    """Hook -> "tcx" or "tc": how our program is attached there."""
+    tc = _tc_programs(iface, netns)
+    out = {hook: "tc" for hook, name in tc.items() if name in OUR_PROGRAMS}
+    if tcx.supported():
+        ipr = _ipr(netns)
+        try:
+            idx = _index(ipr, iface)
+        finally:
+            ipr.close()
+        for hook, progs in tcx.programs(idx, netns).items():
+            if any(name in OUR_PROGRAMS for name, _ in progs):
+                out[hook] = "tcx"
+    return out
+
+
+def _tc_programs(iface: str, netns: str | None = None) -> dict[str, str]:
     ipr = _ipr(netns)
-    out: dict[str, str] = {}
     try:
-        idx = _index(ipr, iface)
-        for hook, parent in (("ingress", INGRESS_PARENT), ("egress", EGRESS_PARENT)):
-            for msg in ipr.get_filters(idx, parent=parent):
-                opts = msg.get_attr("TCA_OPTIONS")
-                name = opts.get_attr("TCA_BPF_NAME") if opts is not None else None
-                if name:
-                    out[hook] = name
+        return _filters(ipr, _index(ipr, iface))
     finally:
         ipr.close()
+
+
+def _filters(ipr: Any, idx: int) -> dict[str, str]:
+    """Hook -> name of the BPF tc filter there (any owner)."""
+    out: dict[str, str] = {}
+    for hook, parent in (("ingress", INGRESS_PARENT), ("egress", EGRESS_PARENT)):
+        for msg in ipr.get_filters(idx, parent=parent):
+            opts = msg.get_attr("TCA_OPTIONS")
+            name = opts.get_attr("TCA_BPF_NAME") if opts is not None else None
+            if name:
+                out[hook] = name
     return out
 
 
@@ -108,7 +195,12 @@ def attached_program_ids(netns: str | None = None) -> dict[str, int]:
     Read with ``tc -j``: pyroute2 does not decode TCA_BPF_ID."""
     out: dict[str, int] = {}
     prefix = ["ip", "netns", "exec", netns] if netns else []
-    for name in iface_names(netns).values():
+    for idx, name in iface_names(netns).items():
+        if tcx.supported():
+            for progs in tcx.programs(idx, netns).values():
+                for pname, pid in progs:
+                    if pname in OUR_PROGRAMS:
+                        out.setdefault(pname, pid)
         for hook in ("ingress", "egress"):
             proc = subprocess.run(
                 [*prefix, "tc", "-j", "filter", "show", "dev", name, hook],
@@ -138,21 +230,60 @@ def iface_names(netns: str | None = None) -> dict[int, str]:
         ipr.close()
 
 
-OUR_PROGRAMS = ("calico_from_wep", "calico_to_wep")
+WEP_PROGRAMS = ("calico_from_wep", "calico_to_wep")
+HEP_PROGRAMS = ("calico_from_hep", "calico_to_hep")
+OUR_PROGRAMS = (*WEP_PROGRAMS, *HEP_PROGRAMS)
 
 
-def detach_all(prefixes: tuple[str, ...], netns: str | None = None) -> list[str]:
-    """Detach our programs from every interface named ``prefix*`` that carries them (the
-    clean-up after BPF mode is switched off); returns the interfaces cleaned."""
+def detach_all(
+    prefixes: tuple[str, ...],
+    netns: str | None = None,
+    data_ifaces: re.Pattern[str] | None = None,
+    link_dir: str | None = None,
+) -> list[str]:
+    """Detach our programs from every interface named ``prefix*`` (or matching
+    ``data_ifaces``, BPFDataIfacePattern) that carries them (the clean-up after BPF mode is
+    switched off); returns the interfaces cleaned.
+
+    Every start of an nftables-mode Felix runs this, so the links and their qdiscs come from
+    one struct-decoded link dump and qdisc dump (``calico.felix.nlbatch``); tc filters are
+    read (pyroute2) only on links with a clsact qdisc, where tc hooks live, and TCX hooks
+    with a ``bpf()`` query, no netlink. Two pyroute2 sockets and two filter dumps per
+    workload interface were ~18% of a 100-endpoint cold start (design/performance.md "Felix
+    cold start").
+    """
+    from calico.felix import nlbatch as nb
+
+    writer = nb.BatchWriter(netns)
+    try:
+        links = [
+            nb.decode_link(b) for t, b in writer.dump(nb.link_dump_request()) if t == nb.RTM_NEWLINK
+        ]
+        qdiscs = [
+            nb.decode_qdisc(b)
+            for t, b in writer.dump(nb.qdisc_dump_request())
+            if t == nb.RTM_NEWQDISC
+        ]
+    finally:
+        writer.close()
+    clsact = {index for index, kind in qdiscs if kind == "clsact"}
+    with_tcx = tcx.supported()
     cleaned = []
-    for name in sorted(iface_names(netns).values()):
-        if not name.startswith(prefixes):
+    for link in sorted(links, key=lambda lk: lk.name):
+        name = link.name
+        if not name.startswith(prefixes) and not (data_ifaces and data_ifaces.search(name)):
             continue
+        names: set[str] = set()
         try:
-            progs = attached_programs(name, netns)
+            if link.index in clsact:
+                names.update(_tc_programs(name, netns).values())
         except BPFError:
             continue  # vanished meanwhile
-        if set(progs.values()) & set(OUR_PROGRAMS):
-            detach(name, netns)
+        if with_tcx:
+            names.update(
+                prog for progs in tcx.programs(link.index, netns).values() for prog, _ in progs
+            )
+        if names & set(OUR_PROGRAMS):
+            detach(name, netns, link_dir)
             cleaned.append(name)
     return cleaned

@@ -4,6 +4,9 @@ Order for a new interface (no window where traffic passes unpoliced): attach the
 first (with no ``cpy_iface`` entry they drop everything), load the policy programs into the
 interface's jump-map slots, then write the ``cpy_iface`` entry that makes the main programs
 tail-call them. A policy update only swaps the program in the slot (atomic for packets).
+Data interfaces get the host endpoint programs the same way, except that without an entry
+they allow (upstream's host endpoint default), so a host endpoint is enforced once its entry
+is written and :meth:`clear_policies` hands the interface back to allow-all.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from calico.felix.bpf.bpffs import BPFUnavailable, check_kernel, is_bpffs
 from calico.felix.bpf.build import Compiler
 from calico.felix.bpf.libbpf import BPFError, LoadedObject
 from calico.felix.bpf.maps import (
+    IFACE_HEP,
     IFACE_READY,
     IFACE_VALUE,
     IFACE_WEP,
@@ -53,8 +57,15 @@ class BPFDataplane:
         netns: str | None = None,
         policy_debug_dir: str | None = None,
         defines: dict[str, int] | None = None,
+        attach_type: str = "tc",
+        link_dir: str | None = None,
     ) -> None:
         check_kernel()
+        if attach_type not in ("tc", "tcx"):
+            raise BPFError(f"unknown attach type {attach_type!r} (tc or tcx)")
+        self.attach_type = attach_type
+        # TCX link pins (upstream: /sys/fs/bpf/tcx); by default next to the map pin directory.
+        self.link_dir = link_dir or os.path.join(os.path.dirname(pin_dir.rstrip("/")), "tcx")
         if not _on_bpffs(pin_dir):
             raise BPFUnavailable(f"{pin_dir} is not on a bpffs mount")
         os.makedirs(pin_dir, mode=0o700, exist_ok=True)
@@ -65,6 +76,8 @@ class BPFDataplane:
         self._main = LoadedObject(self.compiler.compile_file("tc.c"), pin_dir)
         self.from_fd = self._main.program_fd("calico_from_wep")
         self.to_fd = self._main.program_fd("calico_to_wep")
+        self.from_hep_fd = self._main.program_fd("calico_from_hep")
+        self.to_hep_fd = self._main.program_fd("calico_to_hep")
         self.maps = Maps(pin_dir)
         self._slots: dict[str, int] = {}  # iface -> slot (same index in both jump maps)
         self._ifindex: dict[str, int] = {}
@@ -117,9 +130,13 @@ class BPFDataplane:
     def slot(self, iface: str) -> int | None:
         return self._slots.get(iface)
 
-    def attach_iface(self, iface: str) -> int:
-        """Attach the main programs (deny-all until :meth:`set_policies`); returns ifindex."""
-        idx = attach.attach(iface, self.from_fd, self.to_fd, self.netns)
+    def attach_iface(self, iface: str, *, hep: bool = False) -> int:
+        """Attach the main programs (a workload is deny-all until :meth:`set_policies`, a
+        data interface allows all until then); returns ifindex."""
+        fds = (self.from_hep_fd, self.to_hep_fd) if hep else (self.from_fd, self.to_fd)
+        idx = attach.attach(
+            iface, *fds, self.netns, hep=hep, mode=self.attach_type, link_dir=self.link_dir
+        )
         self.register(iface, idx)
         return idx
 
@@ -139,6 +156,8 @@ class BPFDataplane:
         iface: str,
         sources: dict[str, str],
         rules: dict[str, Sequence[RuleInfo]] | None = None,
+        *,
+        hep: bool = False,
     ) -> None:
         """Load hook -> policy C source into the interface's slots, then mark it ready.
 
@@ -160,12 +179,26 @@ class BPFDataplane:
                 obj.close()  # the jump map keeps the program alive
             self.compile_seconds += t1 - t0
             self.load_seconds += time.monotonic() - t1
-        self.maps.iface.update(
-            PROG_FD.pack(idx), IFACE_VALUE.pack(IFACE_WEP | IFACE_READY, slot, slot)
-        )
+        kind = IFACE_HEP if hep else IFACE_WEP
+        self.maps.iface.update(PROG_FD.pack(idx), IFACE_VALUE.pack(kind | IFACE_READY, slot, slot))
         if rules is not None:
             for hook in HOOKS:
                 self._set_rules(iface, hook, rules.get(hook, ()))
+
+    def clear_policies(self, iface: str) -> None:
+        """A data interface whose host endpoint went: back to no policy (the HEP programs
+        then allow all, as upstream's for an interface without a host endpoint)."""
+        idx = self._ifindex.get(iface)
+        if idx is not None:
+            self.maps.iface.delete(PROG_FD.pack(idx))
+        slot = self._slots.pop(iface, None)
+        if slot is not None:
+            for hook in HOOKS:
+                self.maps.jump[hook].delete(PROG_FD.pack(slot))
+        for hook in HOOKS:
+            self._drop_rule_counters(self._rules.pop((iface, hook), frozenset()))
+            if self.policy_debug_dir is not None:
+                remove_listing(self.policy_debug_dir, iface, hook)
 
     def _set_rules(self, iface: str, hook: str, rules: Sequence[RuleInfo]) -> None:
         old = self._rules.pop((iface, hook), frozenset())
@@ -193,7 +226,7 @@ class BPFDataplane:
 
     def remove_iface(self, iface: str) -> None:
         """Detach, then drop the interface's map entries and free its slot."""
-        attach.detach(iface, self.netns)
+        attach.detach(iface, self.netns, self.link_dir)
         idx = self._ifindex.pop(iface, None)
         if idx is not None:
             self.maps.iface.delete(PROG_FD.pack(idx))

@@ -179,10 +179,10 @@ def ifstate_group() -> None:
 @pin_dir_option
 @json_option
 def ifstate_dump(pin_dir: str | None, output: str) -> None:
-    """Per ifindex: name, flags (workload, ready) and the policy jump-map slots."""
-    from calico.felix.bpf.maps import IFACE_READY, IFACE_VALUE, IFACE_WEP, PROG_FD
+    """Per ifindex: name, flags (workload or host, ready) and the policy jump-map slots."""
+    from calico.felix.bpf.maps import IFACE_HEP, IFACE_READY, IFACE_VALUE, IFACE_WEP, PROG_FD
 
-    flag_names = ((IFACE_WEP, "workload"), (IFACE_READY, "ready"))
+    flag_names = ((IFACE_WEP, "workload"), (IFACE_HEP, "host"), (IFACE_READY, "ready"))
     names = _iface_names()
     with _maps(pin_dir) as maps:
         items = list(maps.iface.items())  # type: ignore[attr-defined]

@@ -1,17 +1,21 @@
-"""BPF endpoint manager: workload interfaces get the BPF programs instead of nftables policy.
+"""BPF endpoint manager: workload and host interfaces get the BPF programs instead of
+nftables policy.
 
 Follows the same calc-graph messages as the nftables managers (policies, profiles, IP sets,
-workload endpoints) and the interface monitor. An interface is attached (deny-all) as soon as
-it exists and matches a workload endpoint; its policy programs are generated and loaded at
+workload and host endpoints) and the interface monitor. A workload interface is attached
+(deny-all) as soon as it exists and matches a workload endpoint; a data interface
+(``BPFDataIfacePattern``) as soon as it exists, allowing all until a host endpoint names it
+(or the all-interfaces ``*`` one applies). Policy programs are generated and loaded at
 deferred-work time whenever the endpoint, one of its policies or profiles changed; removal
 detaches. Failures are logged and retried at the next apply, never half-applied silently: the
-interface stays attached and therefore deny-all.
+interface stays attached with its previous programs (a new workload: deny-all).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.idalloc import IDAllocator
@@ -23,6 +27,10 @@ from calico.felix.messages import (
     ActivePolicyUpdate,
     ActiveProfileRemove,
     ActiveProfileUpdate,
+    HostEndpoint,
+    HostEndpointID,
+    HostEndpointRemove,
+    HostEndpointUpdate,
     Policy,
     PolicyID,
     Profile,
@@ -45,6 +53,14 @@ def _host_ip(text: str) -> bytes | None:
         return None
 
 
+def bpf_handles_hep(hep: HostEndpoint, data_ifaces: re.Pattern[str] | None) -> bool:
+    """Whether a host endpoint's policy is BPF's: the all-interfaces ``*`` one and those
+    naming a data interface. Ones matched by expected IPs only stay on nftables."""
+    if data_ifaces is None or not hep.name:
+        return False
+    return hep.name == "*" or data_ifaces.search(hep.name) is not None
+
+
 class BPFEndpointManager:
     def __init__(
         self,
@@ -52,8 +68,12 @@ class BPFEndpointManager:
         iface_prefixes: tuple[str, ...] = ("cali",),
         *,
         policy_debug: bool = False,
+        data_ifaces: re.Pattern[str] | None = None,
     ) -> None:
         self.dp = dp
+        self.data_ifaces = data_ifaces  # BPFDataIfacePattern; None: no host endpoints in BPF
+        self.heps: dict[HostEndpointID, HostEndpoint] = {}
+        self._data_present: set[str] = set()
         self.policy_debug = policy_debug  # BPFPolicyDebugEnabled: rule counters + listings
         self.ipsets = BPFIPSets(dp.maps, IDAllocator())
         self._prefixes = iface_prefixes
@@ -99,12 +119,32 @@ class BPFEndpointManager:
             old = self.weps.pop(msg.id, None)
             if old is not None:
                 self._dirty.add(old.name)
+        elif isinstance(msg, HostEndpointUpdate):
+            self.heps[msg.id] = msg.endpoint
+            self._dirty.update(self._data_present)
+        elif isinstance(msg, HostEndpointRemove) and self.heps.pop(msg.id, None) is not None:
+            self._dirty.update(self._data_present)
 
     def _dirty_all(self) -> None:
         # Regeneration is cheap to skip: unchanged sources are not reloaded (see _program).
         self._dirty.update(ep.name for ep in self.weps.values())
+        self._dirty.update(self._data_present)
+
+    def is_data_iface(self, name: str) -> bool:
+        return (
+            self.data_ifaces is not None
+            and not name.startswith(self._prefixes)
+            and self.data_ifaces.search(name) is not None
+        )
 
     def on_iface_state(self, name: str, state: str, index: int) -> None:
+        if self.is_data_iface(name):
+            if state == "absent":
+                self._data_present.discard(name)
+            else:
+                self._data_present.add(name)
+            self._dirty.add(name)
+            return
         if not name.startswith(self._prefixes):
             return
         if state == "absent":
@@ -187,7 +227,64 @@ class BPFEndpointManager:
     def dirty(self) -> bool:
         return bool(self._dirty)
 
+    def hep_for(self, iface: str) -> HostEndpoint | None:
+        """The host endpoint whose policy ``iface`` enforces: one naming it (lowest ID
+        first), else the all-interfaces ``*`` one, else none."""
+        named = [i for i in sorted(self.heps) if self.heps[i].name == iface]
+        wild = [i for i in sorted(self.heps) if self.heps[i].name == "*"]
+        ids = named or wild
+        return self.heps[ids[0]] if ids else None
+
+    def _sync_data_iface(self, iface: str) -> None:
+        if iface not in self._data_present:
+            if iface in self._attached or iface in self.dp.ifaces:
+                self.dp.remove_iface(iface)
+                self._attached.discard(iface)
+                self._programmed.pop(iface, None)
+            return
+        if iface not in self._attached:
+            # No host endpoint (yet): the programs allow all, as upstream's.
+            self.dp.attach_iface(iface, hep=True)
+            self._attached.add(iface)
+            self._programmed.pop(iface, None)
+        hep = self.hep_for(iface)
+        if hep is None:
+            if iface in self._programmed or self.dp.slot(iface) is not None:
+                self.dp.clear_policies(iface)
+                self._programmed.pop(iface, None)
+            return
+        sources, rules = self.host_programs(hep)
+        if self._programmed.get(iface) != sources:
+            self.dp.set_policies(iface, sources, rules, hep=True)
+            self._programmed[iface] = sources
+
+    def host_programs(self, hep: HostEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
+        """hook -> C source and rules for a host endpoint: TC ingress = its ingress policy."""
+        gen = Generator(
+            self.policies,
+            self.profiles,
+            self.ipsets.ids.get_or_alloc,
+            rule_counters=self.policy_debug,
+        )
+        sources, rules = {}, {}
+        for hook, inbound in (("ingress", True), ("egress", False)):
+            ep = EndpointPolicy(
+                hep.tiers,
+                hep.profile_ids,
+                inbound,
+                host=True,
+                untracked_tiers=hep.untracked_tiers,
+                pre_dnat_tiers=hep.pre_dnat_tiers,
+                forward_tiers=hep.forward_tiers,
+            )
+            sources[hook] = gen.source(ep)
+            rules[hook] = gen.rules
+        return sources, rules
+
     def _sync_iface(self, iface: str) -> None:
+        if self.is_data_iface(iface):
+            self._sync_data_iface(iface)
+            return
         ep = self._endpoint_for(iface)
         if ep is None or iface not in self._iface_present:
             # (also a predecessor's interface, adopted by the dataplane, that is not wanted)

@@ -33,6 +33,8 @@ HOSTIPS_MAP = "cpy_v4_hostips"
 HOSTIPS6_MAP = "cpy_v6_hostips"
 COUNTERS_MAP = "cpy_counters"
 RULE_CTRS_MAP = "cpy_rule_ctrs"
+FSAFES_MAP = "cpy_v4_fsafes"
+FSAFES6_MAP = "cpy_v6_fsafes"
 
 CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
 CT6_KEY = struct.Struct("<I16s16sHH")  # the same with IPv6 addresses
@@ -44,6 +46,9 @@ IPSET_VALUE = struct.Struct("<I")
 PROG_FD = struct.Struct("<I")
 CTR_KEY = struct.Struct("<II")  # ifindex, hook (0 = TC ingress / from-WEP, 1 = TC egress)
 RULE_ID = struct.Struct("<Q")
+FSAFE_KEY = struct.Struct("<IHBB4s")  # prefixlen (32 + CIDR bits), port, proto, flags, addr
+FSAFE6_KEY = struct.Struct("<IHBB16s")
+FSAFE_OUT = 0x1
 # Same order as CALI_CTR_* in bpf-gpl/cali_types.h.
 COUNTER_NAMES = (
     "total",
@@ -53,12 +58,14 @@ COUNTER_NAMES = (
     "dropped_no_policy",
     "dropped_unsupported",
     "accepted_host_traffic",
+    "accepted_failsafe",
+    "accepted_no_host_endpoint",
 )
 CTR_VALUE = struct.Struct(f"<{len(COUNTER_NAMES)}Q")
 HOOK_NUMBERS = {"ingress": 0, "egress": 1}
 
 CT_LEG_A, CT_LEG_B, CT_FIN_SEEN, CT_RST_SEEN = 0x1, 0x2, 0x4, 0x8
-IFACE_WEP, IFACE_READY = 0x1, 0x2
+IFACE_WEP, IFACE_READY, IFACE_HEP = 0x1, 0x2, 0x8
 IPSET_ID_BITS = 64
 PROTO_NUMBERS = {"tcp": 6, "udp": 17, "sctp": 132}
 
@@ -143,6 +150,16 @@ def _ipset_key(set_id: int, member: str, version: int) -> bytes | None:
     return layout.pack(full, sid, net.network_address.packed, int(port), proto, 0)
 
 
+def fsafe_key(protocol: str, port: int, net: str, outbound: bool) -> bytes:
+    """The failsafe LPM key of one FailsafeInbound/OutboundHostPorts entry (``net``: the
+    remote side's CIDR, either family); the map is :meth:`Maps.fsafe_map` of its length."""
+    cidr = ipaddress.ip_network(net, strict=False)
+    fmt = FSAFE6_KEY if cidr.version == 6 else FSAFE_KEY
+    flags = FSAFE_OUT if outbound else 0
+    return fmt.pack(32 + cidr.prefixlen, port, PROTO_NUMBERS[protocol], flags,
+                    cidr.network_address.packed)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class MapSizes:
     conntrack: int = 512000
@@ -201,6 +218,8 @@ class Maps:
         # Per-CPU maps: userspace reads and writes one value per possible CPU, 8-byte aligned.
         self.counters = self._open(COUNTERS_MAP, CTR_KEY.size, CTR_VALUE.size * ncpu)
         self.rule_ctrs = self._open(RULE_CTRS_MAP, RULE_ID.size, 8 * ncpu)
+        self.fsafes = self._open(FSAFES_MAP, FSAFE_KEY.size, 4)
+        self.fsafes6 = self._open(FSAFES6_MAP, FSAFE6_KEY.size, 4)
 
     def _open(self, name: str, key_size: int, value_size: int) -> PinnedMap:
         if self._fds is None:
@@ -224,6 +243,8 @@ class Maps:
             self.hostips6,
             self.counters,
             self.rule_ctrs,
+            self.fsafes,
+            self.fsafes6,
             *self.jump.values(),
         ):
             m.close()
@@ -312,6 +333,9 @@ class Maps:
     def ipset_map(self, key: bytes) -> PinnedMap:
         """The LPM map a key from :func:`ipset_key` / :func:`ipset6_key` belongs in."""
         return self.ipsets6 if len(key) == IPSET6_KEY.size else self.ipsets
+
+    def fsafe_map(self, key: bytes) -> PinnedMap:
+        return self.fsafes6 if len(key) == FSAFE6_KEY.size else self.fsafes
 
     def hostip_map(self, packed: bytes) -> PinnedMap:
         """The host-address map for a packed IPv4 (4 bytes) or IPv6 (16 bytes) address."""

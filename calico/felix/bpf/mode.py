@@ -1,10 +1,12 @@
-"""``BPFEnabled=true``: swap workload policy from nftables chains to the BPF programs.
+"""``BPFEnabled=true``: swap workload and host endpoint policy from nftables chains to the
+BPF programs.
 
 What stays in nftables (upstream keeps its iptables rules too): the static chains, masquerade,
-host endpoints and their policy chains, and per-workload endpoint chains — but those become
-accept-only (conntrack checks, then a built-in allow profile), so a workload's verdict comes
-from its BPF programs alone while dispatch, routes, sysctls and status reporting stay the
-nftables managers' job. When the kernel or bpffs cannot run BPF, Felix logs why and keeps the
+host endpoints matched by expected IPs only (with their policy chains), untracked policy's raw
+chains (for NOTRACK), and per-endpoint chains of the endpoints BPF polices — but those become
+accept-only (conntrack checks, then a built-in allow profile), so the verdict comes from the
+BPF programs alone while dispatch, routes, sysctls and status reporting stay the nftables
+managers' job. When the kernel or bpffs cannot run BPF, Felix logs why and keeps the
 nftables dataplane, as upstream overrides BPFEnabled to false. Design: design/felix-bpf.md
 "Felix".
 """
@@ -17,14 +19,15 @@ import logging
 import os
 from typing import Any
 
-from calico.felix.bpf import attach, bpffs
+from calico.felix.bpf import attach, bpffs, failsafes, tcx
 from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
 from calico.felix.bpf.dataplane import BPFDataplane
-from calico.felix.bpf.endpoints import BPFEndpointManager
+from calico.felix.bpf.endpoints import BPFEndpointManager, bpf_handles_hep
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.maps import MapSizes
 from calico.felix.messages import (
     ActiveProfileUpdate,
+    HostEndpointUpdate,
     Profile,
     ProfileID,
     Rule,
@@ -36,8 +39,9 @@ log = logging.getLogger(__name__)
 
 BPFFS_ROOT = "/sys/fs/bpf"
 PIN_DIR = "/sys/fs/bpf/tc/globals"  # upstream's directory; our maps are named cpy_*
+LINK_DIR = "/sys/fs/bpf/tcx"  # upstream's TCX link pins
 OBJECT_CACHE = "/var/lib/calico/bpf"
-POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory
+POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory (the default)
 LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
 # Not a valid v3 name (underscore), so it can never collide with a datastore profile.
 ALLOW_PROFILE = "_bpf_policy"
@@ -45,16 +49,30 @@ _ALLOW_ALL = Profile(inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule
 
 
 class NftablesWorkloadsAllow:
-    """Feeds the nftables endpoint manager workload endpoints whose chains only allow."""
+    """Feeds the nftables endpoint manager the endpoints BPF polices with chains that only
+    allow: every workload endpoint, and host endpoints BPF handles (``data_ifaces``; their
+    untracked policy is kept, so its raw chains still exempt the flows from conntrack)."""
 
-    def __init__(self, endpoints: Any, policies: Any) -> None:
+    def __init__(self, endpoints: Any, policies: Any, data_ifaces: Any = None) -> None:
         self._endpoints = endpoints
+        self._data_ifaces = data_ifaces
         policies.on_update(ActiveProfileUpdate(ProfileID(ALLOW_PROFILE), _ALLOW_ALL))
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, WorkloadEndpointUpdate):
             ep = dataclasses.replace(msg.endpoint, tiers=(), profile_ids=(ALLOW_PROFILE,))
             msg = WorkloadEndpointUpdate(msg.id, ep)
+        elif isinstance(msg, HostEndpointUpdate) and bpf_handles_hep(
+            msg.endpoint, self._data_ifaces
+        ):
+            hep = dataclasses.replace(
+                msg.endpoint,
+                tiers=(),
+                profile_ids=(ALLOW_PROFILE,),
+                pre_dnat_tiers=(),
+                forward_tiers=(),
+            )
+            msg = HostEndpointUpdate(msg.id, hep)
         self._endpoints.on_update(msg)
 
     def complete_deferred_work(self) -> None:
@@ -69,23 +87,56 @@ def map_sizes(config: Any) -> MapSizes:
     )
 
 
+def _private_mount_ns() -> bool:
+    """True if this process's mount namespace is not PID 1's (e.g. under ``ip netns exec``)."""
+    try:
+        return os.readlink("/proc/self/ns/mnt") != os.readlink("/proc/1/ns/mnt")
+    except OSError:
+        return True
+
+
+def resolve_attach_type(requested: str, bpffs_outlives_us: bool) -> str:
+    """BPFAttachType -> "tcx" or "tc" (design/felix-bpf.md "Attach"): TCX when asked for
+    (Netkit means TCX here), the kernel has it and the bpffs holding the link pins outlives
+    this Felix (a TCX link dies with its last pin, so a bpffs private to a Felix's mount
+    namespace would leave the interfaces unpoliced while it restarts); else tc."""
+    if requested == "TC":
+        return "tc"
+    if not tcx.supported():
+        log.info("BPFAttachType=%s: kernel has no TCX (needs 6.6), using tc", requested)
+        return "tc"
+    if not bpffs_outlives_us:
+        log.info(
+            "BPFAttachType=%s: the bpffs is private to this Felix (pins die with it), "
+            "using tc so that programs survive a restart",
+            requested,
+        )
+        return "tc"
+    return "tcx"
+
+
 def open_dataplane(config: Any) -> BPFDataplane:
     """Kernel check, bpffs (mounted if missing), maps and main programs; BPFUnavailable/BPFError."""
     bpffs.check_kernel()
+    mounted_here = False
     if not bpffs.is_bpffs(BPFFS_ROOT):
         if os.path.ismount(BPFFS_ROOT):
             raise bpffs.BPFUnavailable(f"{BPFFS_ROOT} is mounted but is not a bpffs")
         bpffs.mount_bpffs(BPFFS_ROOT)
+        mounted_here = True
+    outlives = not (mounted_here and _private_mount_ns())
     debug = bool(config["BPFPolicyDebugEnabled"])
     return BPFDataplane(
         PIN_DIR,
         OBJECT_CACHE,
         sizes=map_sizes(config),
-        policy_debug_dir=POLICY_DEBUG_DIR if debug else None,
+        policy_debug_dir=str(config["BPFPolicyDebugDir"]) if debug else None,
         defines={
             "CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]],
             "CALI_IPV6": int(bool(config["Ipv6Support"])),  # off: IPv6 dropped on workloads
         },
+        attach_type=resolve_attach_type(str(config["BPFAttachType"]), outlives),
+        link_dir=LINK_DIR,
     )
 
 
@@ -101,18 +152,37 @@ def enable(config: Any, parts: Any) -> Any:
         )
         return parts
     prefixes = tuple(config["InterfacePrefix"].split(","))
-    bpf = BPFEndpointManager(dp, prefixes, policy_debug=bool(config["BPFPolicyDebugEnabled"]))
+    data_ifaces = config["BPFDataIfacePattern"]
+    try:
+        keys = failsafes.failsafe_keys(
+            config["FailsafeInboundHostPorts"], config["FailsafeOutboundHostPorts"]
+        )
+        failsafes.sync(dp.maps, keys)
+    except (BPFError, KeyError, ValueError) as e:
+        # Without failsafes in the map, BPF must not police host endpoints: nftables keeps them.
+        log.error("Cannot write the BPF failsafe map (%s); host endpoints stay on nftables", e)
+        data_ifaces = None
+    bpf = BPFEndpointManager(
+        dp,
+        prefixes,
+        policy_debug=bool(config["BPFPolicyDebugEnabled"]),
+        data_ifaces=data_ifaces,
+    )
     try:
         timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])
     except ValueError as e:
         log.error("Invalid BPFConntrackTimeouts (%s); using the defaults", e)
         timeouts = Timeouts()
     ConntrackScanner(dp.maps, timeouts).start()  # daemon thread, lives as long as Felix
-    shim = NftablesWorkloadsAllow(parts.endpoints, parts.policies)
+    shim = NftablesWorkloadsAllow(parts.endpoints, parts.policies, data_ifaces)
     managers = [m for m in parts.managers if m is not parts.endpoints]
     managers.insert(managers.index(parts.policies), shim)
     managers.insert(managers.index(shim), bpf)
-    log.info("BPF dataplane enabled: workload policy is enforced by BPF programs")
+    log.info(
+        "BPF dataplane enabled: workload%s policy is enforced by BPF programs (attach: %s)",
+        "" if data_ifaces is None else " and host endpoint",
+        dp.attach_type,
+    )
     return dataclasses.replace(
         parts,
         managers=managers,
@@ -127,7 +197,9 @@ def clean_up(config: Any) -> None:
     are logged (nftables still programs its chains)."""
     prefixes = tuple(config["InterfacePrefix"].split(","))
     try:
-        cleaned = attach.detach_all(prefixes)
+        cleaned = attach.detach_all(
+            prefixes, data_ifaces=config["BPFDataIfacePattern"], link_dir=LINK_DIR
+        )
     except Exception as e:  # netlink trouble must not stop the nftables dataplane
         log.error("Failed to remove BPF programs after BPF mode was turned off: %s", e)
         return

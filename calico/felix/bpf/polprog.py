@@ -53,8 +53,13 @@ class EndpointPolicy:
 
     tiers: tuple[TierInfo, ...]
     profile_ids: tuple[str, ...]
-    inbound: bool  # True: the pod's ingress policy (to-WEP hook)
+    inbound: bool  # True: the pod's ingress policy (to-WEP hook); a HEP's (from-HEP hook)
     admin_down: bool = False
+    # A host endpoint (design/felix-bpf.md "Host endpoints"): its extra policy kinds.
+    host: bool = False
+    untracked_tiers: tuple[TierInfo, ...] = ()
+    pre_dnat_tiers: tuple[TierInfo, ...] = ()
+    forward_tiers: tuple[TierInfo, ...] = ()
 
 
 def _nbo_word(addr: ipaddress.IPv4Address | ipaddress.IPv4Network) -> int:
@@ -221,6 +226,7 @@ class Generator:
         owner: str,
         direction: str,
         version: int,
+        allow: str,
     ) -> None:
         self._owner_seq += 1
         for n, rule in enumerate(rules):
@@ -238,7 +244,7 @@ class Generator:
             if self._rule_counters:
                 out.append(f"\tcali_rule_hit(0x{info.id:016x}ULL);")
             if rule.action == "allow":
-                out.append(f"\tgoto v{version}_allow;")
+                out.append(f"\tgoto {allow};")
             elif rule.action == "deny":
                 out.append(f"\tgoto v{version}_deny;")
             elif rule.action in ("pass", "next-tier"):
@@ -247,41 +253,93 @@ class Generator:
                 raise ValueError(f"unknown rule action {rule.action!r}")
             out.append(f"{nxt}:")
 
-    def body(self, ep: EndpointPolicy, version: int = 4) -> list[str]:
-        """The walk for one IP family; its labels carry the family (``v4_``/``v6_``)."""
-        out: list[str] = []
-        direction = "inbound" if ep.inbound else "outbound"
+    def _tiers(
+        self,
+        out: list[str],
+        tiers: Sequence[TierInfo],
+        inbound: bool,
+        version: int,
+        tag: str,
+        *,
+        allow: str,
+        end_deny: bool = True,
+    ) -> bool:
+        """Emit a tier walk; ``tag`` keeps the section's labels unique, ``allow`` is its allow
+        exit. True if any tier had an enforced policy for the direction."""
+        direction = "inbound" if inbound else "outbound"
         v = f"v{version}_"
-        self._owner_seq = 0
-        if ep.admin_down:
-            out.append(f"\tgoto {v}deny; /* endpoint admin down */")
-        for t, tier in enumerate(ep.tiers):
-            ids = tier.ingress_policies if ep.inbound else tier.egress_policies
+        any_policy = False
+        for t, tier in enumerate(tiers):
+            ids = tier.ingress_policies if inbound else tier.egress_policies
             enforced = [p for p in ids if not is_staged(p)]
             enforced = [p for p in enforced if not self._policies.get(p, Policy()).staged]
             if not enforced:
                 continue
-            end = f"{v}tier{t}_end"
+            any_policy = True
+            end = f"{v}{tag}tier{t}_end"
             out.append(f"\t/* tier {tier.name} */")
             for p, pid in enumerate(enforced):
                 pol = self._policies.get(pid)
                 if pol is None:
                     continue  # not (yet) active: as an empty chain, no rule matches
-                rules = pol.inbound_rules if ep.inbound else pol.outbound_rules
+                rules = pol.inbound_rules if inbound else pol.outbound_rules
                 owner = f"policy {pid.tier}/{pid.namespace}/{pid.name}"
                 out.append(f"\t/* {owner} */")
-                self._rules(out, rules, f"{v}t{t}p{p}", end, owner, direction, version)
-            if tier.default_action != "Pass":
+                self._rules(out, rules, f"{v}{tag}t{t}p{p}", end, owner, direction, version,
+                            allow)  # fmt: skip
+            if end_deny and tier.default_action != "Pass":
                 out.append(f"\tgoto {v}deny; /* end of tier {tier.name} */")
             out.append(f"{end}:")
+        return any_policy
+
+    def _profile_walk(self, out: list[str], ep: EndpointPolicy, version: int) -> None:
+        direction = "inbound" if ep.inbound else "outbound"
+        v = f"v{version}_"
         for n, prof_id in enumerate(ep.profile_ids):
             prof = self._profiles.get(prof_id, Profile())
             rules = prof.inbound_rules if ep.inbound else prof.outbound_rules
             out.append(f"\t/* profile {prof_id} */")
             pend = f"{v}pro{n}_end"
-            self._rules(out, rules, f"{v}pro{n}", pend, f"profile {prof_id}", direction, version)
+            self._rules(out, rules, f"{v}pro{n}", pend, f"profile {prof_id}", direction, version,
+                        f"{v}allow")  # fmt: skip
             out.append(f"{pend}:")
         out.append(f"\tgoto {v}deny; /* no profile matched */")
+
+    def _host_sections(self, out: list[str], ep: EndpointPolicy, version: int) -> None:
+        """A host endpoint's walk (design/felix-bpf.md "Host endpoints"): untracked policy
+        (allow without conntrack), pre-DNAT policy (ingress only), then traffic to/from the
+        host itself takes the normal tiers and profiles, forwarded traffic the applyOnForward
+        tiers (allowed when there are none). Untracked and pre-DNAT sections only ever allow
+        or deny by rule: no end-of-tier or final deny, as their nftables chains."""
+        v = f"v{version}_"
+        out.append("\t/* untracked (doNotTrack) policy */")
+        self._tiers(out, ep.untracked_tiers, ep.inbound, version, "nt",
+                    allow=f"{v}allow_nt", end_deny=False)  # fmt: skip
+        if ep.inbound:
+            out.append("\t/* pre-DNAT policy */")
+            self._tiers(out, ep.pre_dnat_tiers, True, version, "pd",
+                        allow=f"{v}allow", end_deny=False)  # fmt: skip
+        out.append(f"\tif (!st->host_flags)\n\t\tgoto {v}forward;")
+        self._tiers(out, ep.tiers, ep.inbound, version, "", allow=f"{v}allow")
+        self._profile_walk(out, ep, version)
+        out.append(f"{v}forward: /* forwarded through the host: applyOnForward policy */")
+        if self._tiers(out, ep.forward_tiers, ep.inbound, version, "fw", allow=f"{v}allow"):
+            out.append(f"\tgoto {v}deny; /* no forward policy allowed */")
+        out.append(f"\tgoto {v}allow; /* no forward policy */")
+        out += [f"{v}allow_nt:", "\treturn cali_policy_allow_untracked(skb, st);"]
+
+    def body(self, ep: EndpointPolicy, version: int = 4) -> list[str]:
+        """The walk for one IP family; its labels carry the family (``v4_``/``v6_``)."""
+        out: list[str] = []
+        v = f"v{version}_"
+        self._owner_seq = 0
+        if ep.host:
+            self._host_sections(out, ep, version)
+        else:
+            if ep.admin_down:
+                out.append(f"\tgoto {v}deny; /* endpoint admin down */")
+            self._tiers(out, ep.tiers, ep.inbound, version, "", allow=f"{v}allow")
+            self._profile_walk(out, ep, version)
         # Each family's own exits: jumps stay within its walk (16-bit BPF jump offsets).
         out += [f"{v}allow:", "\treturn cali_policy_allow(skb, st);"]
         out += [f"{v}deny:", "\treturn cali_policy_deny(skb, st);"]

@@ -125,12 +125,17 @@ def global_bgp_config(value: BGPConfiguration | None) -> GlobalBGPConfigUpdate:
 def service_update(namespace: str, name: str, svc: Any) -> ServiceUpdate:
     """A raw Kubernetes Service (KDD) as the dataplane's ServiceUpdate: type, cluster IPs
     (``clusterIPs``, else ``clusterIP``; ``None`` dropped), load-balancer ingress IPs, external
-    IPs and ports (protocol TCP when unset)."""
+    IPs and ports (protocol TCP when unset; the port's name kept for flow logs)."""
     spec = svc.get("spec") or {}
     cluster = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
     ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     ports = tuple(
-        ServicePort(str(p.get("protocol") or "TCP"), int(p["port"]), int(p.get("nodePort") or 0))
+        ServicePort(
+            str(p.get("protocol") or "TCP"),
+            int(p["port"]),
+            int(p.get("nodePort") or 0),
+            str(p.get("name") or ""),
+        )
         for p in spec.get("ports") or ()
         if isinstance(p.get("port"), int)
     )

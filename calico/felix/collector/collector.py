@@ -2,7 +2,8 @@
 Goldmane client on another, policy/endpoint lookups fed from the dataplane message stream.
 
 One thread owns the aggregator (no locks on the hot path): it reads NFLOG batches with a short
-timeout and, between them, polls conntrack every ``poll_interval`` and flushes every
+timeout, after each drains the conntrack DESTROY events (final counters of connections that
+ended), and between them polls conntrack every ``poll_interval`` (the resync) and flushes every
 ``flush_interval``.
 """
 
@@ -37,30 +38,42 @@ class Collector:
         poll_interval: float = 5.0,
         reader_factory: Callable[[], Any] | None = None,
         ct_dump: Callable[[], Any] = conntrack.dump,
+        events_factory: Callable[[], Any] | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: Any = None,
     ) -> None:
         self.client = client
         self.lookups = Lookups()
         self.traces = TraceBuilder(self.lookups)
-        self.agg = Aggregator(clock)
+        self.agg = Aggregator(clock, self.lookups.service)
         self.flush_interval = flush_interval
         self.poll_interval = min(poll_interval, flush_interval)
         self.reader_factory = reader_factory or (
             lambda: NflogReader([NFLOG_INBOUND_GROUP, NFLOG_OUTBOUND_GROUP])
         )
         self.ct_dump = ct_dump
+        self.events_factory = events_factory
+        self.events: Any = None
         self.clock = clock
+        self.metrics = metrics
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.flows_pushed = 0
         self._memo: dict[tuple[object, ...], FlowKey] = {}
         self._memo_generation = -1
-        self._drops_reported = (0, 0)
+        self._drops_reported = (0, 0, 0)
 
     def on_messages(self, batch: Iterable[object]) -> None:
         self.lookups.on_messages(batch)
 
     def handle(self, packets: Iterable[NflogPacket]) -> None:
+        if self.metrics is not None and packets:
+            with self.metrics.packet_latency.time():
+                self._handle(packets)
+        else:
+            self._handle(packets)
+
+    def _handle(self, packets: Iterable[NflogPacket]) -> None:
         for pkt in packets:
             done = self.traces.add(pkt)
             if done is None:
@@ -104,12 +117,28 @@ class Collector:
         return key
 
     def poll_conntrack(self) -> None:
+        started = time.perf_counter()
         try:
             table = self.ct_dump()
         except OSError as e:
             log.warning("Conntrack dump failed: %s", e)
             return
+        if self.events is not None:
+            # A dump reaps the expired entries it meets, and their DESTROY events are queued
+            # by the time it returns: take their final counters before the dump's "gone".
+            self.on_destroyed(self.events.read())
         self.agg.on_conntrack(table)
+        if self.metrics is not None:
+            self.metrics.conntrack_latency.observe(time.perf_counter() - started)
+
+    def on_destroyed(self, entries: list[conntrack.Entry]) -> None:
+        """DESTROY events (design/felix-collector.md "Conntrack counters")."""
+        if not entries:
+            return
+        started = time.perf_counter()
+        self.agg.on_destroyed(entries)
+        if self.metrics is not None:
+            self.metrics.conntrack_latency.observe(time.perf_counter() - started)
 
     def flush(self) -> list[pb.Flow]:
         self.poll_conntrack()
@@ -122,6 +151,11 @@ class Collector:
 
     def start(self) -> None:
         reader = self.reader_factory()  # bind errors surface to the caller
+        if self.events_factory is not None:
+            try:
+                self.events = self.events_factory()
+            except OSError as e:  # the dumps still count, only short connections' ends blur
+                log.warning("Conntrack DESTROY events unavailable, dumps only: %s", e)
         self.client.start()
         self._thread = threading.Thread(
             target=self._run, args=(reader,), name="flow-collector", daemon=True
@@ -137,11 +171,15 @@ class Collector:
     def _report_drops(self, reader: Any) -> None:
         """Say so when the kernel dropped NFLOG batches (this collector fell behind) or the
         client dropped flows (Goldmane too slow or away): flow logs are incomplete."""
-        drops = (getattr(reader, "dropped", 0), getattr(self.client, "dropped", 0))
+        drops = (
+            getattr(reader, "dropped", 0),
+            getattr(self.client, "dropped", 0),
+            getattr(self.events, "dropped", 0),
+        )
         if drops != self._drops_reported:
             log.warning(
                 "Flow logs incomplete: %d NFLOG batches dropped by the kernel, %d flows "
-                "dropped for Goldmane (totals)",
+                "dropped for Goldmane, %d conntrack event batches dropped (totals)",
                 *drops,
             )
             self._drops_reported = drops
@@ -154,6 +192,8 @@ class Collector:
                 try:
                     wait = max(0.0, min(next_poll, next_flush) - time.monotonic())
                     self.handle(reader.read(min(wait, 0.5)))
+                    if self.events is not None:
+                        self.on_destroyed(self.events.read())
                     now = time.monotonic()
                     if now >= next_flush:
                         self.flush()
@@ -168,11 +208,14 @@ class Collector:
                     self._stop.wait(1.0)
         finally:
             reader.close()
+            if self.events is not None:
+                self.events.close()
 
 
-def from_config(config: Any) -> Collector:
+def from_config(config: Any, registry: Any = None) -> Collector:
     """The collector for a Felix config with ``FlowLogsGoldmaneServer`` set; Goldmane's client
-    TLS reuses Felix's Typha client files, as upstream."""
+    TLS reuses Felix's Typha client files, as upstream. With ``registry`` (Felix's Prometheus
+    registry) its ``felix_collector_*`` metrics are registered there."""
     tls = TLSFiles(
         cert=config["TyphaCertFile"] or "",
         key=config["TyphaKeyFile"] or "",
@@ -183,4 +226,9 @@ def from_config(config: Any) -> Collector:
     if interval <= 0:  # the parameter admits any number; a zero interval would spin
         log.warning("FlowLogsFlushInterval=%s is not positive; using %ss", interval, 300)
         interval = 300.0
-    return Collector(client, flush_interval=interval)
+    collector = Collector(client, flush_interval=interval, events_factory=conntrack.DestroyEvents)
+    if registry is not None:
+        from calico.felix.collector.metrics import CollectorMetrics
+
+        collector.metrics = CollectorMetrics(collector, registry)
+    return collector

@@ -26,6 +26,8 @@ from calico.felix.messages import (
     HostEndpointRemove,
     HostEndpointUpdate,
     PolicyID,
+    ServiceRemove,
+    ServiceUpdate,
     TierInfo,
     WorkloadEndpointRemove,
     WorkloadEndpointUpdate,
@@ -63,6 +65,16 @@ def policy_kind(pid: PolicyID) -> int:
     if not pid.kind:
         return pb.CalicoNetworkPolicy if pid.namespace else pb.GlobalNetworkPolicy
     return _KINDS.get(pid.kind, pb.KindUnspecified)
+
+
+@dataclass(frozen=True)
+class Service:
+    """A flow's destination service (FlowKey ``dest_service_*``)."""
+
+    name: str = ""
+    namespace: str = ""
+    port_name: str = ""
+    port: int = 0
 
 
 @dataclass(frozen=True)
@@ -170,6 +182,9 @@ class Lookups:
         self._netsets: dict[tuple[int, int], dict[int, tuple[object, Endpoint]]] = {}
         self._netset_cidrs: dict[object, list[Cidr]] = {}
         self._pending: dict[object, Any] = {}  # calc-graph endpoint updates not applied yet
+        # (cluster IP, protocol, port) -> the service behind it, from ServiceUpdate messages.
+        self._services: dict[tuple[str, str, int], Service] = {}
+        self._service_keys: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
         self.generation = 0
         for inbound in (True, False):
             self._rules[no_profile_prefix(inbound)] = Hit(
@@ -203,6 +218,33 @@ class Lookups:
                     )
                 elif isinstance(msg, WorkloadEndpointRemove | HostEndpointRemove):
                     self._forget(msg.id)
+                elif isinstance(msg, ServiceUpdate):
+                    self._set_service(msg)
+                elif isinstance(msg, ServiceRemove):
+                    self._drop_service(msg.namespace, msg.name)
+
+    def _drop_service(self, namespace: str, name: str) -> None:
+        for k in self._service_keys.pop((namespace, name), []):
+            svc = self._services.get(k)
+            if svc is not None and (svc.namespace, svc.name) == (namespace, name):
+                del self._services[k]
+
+    def _set_service(self, msg: ServiceUpdate) -> None:
+        """Every (cluster IP, protocol, port) of the service: a connection opened to one of
+        them and DNATed to a backend is a flow to that service."""
+        self._drop_service(msg.namespace, msg.name)
+        keys = []
+        for addr in msg.cluster_ips:
+            family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+            try:
+                ip = socket.inet_ntop(family, socket.inet_pton(family, addr))
+            except OSError:
+                continue
+            for port in msg.ports:
+                k = (ip, port.protocol.lower(), port.port)
+                self._services[k] = Service(msg.name, msg.namespace, port.name, port.port)
+                keys.append(k)
+        self._service_keys[msg.namespace, msg.name] = keys
 
     def on_endpoint(self, key: object, value: Any) -> None:
         """A calc-graph endpoint update (any node); ``value`` None removes it.
@@ -216,6 +258,19 @@ class Lookups:
             self.generation += 1
             self._pending.pop(key, None)  # re-queue at the end: update order decides IP reuse
             self._pending[key] = value
+
+    def sizes(self) -> tuple[int, int, int]:
+        """(endpoints of any node, network sets, active policies) known, queued updates
+        included: what the ``felix_collector_lookup*`` gauges report, without converting."""
+        with self._lock:
+            endpoints, netsets = set(self._cluster_ips), set(self._netset_cidrs)
+            for key, value in self._pending.items():
+                known = netsets if isinstance(key, NetworkSetKey) else endpoints
+                if value is None:
+                    known.discard(key)
+                else:
+                    known.add(key)
+            return len(endpoints), len(netsets), len(self._policy_prefixes)
 
     def _apply_pending(self) -> None:
         """Apply queued endpoint updates (lock held). An address two endpoints claim (a reused
@@ -348,6 +403,12 @@ class Lookups:
             if known is not None:
                 return known[1]
             return self._endpoints.get(ip) or self._netset_for(ip) or network_endpoint(ip)
+
+    def service(self, proto: str, ip: str, port: int) -> Service | None:
+        """The service whose cluster IP and port (``proto`` as in flow keys: "tcp") is
+        ``ip``:``port``, if any."""
+        with self._lock:
+            return self._services.get((ip, proto, port))
 
     def tier_info(self, ip: str, tier: str) -> TierInfo | None:
         with self._lock:

@@ -249,6 +249,18 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("BPFMapSizeIfState", INT, "1000", ""),
     ("BPFLogLevel", oneof("Off", "Info", "Debug"), "Off", ""),
     ("BPFPolicyDebugEnabled", BOOL, "true", ""),
+    # Netkit (upstream's default) = TCX here: there are no netkit devices; TC = tc clsact.
+    ("BPFAttachType", oneof("Netkit", "TCX", "TC"), "Netkit", ""),
+    # calico-py only (upstream hard-codes the directory): where BPFPolicyDebugEnabled writes
+    # the policy listings, so that Felixes under test keep theirs apart.
+    ("BPFPolicyDebugDir", FILE, "/var/run/calico/bpf/policy", ""),
+    # Host interfaces that get the host endpoint programs (upstream's default).
+    (
+        "BPFDataIfacePattern",
+        p.RegexParser(),
+        r"^((en|wl|ww|sl|ib)[Popsx].*|(eth|wlan|wwan|bond).*)",
+        "",
+    ),
     (
         "BPFConntrackTimeouts",
         p.KeyValueListParser(),

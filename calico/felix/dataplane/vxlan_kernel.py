@@ -1,6 +1,6 @@
 """The VXLAN manager's kernel access: the device (pyroute2 ``IPRoute``), readback of the
 neighbours, FDB entries and routes Felix owns, and batched writes
-(``calico.felix.dataplane.nlbatch``).
+(``calico.felix.nlbatch``).
 
 Ownership on readback (upstream vxlanfdb and the main-table route policy): on the VXLAN
 device only permanent neighbour/FDB entries with a MAC count; a main-table route is ours when
@@ -19,9 +19,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from calico.felix.dataplane import nlbatch as nb
-from calico.felix.dataplane.nlbatch import BatchWriter, Failure, Request
+from calico.felix import nlbatch as nb
 from calico.felix.dataplane.vxlan_model import DeviceSpec, RouteSpec
+from calico.felix.nlbatch import BatchWriter, Failure, Request
 
 log = logging.getLogger(__name__)
 
@@ -112,17 +112,18 @@ class VXLANKernel:
     # -- links ---------------------------------------------------------------------------------
 
     def links(self) -> list[Link]:
+        """Every link, read with the struct decoder (``nlbatch.decode_link``), not pyroute2."""
+        try:
+            replies = self.writer.dump(nb.link_dump_request())
+        except OSError as e:
+            raise KernelError(f"dump links: {e}") from e
         out = []
-        for m in self._call("dump links", "link", "dump"):
-            flags = m["flags"]
-            out.append(
-                Link(
-                    m.get_attr("IFLA_IFNAME"),
-                    m["index"],
-                    m.get_attr("IFLA_MTU") or 0,
-                    bool(flags & IFF_UP and flags & IFF_RUNNING),
-                )
-            )
+        for mtype, body in replies:
+            if mtype != nb.RTM_NEWLINK:
+                continue
+            link = nb.decode_link(body)
+            up = bool(link.flags & IFF_UP and link.flags & IFF_RUNNING)
+            out.append(Link(link.name, link.index, link.mtu, up))
         return out
 
     def link_with_address(self, ip: str) -> Link | None:
@@ -152,8 +153,12 @@ class VXLANKernel:
         return None if msg is None else msg["index"]
 
     def delete_device(self, name: str) -> bool:
-        """Remove ``name`` if present (VXLAN off at start-up); True if it was there."""
-        if self._get_link(name) is None:
+        """Remove ``name`` if present (VXLAN off at start-up); True if it was there.
+
+        Presence is read from the struct-decoded link dump: on the usual start (no device)
+        no pyroute2 socket is opened, which was ~10% of a cold start's CPU for two families.
+        """
+        if all(link.name != name for link in self.links()):
             return False
         self._call(f"delete link {name}", "link", "del", ifname=name)
         return True

@@ -1,4 +1,4 @@
-"""Set and map element deltas straight over nfnetlink, bypassing libnftables' cache.
+"""Set and map element deltas, and the batch that carries a whole transaction, over nfnetlink.
 
 Why: libnftables 1.0.6 answers any element command by first dumping the members of every
 interval set in the table (one netlink dump per set), so a 3-member add in a table with 1,000
@@ -11,6 +11,7 @@ wire bytes, concatenation fields padded to 4 bytes; an interval-set member is a 
 plus an end element (flag ``INTERVAL_END``) one past its last address, or, when it runs to the
 top of the address space, a start element marked open in its userdata. Only the types below are
 encoded; anything else raises :class:`Unencodable` and the caller falls back to libnftables.
+Chain and rule messages join the same batch with bodies encoded by ``nlrules.py``.
 """
 
 from __future__ import annotations
@@ -115,28 +116,28 @@ def _address_span(value: Element, typ: SetType) -> tuple[int, int, int]:
 # ---- messages -----------------------------------------------------------------------------------
 
 
-def _attr(kind: int, payload: bytes) -> bytes:
+def attr(kind: int, payload: bytes) -> bytes:
     head = struct.pack("=HH", 4 + len(payload), kind)
     return head + payload + b"\0" * (-len(payload) % 4)
 
 
-def _nested(kind: int, *parts: bytes) -> bytes:
-    return _attr(kind | NLA_F_NESTED, b"".join(parts))
+def nested(kind: int, *parts: bytes) -> bytes:
+    return attr(kind | NLA_F_NESTED, b"".join(parts))
 
 
 def _elem(key: bytes, flags: int = 0, data: Verdict | None = None, udata: bytes = b"") -> bytes:
-    parts = [_nested(ELEM_KEY, _attr(DATA_VALUE, key))]
+    parts = [nested(ELEM_KEY, attr(DATA_VALUE, key))]
     if data is not None:
         kind, target = data
-        verdict = [_attr(VERDICT_CODE, struct.pack("!i", VERDICT_CODES[kind]))]
+        verdict = [attr(VERDICT_CODE, struct.pack("!i", VERDICT_CODES[kind]))]
         if target:
-            verdict.append(_attr(VERDICT_CHAIN, target.encode() + b"\0"))
-        parts.append(_nested(ELEM_DATA, _nested(DATA_VERDICT, *verdict)))
+            verdict.append(attr(VERDICT_CHAIN, target.encode() + b"\0"))
+        parts.append(nested(ELEM_DATA, nested(DATA_VERDICT, *verdict)))
     if flags:
-        parts.append(_attr(ELEM_FLAGS, struct.pack("!I", flags)))
+        parts.append(attr(ELEM_FLAGS, struct.pack("!I", flags)))
     if udata:
-        parts.append(_attr(ELEM_USERDATA, udata))
-    return _nested(LIST_ELEM, *parts)
+        parts.append(attr(ELEM_USERDATA, udata))
+    return nested(LIST_ELEM, *parts)
 
 
 def set_member_elems(value: Element, typ: SetType, interval: bool) -> list[bytes]:
@@ -157,45 +158,79 @@ def map_elem(key: Element, key_type: SetType, verdict: Verdict | None) -> bytes:
     return _elem(encode_key(key, key_type), data=verdict)
 
 
+# Object messages a whole transaction may carry besides elements, with their flags and what an
+# error names (the body after the table attribute is encoded by the caller, nlrules.py).
+NFT_MSG_NEWTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_DELCHAIN = 0, 3, 5
+NFT_MSG_NEWRULE, NFT_MSG_DELRULE, NFT_MSG_DELSET = 6, 8, 11
+NLM_F_APPEND = 0x800
+_OBJECT_MESSAGES = {
+    NFT_MSG_NEWTABLE: (NLM_F_CREATE, "adding table"),
+    NFT_MSG_NEWCHAIN: (NLM_F_CREATE, "adding chain"),
+    NFT_MSG_DELCHAIN: (0, "deleting chain"),
+    NFT_MSG_NEWRULE: (NLM_F_CREATE | NLM_F_APPEND, "adding a rule to"),
+    NFT_MSG_DELRULE: (0, "flushing chain"),
+    NFT_MSG_DELSET: (0, "deleting set/map"),
+}
+_ELEMENT_KINDS = (NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM)
+
+
 @dataclass
 class ElementBatch:
-    """Element messages of one transaction, in the order they were added."""
+    """The messages of one transaction, in order: element messages (``add``) and, for a whole
+    transaction, table/chain/rule/set messages (``add_object``) with pre-encoded bodies."""
 
     family: str
     table: str
-    messages: list[tuple[int, str, list[bytes]]] = field(default_factory=list)
+    # (message kind, set or object name, element list | encoded body)
+    messages: list[tuple[int, str, list[bytes] | bytes]] = field(default_factory=list)
 
     def add(self, delete: bool, set_name: str, elems: Iterable[bytes]) -> None:
+        kind = NFT_MSG_DELSETELEM if delete else NFT_MSG_NEWSETELEM
         chunk: list[bytes] = []
         size = 0
         for e in elems:
             if chunk and size + len(e) > MAX_BATCH_BYTES // 4:
-                self.messages.append((NFT_MSG_DELSETELEM if delete else NFT_MSG_NEWSETELEM,
-                                      set_name, chunk))  # fmt: skip
+                self.messages.append((kind, set_name, chunk))
                 chunk, size = [], 0
             chunk.append(e)
             size += len(e)
         if chunk:
-            kind = NFT_MSG_DELSETELEM if delete else NFT_MSG_NEWSETELEM
             self.messages.append((kind, set_name, chunk))
+
+    def add_object(self, kind: int, name: str, body: bytes) -> None:
+        """A table/chain/rule/set message; ``body`` is its attributes after the table's."""
+        if kind not in _OBJECT_MESSAGES:
+            raise Unencodable(f"message kind {kind}")
+        self.messages.append((kind, name, body))
 
     def __bool__(self) -> bool:
         return bool(self.messages)
 
+    def describe(self, index: int) -> str:
+        kind, name, _ = self.messages[index]
+        if kind in _ELEMENT_KINDS:
+            verb = "deleting" if kind == NFT_MSG_DELSETELEM else "adding"
+            return f"{verb} elements of {name}"
+        return f"{_OBJECT_MESSAGES[kind][1]} {name}"
+
     def encode(self, seq: int) -> tuple[bytes, list[int]]:
-        """The whole batch (begin, element messages with ACK requested, end) and their seqs."""
+        """The whole batch (begin, messages with ACK requested, end) and their seqs."""
         if self.family not in FAMILIES:
             raise Unencodable(f"family {self.family!r}")
         fam = FAMILIES[self.family]
+        table = attr(LIST_TABLE, self.table.encode() + b"\0")
         out = [_nlmsg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES)]
         seqs = []
-        for i, (kind, name, elems) in enumerate(self.messages, start=1):
-            body = (
-                _attr(LIST_TABLE, self.table.encode() + b"\0")
-                + _attr(LIST_SET, name.encode() + b"\0")
-                + _nested(LIST_ELEMENTS, *elems)
-            )
-            flags = NLM_F_REQUEST | NLM_F_ACK | (NLM_F_CREATE if kind == NFT_MSG_NEWSETELEM else 0)
+        for i, (kind, name, payload) in enumerate(self.messages, start=1):
+            if isinstance(payload, bytes):
+                body = table + payload
+                flags = NLM_F_REQUEST | NLM_F_ACK | _OBJECT_MESSAGES[kind][0]
+            else:
+                body = (
+                    table + attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
+                )
+                create = NLM_F_CREATE if kind == NFT_MSG_NEWSETELEM else 0
+                flags = NLM_F_REQUEST | NLM_F_ACK | create
             msg_type = (NFNL_SUBSYS_NFTABLES << 8) | kind
             out.append(_nlmsg(msg_type, flags, seq + i, fam, 0, body))
             seqs.append(seq + i)
@@ -253,6 +288,9 @@ class NetlinkElements:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
             sock.settimeout(self.timeout)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            # A batch is one sendmsg; the kernel caps this at twice wmem_max (>= 416 KiB by
+            # default), above nlbatch.MAX_TRANSACTION_BYTES.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
             sock.bind((0, 0))
             self._sock = sock
         return self._sock
@@ -271,17 +309,16 @@ def _read_acks(sock: socket.socket, seqs: list[int], batch: ElementBatch) -> str
         try:
             buf = sock.recv(1 << 16)
         except TimeoutError:
-            return f"no netlink ack for {len(pending)} element message(s)"
+            return f"no netlink ack for {len(pending)} message(s)"
         offset = 0
         while offset + 16 <= len(buf):
             length, msg_type, _flags, seq = struct.unpack_from("=IHHI", buf, offset)
             if msg_type == NLMSG_ERROR and seq in pending:
                 (code,) = struct.unpack_from("=i", buf, offset + 16)
                 if code:
-                    kind, name, _ = batch.messages[seq - seqs[0]]
-                    verb = "deleting" if kind == NFT_MSG_DELSETELEM else "adding"
+                    what = batch.describe(seq - seqs[0])
                     code_name = errno.errorcode.get(-code, str(code))
-                    return f"{verb} elements of {name}: {os.strerror(-code)} ({code_name})"
+                    return f"{what}: {os.strerror(-code)} ({code_name})"
                 pending.discard(seq)
             offset += max(length + (-length % 4), 16)
     return None
@@ -291,7 +328,9 @@ __all__ = [
     "ElementBatch",
     "NetlinkElements",
     "Unencodable",
+    "attr",
     "encode_key",
     "map_elem",
+    "nested",
     "set_member_elems",
 ]

@@ -1,8 +1,9 @@
 """``NftablesTable``: desired state for one ``inet calico`` table, applied in one transaction.
 
 Callers record what they want (chains, sets, verdict maps) and call :meth:`apply`. Each apply is
-one libnftables ``json_cmd`` (atomic in the kernel), touches only what changed since the last
-successful apply, and makes no kernel call at all when nothing changed. A resync (refresh timer,
+one atomic transaction (a raw nfnetlink batch when every command encodes, else one libnftables
+``json_cmd``), touches only what changed since the last successful apply, and makes no kernel
+call at all when nothing changed. A resync (refresh timer,
 :meth:`invalidate`, first apply, or after a failure) reads the table back and diffs by rule-hash
 comments, so restarts and drift repairs rewrite only chains that actually differ.
 """
@@ -18,13 +19,8 @@ from typing import Any, Protocol
 
 from calico.felix.nftables.elements import Verdict, canonical, canonical_all, canonical_verdict
 from calico.felix.nftables.model import TABLE_FAMILY, TABLE_NAME, Chain, NftSet, VerdictMap
-from calico.felix.nftables.netlink import (
-    ElementBatch,
-    NetlinkElements,
-    Unencodable,
-    map_elem,
-    set_member_elems,
-)
+from calico.felix.nftables.netlink import ElementBatch, NetlinkElements, Unencodable
+from calico.felix.nftables.nlbatch import plan_batch
 from calico.felix.nftables.readback import parse_listing
 from calico.felix.nftables.state import KernelState, MapState, RenderedChain, SetState
 from calico.felix.nftables.state import render_chain as _render
@@ -43,7 +39,7 @@ class NftHandle(Protocol):
 
 
 class ElementSender(Protocol):
-    """Commits an element-only batch atomically (:class:`NetlinkElements`; injectable)."""
+    """Commits a netlink batch atomically (:class:`NetlinkElements`; injectable)."""
 
     def send(self, batch: ElementBatch) -> str | None: ...
 
@@ -57,7 +53,7 @@ class ApplyResult:
     ok: bool
     error: str | None = None
     kernel_calls: int = 0  # kernel round trips (readback + transaction)
-    netlink: bool = False  # the transaction went out as a raw nfnetlink element batch
+    netlink: bool = False  # the transaction went out as a raw nfnetlink batch
     commands: int = 0  # commands in the transaction (0: nothing sent)
     resynced: bool = False  # the table was read back first
     full_rewrite: bool = False  # the transaction deleted and re-added the whole table
@@ -86,7 +82,7 @@ class NftablesTable:
         max_failures: int = DEFAULT_MAX_FAILURES,
         netlink: ElementSender | None = None,
     ) -> None:
-        """``netlink``: where element-only deltas go (design/felix-nftables.md "Element deltas
+        """``netlink``: where encodable transactions go (design/felix-nftables.md "Transactions
         over netlink"); made here along with ``nft`` when that is not given, else none."""
         if nft is None:
             import nftables  # Debian's binding; created here so it binds the caller's netns
@@ -219,9 +215,9 @@ class NftablesTable:
         return result
 
     def _send(self, plan: Plan, result: ApplyResult) -> str | None:
-        """One atomic transaction: an element-only delta as a netlink batch when we can encode
-        it (no libnftables cache fill), everything else through libnftables."""
-        batch = self._element_batch(plan) if plan.only_elements and self._netlink else None
+        """One atomic transaction: as a raw netlink batch when every command encodes (no
+        libnftables cache fill), else through libnftables."""
+        batch = self._netlink_batch(plan) if self._netlink else None
         if batch is not None:
             assert self._netlink is not None
             result.netlink = True
@@ -229,21 +225,12 @@ class NftablesTable:
         rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 
-    def _element_batch(self, plan: Plan) -> ElementBatch | None:
-        batch = ElementBatch(self.family, self.name)
+    def _netlink_batch(self, plan: Plan) -> ElementBatch | None:
         try:
-            for op in plan.element_ops:
-                if op.is_map:
-                    elems = [map_elem(k, op.type, v) for k, v in op.members]
-                else:
-                    elems = [
-                        e for m in op.members for e in set_member_elems(m, op.type, op.interval)
-                    ]
-                batch.add(op.delete, op.name, elems)
+            return plan_batch(self.family, self.name, plan) or None
         except Unencodable as exc:
-            log.debug("element delta not encodable for netlink (%s); using libnftables", exc)
+            log.debug("transaction not encodable for netlink (%s); using libnftables", exc)
             return None
-        return batch or None
 
     def _readback(self) -> str | None:
         rc, out, err = self._nft.json_cmd(

@@ -118,9 +118,9 @@ class Plan:
     maps: dict[str, MapState | None] = field(default_factory=dict)
     set_deltas: dict[str, tuple[set[Element], set[Element]]] = field(default_factory=dict)
     replace_all: bool = False
-    # The step-7 element deltas in structured form, for the netlink fast path (netlink.py).
+    # The step-7 element deltas in structured form, in command order, for the netlink batch
+    # (nlbatch.py).
     element_ops: list[ElementOp] = field(default_factory=list)
-    only_elements: bool = False  # every command is an element delta on an existing table
 
     @property
     def empty(self) -> bool:
@@ -213,9 +213,6 @@ def build_plan(
             {"add": {"table": {"family": family, "name": table}}},
         ]
     plan.commands = head + commands
-    plan.only_elements = (
-        known.table_exists and not full_rewrite and len(commands) == len(b.phases[6])
-    )
     return plan
 
 

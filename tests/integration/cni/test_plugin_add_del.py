@@ -150,21 +150,26 @@ def test_two_workloads_reach_each_other(world: CNIWorld) -> None:
     ip_b = b.doc["ips"][0]["address"].split("/")[0]
     server = (
         "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
-        "s.bind(('0.0.0.0',9000));s.listen();s.settimeout(8);c,_=s.accept();c.sendall(b'hi')"
+        "s.bind(('0.0.0.0',9000));s.listen();print('listening',flush=True);s.settimeout(30);"
+        "c,_=s.accept();c.sendall(b'hi')"
     )
     client = (
         f"import socket;s=socket.create_connection(('{ip_b}',9000),timeout=5);print(s.recv(10))"
     )
     import subprocess
-    import time
 
-    srv = subprocess.Popen(["ip", "netns", "exec", ns_b, sys.executable, "-c", server])
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", ns_b, sys.executable, "-c", server],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        time.sleep(0.5)
+        # Connect only once the server says it listens (a fixed pause loses on a loaded machine).
+        assert srv.stdout is not None and srv.stdout.readline().strip() == "listening"
         out = world.in_ns(ns_a, [sys.executable, "-c", client])
         assert "hi" in out
     finally:
-        srv.wait(timeout=10)
+        srv.wait(timeout=30)
 
 
 def test_readd_same_container_reuses_address(world: CNIWorld) -> None:

@@ -136,7 +136,7 @@ def test_confd_advertises_a_local_service_while_it_has_a_local_endpoint(
     api.put_object("discovery.k8s.io/v1", "endpointslices", _slice(NODE))
     confdir = tmp_path / "confd"
     renderer = make_renderer(confdir, {"NODENAME": NODE})
-    confd = Confd(backend, renderer, NODE, {"NODENAME": NODE})
+    confd = Confd(backend, renderer, NODE, {"NODENAME": NODE}, status_path=tmp_path / "st.json")
     rest = _rest(api)
     confd.routegen = RouteGenerator(
         lambda path, cb: CollectionWatcher(rest, path, cb, backoff=(0.05, 0.2)),

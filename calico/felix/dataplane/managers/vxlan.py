@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from calico.felix.dataplane import nlbatch as nb
+from calico.felix import nlbatch as nb
 from calico.felix.dataplane.managers.overlap import net_text
 from calico.felix.dataplane.vxlan_kernel import KernelError, Link, VXLANKernel, route_priority
 from calico.felix.dataplane.vxlan_model import (

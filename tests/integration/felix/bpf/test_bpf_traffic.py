@@ -12,7 +12,7 @@ import netns_support as ns
 import pytest
 from bpf_support import PolicyState, dataplane, need_bpf, set_members
 
-from calico.felix.bpf import attach
+from calico.felix.bpf import attach, tcx
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.messages import Policy, PolicyID, PortRange, Profile, Rule, TierInfo
 
@@ -312,3 +312,35 @@ def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
     assert mgr.apply() == []
     assert attach.attached_programs(topo.ifaces[1], topo.host) == {}
     assert tcp(topo, 0, 1) == "ok"  # plain routing again
+
+
+def test_detach_all_cleans_prefixed_interfaces_carrying_our_programs(topo: Topo) -> None:
+    """BPF mode off: only interfaces with our filters and a matching prefix are detached; a
+    clsact qdisc with no filter of ours is left alone, and so is an unmatched prefix."""
+    w0, w1, w2 = topo.ifaces
+    topo.dp.attach_iface(w0)
+    topo.dp.attach_iface(w1)
+    topo.dp.remove_iface(w2)
+    ns.in_ns(topo.host, "tc", "qdisc", "add", "dev", w2, "clsact")  # someone else's hook
+    try:
+        assert attach.detach_all(("eth", "calibpf2"), topo.host) == [w1]
+        assert attach.attached_programs(w1, topo.host) == {}
+        assert set(attach.attached_programs(w0, topo.host).values()) == {
+            "calico_from_wep",
+            "calico_to_wep",
+        }
+        assert attach.detach_all(("calibpf",), topo.host) == [w0]
+        assert attach.attached_programs(w0, topo.host) == {}
+        assert "clsact" in ns.in_ns(topo.host, "tc", "qdisc", "show", "dev", w2).stdout
+        assert attach.detach_all(("calibpf",), topo.host) == []
+        if tcx.supported():  # TCX links need no clsact qdisc: found by the bpf() query
+            topo.dp.attach_type = "tcx"
+            topo.dp.attach_iface(w0)
+            assert "clsact" not in ns.in_ns(topo.host, "tc", "qdisc", "show", "dev", w0).stdout
+            assert set(attach.attach_mode(w0, topo.host).values()) == {"tcx"}
+            assert attach.detach_all(("calibpf1",), topo.host, link_dir=topo.dp.link_dir) == [w0]
+            assert attach.attached_programs(w0, topo.host) == {}
+    finally:
+        topo.dp.attach_type = "tc"
+        for iface in topo.ifaces:
+            topo.dp.attach_iface(iface)

@@ -68,7 +68,11 @@ def cluster(workdir: Path, **felix_env: str) -> Iterator[Cluster]:
 # Felix's dataplanes. A module runs on both with
 # ``pytest.mark.parametrize("policy_cluster", sorted(DATAPLANES), indirect=True, scope="module")``
 # (design/felix-bpf.md "Tests"); without it, on nftables.
-DATAPLANES = {"nftables": {}, "bpf": {"FELIX_BPFENABLED": "true"}}
+# BPF: the uplink is the data interface, so host endpoints on it are BPF's (not nftables').
+DATAPLANES = {
+    "nftables": {},
+    "bpf": {"FELIX_BPFENABLED": "true", "FELIX_BPFDATAIFACEPATTERN": "^uplink0$"},
+}
 
 
 @pytest.fixture(scope="module")

@@ -149,6 +149,7 @@ class Felix:
                 "FELIX_ROUTEREFRESHINTERVAL": "5",
                 "FELIX_ENDPOINTSTATUSPATHPREFIX": str(self.workdir),
                 "FELIX_MTUFILEPATH": str(self.workdir / "mtu"),  # not the host's file
+                "FELIX_BPFPOLICYDEBUGDIR": str(self.workdir / "bpf-policy"),  # nor these
                 "FELIX_LOGSEVERITYSCREEN": "info",
                 "FELIX_REPORTINGINTERVALSECS": "2",
             }

@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 from felix_dp_fixtures import cluster, need_root
-from harness import CALICO, eventually, in_ns, servers, tcp, wep_doc, workload
+from harness import (
+    CALICO,
+    HOST_UPLINK_IP,
+    HOSTNAME,
+    eventually,
+    in_ns,
+    servers,
+    tcp,
+    wep_doc,
+    workload,
+)
 
 pytestmark = pytest.mark.root
 
@@ -108,3 +118,41 @@ def test_switching_bpf_off_detaches_programs(tmp_path: Path) -> None:
         tw = ruleset.split(f"chain filter-cali-tw-{server.iface}", 1)[1].split("}", 1)[0]
         assert "cali-pi-" in tw  # nftables enforces again
         c.ds.delete("NetworkPolicy", "deny-sv", "ns1")
+
+
+def test_all_interfaces_host_endpoint_in_bpf(tmp_path: Path) -> None:
+    """An ``interfaceName: "*"`` host endpoint (nftables ignores those) is enforced by the
+    HEP programs on the data interface (BPFDataIfacePattern), with the configured failsafe
+    ports from the BPF failsafe map ahead of its deny-all; removing it allows all again."""
+    need_root()
+    if not shutil.which("clang"):
+        pytest.skip("BPF dataplane needs clang")
+    env = {
+        "FELIX_BPFENABLED": "true",
+        "FELIX_BPFDATAIFACEPATTERN": "^uplink0$",
+        "FELIX_FAILSAFEINBOUNDHOSTPORTS": "tcp:6667",
+    }
+    hep = {
+        "kind": "HostEndpoint",
+        "metadata": {"name": "all"},
+        "spec": {"node": HOSTNAME, "interfaceName": "*"},
+    }
+    with cluster(tmp_path, **env) as c, servers(c.host, "tcp:8090", "tcp:6667", "tcp:22"):
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok") == "ok"
+        assert "workload and host endpoint policy" in c.felix.log_path.read_text()
+        filters = in_ns(c.host, "tc", "filter", "show", "dev", "uplink0", "ingress").stdout
+        assert "calico_from_hep" in filters
+        try:
+            c.ds.apply(hep)
+            assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout") == "timeout"
+            assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"  # the configured failsafe
+            assert tcp(c.outside, HOST_UPLINK_IP, 22) == "timeout"  # not in this Felix's list
+            rows = json.loads(in_ns(c.host, CALICO, "bpf", "ifstate", "dump", "-o", "json").stdout)
+            assert {r["name"]: r["flags"] for r in rows}["uplink0"] == ["host", "ready"]
+            out = in_ns(c.host, CALICO, "bpf", "counters", "dump", "--iface", "uplink0", "-o",
+                        "json").stdout  # fmt: skip
+            ingress = json.loads(out)["uplink0"]["ingress"]
+            assert ingress["accepted_failsafe"] >= 1 and ingress["dropped_by_policy"] >= 1
+        finally:
+            c.ds.delete("HostEndpoint", "all")
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok") == "ok"

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from felix_dp_fixtures import cluster, need_root
-from harness import CALICO, PY, eventually, free_port, in_ns, servers, tcp, workload
+from flow_fixtures import goldmane, listed
+from harness import CALICO, eventually, free_port, in_ns, servers, tcp, workload
 
 pytestmark = pytest.mark.root
 
@@ -49,16 +47,6 @@ STAGED = {
     },
 }
 
-LIST = """
-import json, sys, grpc
-from google.protobuf import json_format
-from calico.proto.goldmane import api_pb2 as pb, api_pb2_grpc as pbg
-ch = grpc.insecure_channel(sys.argv[1])
-res = pbg.FlowsStub(ch).List(pb.FlowListRequest(), timeout=5)
-print(json.dumps([json_format.MessageToDict(r.flow, preserving_proto_field_name=True)
-                  for r in res.flows]))
-"""
-
 
 @contextlib.contextmanager
 def follow(host: str, *args: str) -> Iterator[list[str]]:
@@ -78,33 +66,6 @@ def follow(host: str, *args: str) -> Iterator[list[str]]:
         proc.terminate()
         proc.wait(10)
         reader.join(10)
-
-
-@contextlib.contextmanager
-def goldmane(host: str, port: int, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = {
-        "PORT": str(port),
-        "HEALTH_ENABLED": "false",
-        "LOG_LEVEL": "info",
-        "PATH": "/usr/bin:/bin",
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", host, CALICO, "component", "goldmane"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not re.search(r"gRPC server listening", log_path.read_text()):
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
-        yield proc
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 def summary(flow: dict[str, Any]) -> tuple[Any, ...]:
@@ -131,11 +92,6 @@ def summary(flow: dict[str, Any]) -> tuple[Any, ...]:
 def pending(flow: dict[str, Any]) -> list[tuple[Any, ...]]:
     hits = flow["Key"]["policies"].get("pending_policies", [])
     return [(h["kind"], h["name"], h["action"], int(h.get("rule_index", 0))) for h in hits]
-
-
-def listed(host: str, port: int) -> list[dict[str, Any]]:
-    out = in_ns(host, PY, "-c", LIST, f"127.0.0.1:{port}").stdout
-    return json.loads(out)
 
 
 def test_allowed_and_denied_flows_reach_goldmane_and_calicoctl(

@@ -283,6 +283,14 @@ def test_host_endpoint_default_deny_failsafe_and_policy(policy_cluster: Cluster)
             assert seen_source(c.w["client"], EXTERNAL_IP, 8081) == HOST_UPLINK_IP
             c.ds.apply(allow)
             eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+            if c.felix.env.get("FELIX_BPFENABLED") == "true":
+                # BPF polices the uplink (BPFDataIfacePattern): the HEP programs are on it and
+                # its nftables chain carries no policy, only failsafes and the allow profile
+                tc = in_ns(c.host, "tc", "filter", "show", "dev", "uplink0", "ingress").stdout
+                assert "calico_from_hep" in tc
+                ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+                fh = ruleset.split("chain filter-cali-fh-uplink0", 1)[1].split("}", 1)[0]
+                assert "cali-pi-" not in fh and "cali-pri-_bpf_policy" in fh
         finally:
             c.ds.delete("GlobalNetworkPolicy", "uplink-web")
             c.ds.delete("HostEndpoint", "uplink")

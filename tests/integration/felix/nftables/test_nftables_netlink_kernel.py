@@ -3,7 +3,8 @@
 Each property test runs random add/delete sequences twice in one fresh namespace: on set ``a``
 through :class:`NetlinkElements`, on its twin ``b`` through libnftables JSON. After every step
 both listings must be identical and equal to the model. The table tests check the fast path is
-taken exactly for element-only deltas and that a rejected batch fails cleanly and resyncs.
+taken for element deltas (alone or with encodable chain writes) and that a rejected batch fails
+cleanly and resyncs.
 """
 
 from __future__ import annotations
@@ -306,11 +307,18 @@ def test_table_sends_element_only_deltas_over_netlink(netns: Netns) -> None:
     resync = netns.call(t.apply)
     assert resync.ok and resync.resynced and resync.commands == 0
 
-    # A chain change in the same delta: one libnftables transaction, no netlink.
+    # A chain change with elements in the same delta is one netlink batch too...
     t.add_set_members("cali40s", ["10.68.0.1"])
+    t.set_chain(Chain("pol", [NftRule([{"drop": None}], "deny")]))
+    mixed = netns.call(t.apply)
+    assert mixed.ok and mixed.netlink and sender.batches == 2
+    assert len(rec.transactions()) == before
+    # ...unless a rule is not encodable (``ip saddr`` without ``meta nfproto``: libnftables
+    # would add the dependency itself): then one libnftables transaction, no netlink.
+    t.add_set_members("cali40s", ["10.69.0.1"])
     t.set_chain(Chain("pol", [saddr_rule("cali40s"), NftRule([{"drop": None}], "deny")]))
     mixed = netns.call(t.apply)
-    assert mixed.ok and not mixed.netlink and sender.batches == 1
+    assert mixed.ok and not mixed.netlink and sender.batches == 2
     assert len(rec.transactions()) == before + 1
 
 

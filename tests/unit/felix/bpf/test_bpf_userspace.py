@@ -248,6 +248,8 @@ def test_ipv6_support_reaches_the_programs_as_a_define(
         "BPFMapSizeConntrack": 10,
         "BPFMapSizeIPSets": 10,
         "BPFMapSizeIfState": 10,
+        "BPFAttachType": "TC",
     }
     assert mode.open_dataplane(config) == "dp"
     assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define}
+    assert seen["attach_type"] == "tc" and seen["link_dir"] == mode.LINK_DIR

@@ -14,10 +14,10 @@ from calico.api.io import parse_resource
 from calico.datastore.client import Client
 from calico.datastore.config import DatastoreConfig
 from calico.datastore.factory import open_backend
+from calico.felix import nlbatch as nb
 from calico.felix.config import resolve
 from calico.felix.config.sources import Source
 from calico.felix.daemon import ConfigConnector
-from calico.felix.dataplane import nlbatch as nb
 from calico.felix.dataplane.build import build_vxlan_managers
 from calico.felix.dataplane.encap_support import TunnelSupportReporter
 from calico.felix.dataplane.managers.vxlan import VXLANManager, pool_overlap_errors

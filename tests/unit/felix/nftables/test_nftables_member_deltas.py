@@ -31,7 +31,7 @@ ops = st.lists(
 
 def summary(plan: Plan) -> tuple[Any, ...]:
     ops_ = [(o.delete, o.name, o.members) for o in plan.element_ops]
-    return plan.commands, plan.set_deltas, ops_, plan.only_elements, plan.stats
+    return plan.commands, plan.set_deltas, ops_, plan.stats
 
 
 def whole(dirty: Dirty) -> Dirty:

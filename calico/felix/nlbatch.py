@@ -6,7 +6,9 @@ generic message classes spend ~1.5 ms encoding or decoding each. These few fixed
 shapes (ndmsg, rtmsg and a handful of attributes) are packed and parsed with ``struct``,
 written back to back over one raw socket so the kernel processes a whole chunk per system
 call, and the acks are matched to requests by sequence number. Dumps of neighbours and
-routes (the resync) are parsed the same way; links and addresses stay on pyroute2.
+routes (the resync) are parsed the same way, and so are link dumps (names, flags, MTUs) and
+qdisc dumps (kinds); addresses, filters and device changes stay on pyroute2. It sits at
+``calico.felix`` level because both the dataplane and the BPF packages use it.
 
 The socket is opened inside ``netns`` (``/run/netns/<name>``) by switching the calling
 thread's namespace just for the ``socket()`` call; a netlink socket stays bound to the
@@ -38,6 +40,10 @@ SOL_NETLINK = 270
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
 RTM_NEWNEIGH, RTM_DELNEIGH, RTM_GETNEIGH = 28, 29, 30
 RTM_GETROUTE = 26
+RTM_NEWLINK, RTM_GETLINK = 16, 18
+IFLA_IFNAME, IFLA_MTU = 3, 4
+RTM_NEWQDISC, RTM_GETQDISC = 36, 38
+TCA_KIND = 1
 NLMSG_DONE = 3
 NLM_F_DUMP = 0x300
 NUD_PERMANENT = 0x80
@@ -107,6 +113,8 @@ class Request:
 
 _NDMSG = struct.Struct("=BBHiHBB")
 _RTMSG = struct.Struct("=BBBBBBBBI")
+_IFINFOMSG = struct.Struct("=BxHiII")  # family, type, index, flags, change
+_TCMSG = struct.Struct("=BxxxiIII")  # family, ifindex, handle, parent, info
 _RTA = struct.Struct("=HH")
 NDA_DST, NDA_LLADDR = 1, 2
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_METRICS, RTA_TABLE = 1, 4, 5, 6, 8, 15
@@ -265,6 +273,42 @@ def decode_route(body: bytes) -> Route:
     return Route(family, dst_len, table, proto, scope, rtype, flags, parse_attrs(body, _RTMSG.size))
 
 
+@dataclass(frozen=True)
+class Link:
+    """One RTM_NEWLINK of a link dump: what MTU detection and the VXLAN manager read."""
+
+    index: int
+    flags: int
+    name: str
+    mtu: int
+
+
+def decode_link(body: bytes) -> Link:
+    _, _, index, flags, _ = _IFINFOMSG.unpack_from(body, 0)
+    attrs = parse_attrs(body, _IFINFOMSG.size)
+    name = attrs.get(IFLA_IFNAME, b"").split(b"\0", 1)[0].decode("utf-8", "replace")
+    mtu = attrs.get(IFLA_MTU)
+    return Link(index, flags, name, struct.unpack("=I", mtu[:4])[0] if mtu else 0)
+
+
+def link_dump_request() -> Request:
+    """Every link (AF_UNSPEC): ~100x cheaper to decode than pyroute2's ifinfmsg, whose
+    per-message NLA walk made a 100-interface dump ~12% of a Felix cold start."""
+    return Request("dump links", RTM_GETLINK, NLM_F_DUMP, _IFINFOMSG.pack(0, 0, 0, 0, 0))
+
+
+def qdisc_dump_request() -> Request:
+    """Every qdisc of every link (BPF-off clean-up: which links have a clsact hook)."""
+    return Request("dump qdiscs", RTM_GETQDISC, NLM_F_DUMP, _TCMSG.pack(0, 0, 0, 0, 0))
+
+
+def decode_qdisc(body: bytes) -> tuple[int, str]:
+    """(ifindex, kind) of one RTM_NEWQDISC."""
+    _, ifindex, _, _, _ = _TCMSG.unpack_from(body, 0)
+    kind = parse_attrs(body, _TCMSG.size).get(TCA_KIND, b"")
+    return ifindex, kind.split(b"\0", 1)[0].decode("ascii", "replace")
+
+
 def neigh_dump_request(family: int) -> Request:
     return Request("dump neighbours", RTM_GETNEIGH, NLM_F_DUMP, _ndmsg(family, 0))
 
@@ -296,6 +340,11 @@ class BatchWriter:
         if self._sock is None:
             self._sock = open_rtnl_socket(self._netns)
         return self._sock
+
+    def connect(self) -> None:
+        """Open the socket now, so that failing to open it (a missing namespace) is told
+        apart from a failed request; requests open it themselves otherwise."""
+        self._socket()
 
     def close(self) -> None:
         sock, self._sock = self._sock, None

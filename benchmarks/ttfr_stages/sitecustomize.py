@@ -1,0 +1,56 @@
+"""TTFR stage stamps for ``bench_felix.py --stages`` (diagnostic; never imported by calico).
+
+``bench_felix.py --stages`` puts this directory on the Felix child's ``PYTHONPATH`` with
+``TTFR_STAGES_DIR`` set, so Python imports this module at start-up. In a Felix process it wraps
+the methods at the stage boundaries of a new workload's path (watch delivery, syncer to calc
+graph, calc graph apply, calc graph to dataplane, dataplane apply, nftables apply, route apply)
+and appends ``<stage> <start> <end>`` lines, in CLOCK_MONOTONIC seconds (``time.perf_counter``,
+comparable across processes on Linux), to ``$TTFR_STAGES_DIR/felix.<pid>``. Anything else
+(the bench, probe helpers) is left untouched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+STAGES = (
+    ("calico.datastore.local.watch", "LocalWatch", "deliver", "deliver"),
+    ("calico.felix.calc.async_calc_graph", "AsyncCalcGraph", "on_updates", "syncer_to_calc"),
+    ("calico.felix.calc.async_calc_graph", "AsyncCalcGraph", "_apply_updates", "calc_apply"),
+    ("calico.felix.dataplane.loop", "InternalDataplane", "on_messages", "to_dataplane"),
+    ("calico.felix.dataplane.loop", "InternalDataplane", "_apply", "dp_apply"),
+    ("calico.felix.nftables.table", "NftablesTable", "apply", "nft_apply"),
+    ("calico.felix.routetable.table", "RouteTable", "apply", "route_apply"),
+)
+
+
+def _install(out_dir: str) -> None:
+    lock = threading.Lock()
+    out = open(os.path.join(out_dir, f"felix.{os.getpid()}"), "a", buffering=1)  # noqa: SIM115
+
+    def wrap(module: str, cls: str, method: str, stage: str) -> None:
+        owner = getattr(importlib.import_module(module), cls)
+        original = getattr(owner, method)
+
+        def stamped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                end = time.perf_counter()
+                with lock:
+                    out.write(f"{stage} {start:.6f} {end:.6f}\n")
+
+        setattr(owner, method, stamped)
+
+    for stage in STAGES:
+        wrap(*stage)
+
+
+if os.environ.get("TTFR_STAGES_DIR") and "felix" in sys.argv[1:3]:
+    _install(os.environ["TTFR_STAGES_DIR"])

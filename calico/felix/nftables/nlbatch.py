@@ -1,0 +1,93 @@
+"""One planned transaction -> one nfnetlink batch, command for command (pure, no kernel).
+
+Why: the libnftables path pays a cache fill over every interval set for any transaction with
+elements in it, which a new workload's delta (its chains, the dispatch map entries, IP set
+members) always has. The batch carries the plan's commands in the plan's order
+(``transaction.py``), so the kernel sees the same atomic transaction libnftables would have
+sent. A command or statement outside what ``nlrules.py`` and ``netlink.py`` encode raises
+:class:`Unencodable`; the caller then sends the plan through libnftables unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calico.felix.nftables.netlink import (
+    NFT_MSG_DELCHAIN,
+    NFT_MSG_DELRULE,
+    NFT_MSG_DELSET,
+    NFT_MSG_NEWCHAIN,
+    NFT_MSG_NEWRULE,
+    NFT_MSG_NEWTABLE,
+    ElementBatch,
+    Unencodable,
+    attr,
+    map_elem,
+    set_member_elems,
+)
+from calico.felix.nftables.nlrules import CHAIN_NAME, RULE_CHAIN, chain_body, rule_body
+from calico.felix.nftables.transaction import ElementOp, Plan
+
+SET_NAME = 2  # NFTA_SET_NAME
+# Bigger transactions (resyncs, first programs) go through libnftables: the batch must fit one
+# sendmsg on a socket with the kernel's default send buffer.
+MAX_TRANSACTION_BYTES = 160 * 1024
+
+
+def _name_attr(kind: int, name: Any) -> bytes:
+    if not isinstance(name, str) or not name:
+        raise Unencodable(f"object name {name!r}")
+    return attr(kind, name.encode() + b"\0")
+
+
+def _elements(batch: ElementBatch, op: ElementOp) -> None:
+    if op.is_map:
+        elems = [map_elem(k, op.type, v) for k, v in op.members]
+    else:
+        elems = [e for m in op.members for e in set_member_elems(m, op.type, op.interval)]
+    batch.add(op.delete, op.name, elems)
+
+
+def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
+    """The netlink batch for ``plan`` (raises :class:`Unencodable` for anything not encoded)."""
+    if plan.replace_all:
+        raise Unencodable("full table rewrite")
+    batch = ElementBatch(family, table)
+    ops = iter(plan.element_ops)
+    for command in plan.commands:
+        ((verb, what),) = command.items()
+        ((kind, obj),) = what.items()
+        if obj.get("family") != family or obj.get("table", obj.get("name")) != table:
+            raise Unencodable(f"command outside our table: {command!r}")
+        if kind == "element":
+            op = next(ops, None)
+            if op is None or op.name != obj["name"] or op.delete != (verb == "delete"):
+                raise Unencodable("element command without its structured delta")
+            _elements(batch, op)
+            continue
+        key = (verb, kind)
+        name = obj.get("name", obj.get("chain"))
+        if key == ("add", "table"):
+            batch.add_object(NFT_MSG_NEWTABLE, table, b"")
+        elif key == ("flush", "chain"):
+            batch.add_object(NFT_MSG_DELRULE, name, _name_attr(RULE_CHAIN, name))
+        elif key == ("delete", "chain"):
+            batch.add_object(NFT_MSG_DELCHAIN, name, _name_attr(CHAIN_NAME, name))
+        elif key == ("add", "chain"):
+            batch.add_object(NFT_MSG_NEWCHAIN, name, chain_body(obj))
+        elif key == ("add", "rule"):
+            body = rule_body(obj["chain"], obj["expr"], obj.get("comment"))
+            batch.add_object(NFT_MSG_NEWRULE, obj["chain"], body)
+        elif key in (("delete", "set"), ("delete", "map")):
+            batch.add_object(NFT_MSG_DELSET, name, _name_attr(SET_NAME, name))
+        else:
+            raise Unencodable(f"command {verb} {kind}")
+    if next(ops, None) is not None:
+        raise Unencodable("structured element delta without its command")
+    size = sum(len(p) if isinstance(p, bytes) else sum(map(len, p)) for _, _, p in batch.messages)
+    if size > MAX_TRANSACTION_BYTES:
+        raise Unencodable(f"transaction of {size} bytes is too big for one netlink send")
+    return batch
+
+
+__all__ = ["MAX_TRANSACTION_BYTES", "plan_batch"]

@@ -1,0 +1,186 @@
+"""Rule and plan encoding for netlink, without a kernel: what is refused, and that the statement
+memo never changes an encoding (the kernel comparison is test_nftables_nlrules_kernel.py)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calico.felix.nftables import nlrules
+from calico.felix.nftables.netlink import NFT_MSG_NEWRULE, Unencodable
+from calico.felix.nftables.nlbatch import MAX_TRANSACTION_BYTES, plan_batch
+from calico.felix.nftables.nlrules import chain_body, rule_body
+from calico.felix.nftables.transaction import ElementOp, Plan, Stats
+from calico.felix.rules import exprs as x
+
+V4 = x.nfproto(4)
+SADDR = x.payload("ip", "saddr")
+DADDR = x.payload("ip", "daddr")
+
+
+def test_payload_needs_its_explicit_dependency_even_when_memoised() -> None:
+    with_dep = rule_body("c", [V4, x.match(SADDR, "10.0.0.1"), x.ACCEPT], None)
+    assert with_dep
+    with pytest.raises(Unencodable, match="implicit dependency"):
+        rule_body("c", [x.match(SADDR, "10.0.0.1"), x.ACCEPT], None)
+    with pytest.raises(Unencodable, match="implicit dependency"):  # ipv6 context is not ipv4
+        rule_body("c", [x.nfproto(6), x.match(SADDR, "10.0.0.1")], None)
+    icmp = x.match(x.payload("icmp", "type"), 8)
+    with pytest.raises(Unencodable):
+        rule_body("c", [icmp], None)
+    assert rule_body("c", [x.match(x.meta("l4proto"), 1), icmp], None)
+
+
+def test_adjacent_payload_compares_merge_as_libnftables_does() -> None:
+    for op in ("==", "!="):  # libnftables merges both into one 8-byte load and compare
+        body = rule_body(
+            "c", [V4, x.match(SADDR, "1.1.1.1", op), x.match(DADDR, "2.2.2.2", op)], None
+        )
+        assert body.count(b"payload\0") == 1
+        assert struct.pack("!I", 8) in body  # the load's length
+        assert bytes([1, 1, 1, 1, 2, 2, 2, 2]) in body
+    icmp = [x.match(x.meta("l4proto"), 1), x.match(x.payload("icmp", "type"), 8),
+            x.match(x.payload("icmp", "code"), 0)]  # fmt: skip
+    assert rule_body("c", icmp, None).count(b"payload\0") == 1
+    with pytest.raises(Unencodable, match="rewrite"):  # operators differ
+        rule_body("c", [V4, x.match(SADDR, "1.1.1.1"), x.match(DADDR, "2.2.2.2", "!=")], None)
+    with pytest.raises(Unencodable, match="rewrite"):  # the later field first
+        rule_body("c", [V4, x.match(DADDR, "2.2.2.2"), x.match(SADDR, "1.1.1.1")], None)
+    ip6 = [x.nfproto(6), x.match(x.payload("ip6", "saddr"), "::1"),
+           x.match(x.payload("ip6", "daddr"), "::2")]  # fmt: skip
+    with pytest.raises(Unencodable, match="rewrite"):  # 32 bytes: more than one register
+        rule_body("c", ip6, None)
+    separated = [V4, x.match(SADDR, "1.1.1.1"), x.COUNTER, x.match(DADDR, "2.2.2.2")]
+    assert rule_body("c", separated, None).count(b"payload\0") == 2
+    lookup_then_const = [V4, x.match(SADDR, "@s"), x.match(DADDR, "2.2.2.2")]
+    assert rule_body("c", lookup_then_const, None).count(b"payload\0") == 2
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        x.match(x.payload("th", "dport"), {"set": [1, 2]}),  # anonymous set
+        x.match(x.meta("iifname"), "*"),
+        x.match(x.meta("iifname"), "a" * 16),  # longer than IFNAMSIZ - 1
+        x.match(x.meta("l4proto"), "tcp"),  # names are not resolved
+        x.match(x.meta("mark"), -1),
+        x.match(x.meta("skuid"), 0),
+        x.match(x.payload("th", "dport"), {"range": [5, 5]}),
+        {"log": {"prefix": "p"}},  # no group: syslog levels are not encoded
+        {"reject": {"type": "tcp reset"}},
+        {"queue": {"num": 1}},
+        {"jump": {"target": ""}},
+    ],
+)
+def test_unencodable_statements(stmt: dict[str, Any]) -> None:
+    with pytest.raises(Unencodable):
+        rule_body("c", [stmt], None)
+
+
+def test_reject_type_follows_the_family_context() -> None:
+    def reject(kind: int, code: int) -> bytes:  # NFTA_REJECT_TYPE, NFTA_REJECT_ICMP_CODE
+        return (
+            struct.pack("=HH", 8, 1) + struct.pack("!I", kind) + struct.pack("=HHB3x", 5, 2, code)
+        )
+
+    icmpx = reject(2, 1)  # port-unreachable for whatever family
+    assert icmpx in rule_body("c", [x.REJECT], None)
+    assert icmpx in rule_body("c", [x.match(x.meta("l4proto"), 6), x.REJECT], None)
+    assert reject(0, 3) in rule_body("c", [V4, x.REJECT], None)  # icmp port-unreachable
+    assert reject(0, 4) in rule_body("c", [x.nfproto(6), x.REJECT], None)  # icmpv6
+
+
+def test_prefix_with_host_bits_is_refused() -> None:
+    bad = x.match(SADDR, {"prefix": {"addr": "10.0.0.1", "len": 24}})
+    with pytest.raises(Unencodable, match="host bits"):
+        rule_body("c", [V4, bad], None)
+
+
+def test_comment_is_libnftnl_userdata_tlv() -> None:
+    body = rule_body("c", [x.ACCEPT], "cali:abc; hi")
+    tlv = bytes([0, len("cali:abc; hi") + 1]) + b"cali:abc; hi\0"
+    attr = struct.pack("=HH", 4 + len(tlv), 7) + tlv
+    assert body.endswith(attr + b"\0" * (-len(tlv) % 4))
+
+
+def test_base_chain_attributes() -> None:
+    plain = chain_body({"family": "inet", "table": "t", "name": "c"})
+    assert plain == struct.pack("=HH", 6, 3) + b"c\0\0\0"
+    base = {"name": "b", "type": "filter", "hook": "forward", "prio": -10, "policy": "drop"}
+    assert chain_body(base).startswith(plain.replace(b"c", b"b"))
+    for broken in ({**base, "hook": "ingress"}, {**base, "policy": "queue"}, {"name": ""}):
+        with pytest.raises(Unencodable):
+            chain_body(broken)
+
+
+statements = st.one_of(
+    st.sampled_from([V4, x.nfproto(6), x.match(x.meta("l4proto"), 6), x.ACCEPT, x.COUNTER]),
+    st.integers(0, 0xFFFFFFFF).map(x.mark_is_set),
+    st.sampled_from(["10.0.0.1", "@s4", {"prefix": {"addr": "10.0.0.0", "len": 8}}]).map(
+        lambda v: x.match(SADDR, v)
+    ),
+    st.integers(0, 0xFFFF).map(lambda p: x.match(x.payload("th", "dport"), p)),
+    st.sampled_from(["t1", "t2"]).map(x.jump),
+)
+
+
+def _encode(exprs: list[Any]) -> bytes | None:
+    try:
+        return rule_body("c", exprs, "cali:x;")
+    except Unencodable:
+        return None
+
+
+@given(st.lists(statements, max_size=6))
+def test_memo_never_changes_an_encoding(exprs: list[Any]) -> None:
+    warm = _encode(exprs)
+    nlrules._MEMO.clear()
+    cold = _encode(exprs)
+    assert warm == cold
+    assert _encode(exprs) == cold  # and again from the memo just filled
+
+
+def _plan(commands: list[dict[str, Any]], ops: list[ElementOp] | None = None) -> Plan:
+    return Plan(commands=commands, stats=Stats(), element_ops=ops or [])
+
+
+def _cmd(verb: str, kind: str, **obj: Any) -> dict[str, Any]:
+    return {verb: {kind: {"family": "inet", "table": "t", **obj}}}
+
+
+def test_plan_batch_refuses_what_it_cannot_send() -> None:
+    table = {"add": {"table": {"family": "inet", "name": "t"}}}
+    ok = _plan([table, _cmd("add", "rule", chain="c", expr=[x.ACCEPT], comment="cali:a;")])
+    assert [m[0] for m in plan_batch("inet", "t", ok).messages] == [0, NFT_MSG_NEWRULE]
+    with pytest.raises(Unencodable, match="add set"):
+        plan_batch("inet", "t", _plan([table, _cmd("add", "set", name="s", type="ipv4_addr")]))
+    with pytest.raises(Unencodable, match="outside our table"):
+        plan_batch("inet", "other", ok)
+    rewrite = _plan([table])
+    rewrite.replace_all = True
+    with pytest.raises(Unencodable, match="full table rewrite"):
+        plan_batch("inet", "t", rewrite)
+    element = _cmd("add", "element", name="s", elem=["10.0.0.1"])
+    with pytest.raises(Unencodable, match="structured"):
+        plan_batch("inet", "t", _plan([table, element]))  # no ElementOp for the command
+    op = ElementOp(False, "s", "ipv4_addr", False, ("10.0.0.1",))
+    with pytest.raises(Unencodable, match="structured"):
+        plan_batch("inet", "t", _plan([table], [op]))  # an ElementOp without its command
+    assert len(plan_batch("inet", "t", _plan([table, element], [op])).messages) == 2
+
+
+def test_plan_batch_size_limit_is_exact() -> None:
+    def plan_of(comment_len: int, n: int) -> Plan:
+        rule = _cmd("add", "rule", chain="c", expr=[x.ACCEPT], comment="k" * comment_len)
+        return _plan([rule] * n)
+
+    one = plan_batch("inet", "t", plan_of(100, 1))
+    size = len(one.messages[0][2])
+    n = MAX_TRANSACTION_BYTES // size
+    assert len(plan_batch("inet", "t", plan_of(100, n)).messages) == n  # n * size <= limit
+    with pytest.raises(Unencodable, match="too big"):
+        plan_batch("inet", "t", plan_of(100, n + 1))
