@@ -192,9 +192,12 @@ def run_child(index: str) -> dict[str, float]:
     }
 
 
-def run_scale_child() -> dict[str, float]:
-    """Cold start and remote-endpoint churn at the ``SCALE`` shape, indexed only."""
+def run_scale_child(hosts: int | None = None) -> dict[str, float]:
+    """Cold start and remote-endpoint churn at the ``SCALE`` shape (``hosts`` hosts of 200
+    endpoints when given: bench_felix_scale.py's smaller runs), indexed only."""
     use_scale()
+    if hosts is not None:
+        globals()["HOSTS"] = hosts
     updates = [as_update(k, v) for k, v in dataset()]
     sink = CountingSink()
     pipeline = build_felix_calc_pipeline(LOCAL, sink, synchronous=True)
@@ -204,6 +207,7 @@ def run_scale_child() -> dict[str, float]:
     pipeline.on_status_updated(SyncStatus.IN_SYNC)
     pipeline.flush()
     cold = time.perf_counter() - start
+    cpu_at_in_sync = time.process_time()
     assert sink.in_sync
     del updates
     churn_ms = []
@@ -217,9 +221,11 @@ def run_scale_child() -> dict[str, float]:
         pipeline.flush()
         churn_ms.append((time.perf_counter() - t0) * 1000)
     churn_ms.sort()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "in_sync_s": cold,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_s": cpu_at_in_sync,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
         "churn_p99_ms": churn_ms[min(len(churn_ms) - 1, round(0.99 * (len(churn_ms) - 1)))],
         "churn_p50_ms": churn_ms[len(churn_ms) // 2],
         "messages": sink.messages,
@@ -276,8 +282,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child", "scale"]:
-        print(json.dumps(run_scale_child()), flush=True)
+    if sys.argv[1:3] == ["--child", "scale"]:
+        hosts = int(sys.argv[3]) if len(sys.argv) > 3 else None
+        print(json.dumps(run_scale_child(hosts)), flush=True)
     elif len(sys.argv) == 3 and sys.argv[1] == "--child":
         print(json.dumps(run_child(sys.argv[2])), flush=True)
     elif sys.argv[1:] == ["--scale"]:

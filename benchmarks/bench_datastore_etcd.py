@@ -10,13 +10,20 @@ ratio is the cost of the Backend layer (CAS transactions, encoding, KVPair objec
 * ``etcd_serial_create``: ms per create from one thread vs ms per plain Put.
 * ``etcd_list``: seconds to list all N keys (paged Range at one revision, KVPairs) vs one
   unpaged Range request over the same keys.
+* ``etcd_watch_latency_p50`` / ``_p99``: seconds from a Put in another process (raw gRPC, each
+  value its wall-clock stamp, ``WRITE_GAP`` apart) to the event leaving ``EtcdWatch.next``
+  (target p99 <= 2 ms) vs a raw gRPC Watch stream read in this process (baseline): the ratio is
+  what the Backend layer (pump thread, queue, conversion) adds. ``--watch-only`` runs just this.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import statistics
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +45,8 @@ VALUE += "a" * (200 - len(VALUE) - 2) + '"}'  # ~200-byte JSON values
 RAW_KEYS = 20_000
 SERIAL = 1_000
 BUDGET_S = 60.0  # cap on the main create phase
+N_LATENCY = 400
+WRITE_GAP = 0.005  # between timestamped writes, so each latency sample is independent
 
 
 def run_parallel(fn: Callable[[int], object], n: int, threads: int, budget: float) -> int:
@@ -58,11 +67,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=32)
+    parser.add_argument("--watch-only", action="store_true")
     args = parser.parse_args()
 
     import grpc
 
     with EtcdServer(fast_leases=False) as server:
+        if args.watch_only:
+            bench_watch_latency(server.endpoints)
+            return 0
         backend = EtcdBackend(server.endpoints)
         channel = grpc.insecure_channel(server.endpoints.split("//")[1], CHANNEL_OPTIONS)
         kv = rpc_pb2_grpc.KVStub(channel)
@@ -116,8 +129,110 @@ def main() -> int:
 
         channel.close()
         backend.close()
+        bench_watch_latency(server.endpoints)
     return 0
 
 
+def writer(target: str, prefix: str) -> None:
+    """Subprocess body: ``N_LATENCY`` Puts of the wall-clock time, ``WRITE_GAP`` apart."""
+    import grpc
+
+    channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
+    kv = rpc_pb2_grpc.KVStub(channel)
+    kv.Range(rpc_pb2.RangeRequest(key=b"/"))  # connected before the parent starts timing
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
+    for i in range(N_LATENCY):
+        stamp = repr(time.time()).encode()
+        kv.Put(rpc_pb2.PutRequest(key=f"{prefix}{i % 10}".encode(), value=stamp))
+        time.sleep(WRITE_GAP)
+    channel.close()
+
+
+def timed_writes(target: str, prefix: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--writer", target, prefix],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def release(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+
+
+def backend_latency(endpoints: str, prefix: str) -> list[float]:
+    backend = EtcdBackend(endpoints)
+    proc = timed_writes(endpoints.split("//")[1], prefix)
+    watch = backend.watch(prefix, backend.current_revision())
+    samples: list[float] = []
+    try:
+        time.sleep(0.2)  # the stream is open (a watch from the current revision replays nothing)
+        release(proc)
+        while len(samples) < N_LATENCY:
+            event = watch.next(10)
+            assert event is not None and event.value is not None, "writer stalled"
+            samples.append(time.time() - float(event.value))
+    finally:
+        watch.stop()
+        proc.wait(30)
+        backend.close()
+    return samples
+
+
+def raw_latency(target: str, prefix: str) -> list[float]:
+    import grpc
+
+    channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
+    stub = rpc_pb2_grpc.WatchStub(channel)
+    start, end = prefix_range(prefix)
+    done = threading.Event()
+
+    def requests():  # type: ignore[no-untyped-def]
+        create = rpc_pb2.WatchCreateRequest(key=start, range_end=end)
+        yield rpc_pb2.WatchRequest(create_request=create)
+        done.wait()
+
+    proc = timed_writes(target, prefix)
+    samples: list[float] = []
+    call = stub.Watch(requests())
+    try:
+        for resp in call:
+            if resp.created:
+                release(proc)
+            for ev in resp.events:
+                samples.append(time.time() - float(ev.kv.value))
+            if len(samples) >= N_LATENCY:
+                break
+    finally:
+        done.set()
+        call.cancel()
+        proc.wait(30)
+        channel.close()
+    return samples
+
+
+def quantile(samples: list[float], q: float) -> float:
+    return statistics.quantiles(samples, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def bench_watch_latency(endpoints: str) -> None:
+    raw = raw_latency(endpoints.split("//")[1], "/lat-raw/")
+    ours = backend_latency(endpoints, "/lat/")
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        emit(f"etcd_watch_latency_{name}", "seconds", quantile(ours, q), quantile(raw, q),
+             samples=N_LATENCY, target=0.002 if name == "p99" else None, max=max(ours),
+             baseline_is="raw gRPC Watch stream, same writer")  # fmt: skip
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["--writer"]:
+        writer(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(main())

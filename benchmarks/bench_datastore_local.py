@@ -9,8 +9,9 @@ Run as ``python benchmarks/bench_datastore_local.py``. Prints JSON lines via ``h
 * ``datastore_local_list``: seconds to list 100,000 keys (value; target <= 1 s) vs a raw
   SELECT of the same rows (baseline).
 * ``datastore_local_watch_latency_p50`` / ``_p99``: seconds from a write in another process to
-  the event leaving ``watch.next`` (value; target p99 <= 0.020) vs the same measurement for a
-  write in the watching process (baseline, no cross-process polling involved).
+  the event leaving ``watch.next`` (value; target p99 <= 0.002, issue 23) vs the same
+  measurement for a write in the watching process (baseline, no cross-process wake-up
+  involved). ``--watch-only`` runs just this.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def bench_watch_latency(tmp: Path) -> None:
             quantile(remote, q),
             quantile(local, q),
             samples=N_LATENCY,
-            target=0.020 if name == "p99" else None,
+            target=0.002 if name == "p99" else None,
             max=max(remote),
         )
 
@@ -180,5 +181,8 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--writer"]:
         writer(sys.argv[2])
+    elif sys.argv[1:] == ["--watch-only"]:
+        with tempfile.TemporaryDirectory(prefix="bench-datastore-") as tmp:
+            bench_watch_latency(Path(tmp))
     else:
         main()

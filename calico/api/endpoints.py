@@ -328,6 +328,8 @@ class WorkloadEndpointSpec(CalicoModel):
     @classmethod
     def _networks(cls, value: list[str] | None) -> list[str] | None:
         for item in value or []:
+            if v.is_ipv4_host_cidr(item):  # the common case, without two ipaddress parses
+                continue
             v.cidr(item, strict=True)
             net = ipaddress.ip_network(item)
             if net.num_addresses != 1:
@@ -368,10 +370,11 @@ class WorkloadEndpointSpec(CalicoModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        nets = [ipaddress.ip_network(n) for n in self.ip_networks or []]
         issues: list[tuple[Loc, str]] = []
         if not self.interface_name:
             issues.append((("interfaceName",), "interfaceName must be specified"))
+        # Parsed only when there are NATs to check (a Felix start validates every endpoint).
+        nets = [ipaddress.ip_network(n) for n in self.ip_networks or []] if self.ip_nats else []
         for i, nat in enumerate(self.ip_nats or []):
             ip = ipaddress.ip_address(nat.internal_ip)
             if not any(ip in n for n in nets):

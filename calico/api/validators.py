@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
+from functools import lru_cache
 
 from calico.durations import DurationError, format_duration, parse_duration
 
@@ -41,7 +43,44 @@ def dns1123_subdomain(value: str, what: str = "name") -> str:
 
 
 def label_key(key: str) -> str:
-    """A Kubernetes label key: optional DNS subdomain prefix + '/' + name of at most 63 chars."""
+    """A Kubernetes label key: optional DNS subdomain prefix + '/' + name of at most 63 chars.
+
+    Memoised (``_label_key_problem``): every endpoint and policy carries the same few keys
+    and values, and checking them was a tenth of decoding a WorkloadEndpoint (design/
+    performance.md "Full-Felix scale")."""
+    problem = _label_key_problem(key)
+    if problem is not None:
+        raise ValueError(problem)
+    return key
+
+
+def label_value(value: str) -> str:
+    problem = _label_value_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+@lru_cache(maxsize=16384)
+def _label_key_problem(key: str) -> str | None:
+    try:
+        label_key_uncached(key)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@lru_cache(maxsize=16384)
+def _label_value_problem(value: str) -> str | None:
+    try:
+        label_value_uncached(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def label_key_uncached(key: str) -> str:
+    """The reference check behind :func:`label_key`."""
     prefix, _, name = key.rpartition("/")
     if prefix:
         dns1123_subdomain(prefix, "label key prefix")
@@ -50,7 +89,8 @@ def label_key(key: str) -> str:
     return key
 
 
-def label_value(value: str) -> str:
+def label_value_uncached(value: str) -> str:
+    """The reference check behind :func:`label_value`."""
     if len(value) > 63 or not LABEL_VALUE.match(value):
         raise ValueError(f"label value {value!r} is not a valid Kubernetes label value")
     return value
@@ -72,6 +112,22 @@ def ip_address(value: str, version: int | None = None) -> str:
     if version is not None and addr.version != version:
         raise ValueError(f"{value!r} is not an IPv{version} address")
     return value
+
+
+def is_ipv4_host_cidr(value: str) -> bool:
+    """True for ``a.b.c.d/32`` in the exact form ``ipaddress`` accepts, checked with
+    ``inet_pton`` (one C call, no objects); False means "not known": use ``ipaddress``. Every
+    endpoint's ipNetworks pass here at each Felix start (design/performance.md "Full-Felix
+    scale"); tests/unit/api/test_host_cidr.py checks it never accepts what ``ipaddress``
+    rejects."""
+    addr, slash, plen = value.partition("/")
+    if plen != "32" or not slash or not 7 <= len(addr) <= 15 or not addr.isascii():
+        return False
+    try:
+        socket.inet_pton(socket.AF_INET, addr)
+    except OSError:
+        return False
+    return True
 
 
 def cidr(value: str, version: int | None = None, strict: bool = False) -> str:

@@ -36,7 +36,17 @@ def wep_name(node: str, orchestrator: str, workload: str, endpoint: str) -> str:
 
 
 def split_dashed(name: str) -> list[str]:
-    """Split on single dashes, turning each ``--`` into a literal dash (left to right)."""
+    """Split on single dashes, turning each ``--`` into a literal dash (left to right).
+
+    A name without ``--`` is a plain ``str.split`` (every endpoint's name is split at each
+    Felix start); the rest take the reference scan, ``split_dashed_scan``."""
+    if "--" not in name:
+        return name.split("-")
+    return split_dashed_scan(name)
+
+
+def split_dashed_scan(name: str) -> list[str]:
+    """The character-by-character reference of :func:`split_dashed`."""
     parts: list[str] = []
     current: list[str] = []
     i, n = 0, len(name)

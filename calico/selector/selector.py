@@ -104,8 +104,14 @@ def parse(text: str) -> Selector:
 
 
 def validate(text: str) -> None:
-    """Raise :class:`SelectorParseError` if ``text`` is not a valid selector."""
-    parse_ast(text)
+    """Raise :class:`SelectorParseError` if ``text`` is not a valid selector.
+
+    Through the ``parse`` memo: a Felix start validates every policy selector twice (the v3
+    model, then the calc graph's validation filter) before the label index parses it again,
+    and at 10,000 policies that re-tokenising was the largest single cost (design/performance.md
+    "Full-Felix scale"). Invalid text is not memoised (lru_cache keeps no exceptions), so its
+    error is raised afresh, the same as ``parse_ast``'s."""
+    parse(text)
 
 
 def normalise(text: str) -> str:

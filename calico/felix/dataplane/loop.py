@@ -286,6 +286,8 @@ class InternalDataplane:
         if self._metrics is not None:
             self._metrics.apply_time.observe(elapsed)
             self._update_gauges()
+        # Upstream's line, one per apply; bench_felix_scale.py reads the apply times from it.
+        log.info("Finished applying updates to dataplane. msecToApply=%.3f", elapsed * 1000.0)
         if result.ok and not self.dataplane_in_sync:
             self.dataplane_in_sync = True
             log.info("Dataplane in sync (first apply took %.3fs)", elapsed)

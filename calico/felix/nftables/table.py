@@ -120,21 +120,23 @@ class NftablesTable:
         typ = tuple(nft_set.type) if isinstance(nft_set.type, list | tuple) else nft_set.type
         elements = canonical_all(nft_set.elements, typ)
         self._desired.sets[nft_set.name] = SetState(typ, nft_set.interval, elements)
-        self._dirty.sets.add(nft_set.name)
+        self._dirty.touch_set(nft_set.name)
 
     def add_set_members(self, name: str, members: Iterable[Any]) -> None:
         s = self._desired.sets[name]
-        s.elements.update(canonical_all(members, s.type))
-        self._dirty.sets.add(name)
+        added = canonical_all(members, s.type)
+        s.elements.update(added)
+        self._dirty.touch_members(name, added)
 
     def remove_set_members(self, name: str, members: Iterable[Any]) -> None:
         s = self._desired.sets[name]
-        s.elements.difference_update(canonical_all(members, s.type))
-        self._dirty.sets.add(name)
+        removed = canonical_all(members, s.type)
+        s.elements.difference_update(removed)
+        self._dirty.touch_members(name, removed)
 
     def remove_set(self, name: str) -> None:
         if self._desired.sets.pop(name, None) is not None:
-            self._dirty.sets.add(name)
+            self._dirty.touch_set(name)
 
     def set_map(self, vmap: VerdictMap) -> None:
         key_type = vmap.key_type

@@ -39,11 +39,18 @@ class Desired:
 
 @dataclass
 class Dirty:
-    """Names whose desired or known state may differ; only these are diffed at apply time."""
+    """Names whose desired or known state may differ; only these are diffed at apply time.
+
+    ``members``: for a dirty set whose only changes since it was last clean are member adds
+    and removes, the members touched. Known equals desired outside them (the set was clean),
+    so its diff looks only at those, not at the whole set: with 250,000 remote endpoints one
+    member change made every apply compare whole sets (design/performance.md "Full-Felix
+    scale"). A set dirtied any other way (replaced, removed, a readback) is diffed whole."""
 
     chains: set[str] = field(default_factory=set)
     sets: set[str] = field(default_factory=set)
     maps: set[str] = field(default_factory=set)
+    members: dict[str, set[Element]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.chains or self.sets or self.maps)
@@ -52,8 +59,23 @@ class Dirty:
         self.chains.clear()
         self.sets.clear()
         self.maps.clear()
+        self.members.clear()
+
+    def touch_members(self, name: str, members: Iterable[Element]) -> None:
+        """Set ``name`` changed only at ``members`` (tracked if it was clean until now)."""
+        if name not in self.sets:
+            self.sets.add(name)
+            self.members[name] = set(members)
+        elif (touched := self.members.get(name)) is not None:
+            touched.update(members)
+
+    def touch_set(self, name: str) -> None:
+        """Set ``name`` changed as a whole: its next diff compares all of it."""
+        self.sets.add(name)
+        self.members.pop(name, None)
 
     def mark_all(self, *states: Desired | KernelState) -> None:
+        self.members.clear()
         for st in states:
             self.chains.update(st.chains)
             self.sets.update(st.sets)
@@ -200,7 +222,8 @@ def _plan_sets_and_maps(
     """Plan set and map changes; returns the names re-created with a new type."""
     recreated: set[str] = set()
     for name in sorted(dirty.sets):
-        _plan_set(b, plan, name, desired.sets.get(name), known.sets.get(name), recreated)
+        want, have = desired.sets.get(name), known.sets.get(name)
+        _plan_set(b, plan, name, want, have, recreated, dirty.members.get(name))
     for name in sorted(dirty.maps):
         _plan_map(b, plan, name, desired.maps.get(name), known.maps.get(name), recreated)
     return recreated
@@ -236,7 +259,9 @@ def _plan_set(
     want: SetState | None,
     have: SetState | None,
     recreated: set[str],
+    touched: set[Element] | None = None,
 ) -> None:
+    """``touched``: see :attr:`Dirty.members` (None: compare the whole set)."""
     st = plan.stats
     if want is None:
         st.sets_deleted += _plan_unwanted(b, "set", name, have, plan.sets)
@@ -253,7 +278,12 @@ def _plan_set(
         st.elements_added += len(want.elements)
         plan.sets[name] = SetState(want.type, want.interval, set(want.elements))
         return
-    removes, adds = have.elements - want.elements, want.elements - have.elements
+    if touched is not None:
+        had, wants = have.elements, want.elements
+        removes = {m for m in touched if m in had and m not in wants}
+        adds = {m for m in touched if m in wants and m not in had}
+    else:
+        removes, adds = have.elements - want.elements, want.elements - have.elements
     if removes or adds:
         _plan_elements(b, st, name, _elems_json(removes, want.type), _elems_json(adds, want.type))
         plan.set_deltas[name] = (removes, adds)

@@ -39,7 +39,14 @@ def passthrough(key: ResourceKey, value: Any) -> Output:
 
 
 def net_str(text: str) -> str:
-    """A CIDR or bare IP as a masked network (``10.0.0.1`` -> ``10.0.0.1/32``)."""
+    """A CIDR or bare IP as a masked network (``10.0.0.1`` -> ``10.0.0.1/32``).
+
+    An IPv4 ``/32`` that ``inet_pton`` accepts is already canonical (decimal octets, no
+    leading zeros), so it is returned as is: one per endpoint at every Felix start."""
+    from calico.api.validators import is_ipv4_host_cidr  # not at import: processors stay light
+
+    if is_ipv4_host_cidr(text):
+        return text
     return str(ipaddress.ip_network(text, strict=False))
 
 
