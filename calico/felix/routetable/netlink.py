@@ -1,8 +1,11 @@
-"""The route table's view of netlink: a small protocol plus its pyroute2 implementation.
+"""The route table's view of netlink: a small protocol plus its kernel implementation.
 
-Kept behind a protocol so the orchestration logic can be unit-tested with a fake kernel. The
-pyroute2 socket is bound to the thread that opened it (pyroute2 0.9's sync API keeps per-thread
-asyncio state), so it is reopened if a different thread starts calling.
+Kept behind a protocol so the orchestration logic can be unit-tested with a fake kernel. Route
+and neighbour writes and the resync's dumps go over one raw socket per thread, struct-encoded
+(``calico.felix.routetable.rtnl``, ``calico.felix.nlbatch``): they are on the time-to-first-
+response path. Only the rare single-link lookup still uses pyroute2, whose socket is bound to
+the thread that opened it (pyroute2 0.9's sync API keeps per-thread asyncio state), so it is
+reopened if a different thread starts calling.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import logging
 import socket
 import sys
 import threading
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from calico.felix.routetable.model import (
     MAIN_TABLE,
@@ -21,8 +25,10 @@ from calico.felix.routetable.model import (
     KernelRoute,
     LinkInfo,
     cidr_addr,
-    cidr_ip_version,
 )
+
+if TYPE_CHECKING:
+    from calico.felix.nlbatch import Request
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +73,7 @@ class PyRoute2Netlink:
         self._netns = netns
         self._ipr: Any = None
         self._owner: int | None = None
-        self._dumper: Any = None  # calico.felix.nlbatch.BatchWriter for the resync's dumps
+        self._dumper: Any = None  # calico.felix.nlbatch.BatchWriter: dumps and writes
         self._dumper_owner: int | None = None
 
     def _sock(self) -> Any:
@@ -100,16 +106,18 @@ class PyRoute2Netlink:
             self.close()
             raise RouteNetlinkError(e.errno or errno.EIO, f"{what}: {e}") from e
 
-    def _route(self, what: str, command: str, cidr: str, ip_version: int, **kwargs: Any) -> Any:
-        """A main-table route request for ``cidr``."""
-        family = _family(ip_version)
-        return self._call(
-            what, "route", command, dst=cidr, table=MAIN_TABLE, family=family, **kwargs
-        )
-
     def _dump(self, what: str, request: Any) -> list[tuple[int, bytes]]:
         """A dump through the struct codec (``calico.felix.nlbatch``): pyroute2's generic
         decoder made the resync's link and route dumps ~4% of a Felix cold start."""
+        writer = self._writer()
+        writer.connect()  # failing to open the socket is not a request error
+        try:
+            return writer.dump(request)
+        except OSError as e:  # the writer has dropped its socket; the next dump reopens it
+            raise RouteNetlinkError(e.errno or errno.EIO, f"{what}: {e}") from e
+
+    def _writer(self) -> Any:
+        """The thread's ``calico.felix.nlbatch.BatchWriter`` (dumps and writes share it)."""
         from calico.felix import nlbatch as nb
 
         me = threading.get_ident()
@@ -117,11 +125,7 @@ class PyRoute2Netlink:
             self._close_dumper()
         if self._dumper is None:
             self._dumper, self._dumper_owner = nb.BatchWriter(self._netns), me
-        self._dumper.connect()  # failing to open the socket is not a request error
-        try:
-            return self._dumper.dump(request)
-        except OSError as e:  # the writer has dropped its socket; the next dump reopens it
-            raise RouteNetlinkError(e.errno or errno.EIO, f"{what}: {e}") from e
+        return self._dumper
 
     def _close_dumper(self) -> None:
         dumper, self._dumper, self._dumper_owner = self._dumper, None, None
@@ -161,45 +165,43 @@ class PyRoute2Netlink:
                     out.append(route)
         return out
 
+    def _write(self, build: Callable[[Any], Request]) -> None:
+        """``build(calico.felix.routetable.rtnl)``'s request over the thread's struct socket,
+        with its ack; a refusal or socket error becomes :class:`RouteNetlinkError` with the
+        kernel's errno, as pyroute2's ``NetlinkError`` did."""
+        from calico.felix.routetable import rtnl
+
+        try:
+            request = build(rtnl)
+        except (ValueError, OSError) as e:  # an unparsable address or MAC: refused, as pyroute2
+            raise RouteNetlinkError(errno.EINVAL, f"invalid request: {e}") from e
+        writer = self._writer()
+        writer.connect()  # failing to open the socket is not a request error
+        failures = writer.send([request])
+        if failures:
+            code = failures[0].errno
+            raise RouteNetlinkError(code, str(failures[0]))
+
     def replace_route(
         self, cidr: str, ifindex: int, *, proto: int, scope: int, metric: int
     ) -> None:
-        self._route(
-            f"replace route {cidr}",
-            "replace",
-            cidr,
-            cidr_ip_version(cidr),
-            oif=ifindex,
-            scope=scope,
-            proto=proto,
-            priority=metric,
+        self._write(
+            lambda m: m.route_replace(cidr, ifindex, proto=proto, scope=scope, metric=metric)
         )
 
     def delete_route(self, route: KernelRoute) -> None:
-        self._route(
-            f"delete route {route.cidr}",
-            "del",
-            route.cidr,
-            route.ip_version,
-            oif=route.ifindex,
-            priority=route.metric,
-            proto=route.proto,
-            scope=route.scope,
+        r = route
+        self._write(
+            lambda m: m.route_delete(
+                r.cidr, r.ifindex, proto=r.proto, scope=r.scope, metric=r.metric
+            )
         )
 
     def set_neighbour(self, ip: str, mac: str, ifindex: int) -> None:
-        self._call(
-            f"set neighbour {ip}",
-            "neigh",
-            "replace",
-            dst=ip,
-            lladdr=mac,
-            ifindex=ifindex,
-            state=NUD_PERMANENT,
-        )
+        self._write(lambda m: m.neigh_replace(ip, mac, ifindex))
 
     def delete_neighbour(self, ip: str, ifindex: int) -> None:
-        self._call(f"delete neighbour {ip}", "neigh", "del", dst=ip, ifindex=ifindex)
+        self._write(lambda m: m.neigh_delete(ip, ifindex))
 
     def close(self) -> None:
         self._close_dumper()
