@@ -43,6 +43,7 @@ LINK_DIR = "/sys/fs/bpf/tcx"  # upstream's TCX link pins
 OBJECT_CACHE = "/var/lib/calico/bpf"
 POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory (the default)
 LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
+RPF_MODES = {"Disabled": 0, "Strict": 1, "Loose": 2}  # BPFEnforceRPF -> CALI_RPF
 # Not a valid v3 name (underscore), so it can never collide with a datastore profile.
 ALLOW_PROFILE = "_bpf_policy"
 _ALLOW_ALL = Profile(inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule(action="allow"),))
@@ -135,6 +136,7 @@ def open_dataplane(config: Any) -> BPFDataplane:
         policy_debug_dir=str(config["BPFPolicyDebugDir"]) if debug else None,
         defines={
             "CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]],
+            "CALI_RPF": RPF_MODES[config["BPFEnforceRPF"]],
             "CALI_IPV6": int(bool(config["Ipv6Support"])),  # off: IPv6 dropped on workloads
         },
         attach_type=resolve_attach_type(str(config["BPFAttachType"]), outlives),
