@@ -132,7 +132,8 @@ struct cali_ctr_key {
 #define CALI_CTR_HOST_BYPASS 6     /* from a host address: not policed */
 #define CALI_CTR_FAILSAFE 7        /* HEP: failsafe port, allowed ahead of policy */
 #define CALI_CTR_HEP_NO_POLICY 8   /* HEP: no host endpoint (or no program): allowed */
-#define CALI_CTR_N 9
+#define CALI_CTR_DROP_RPF 9        /* HEP: source fails BPFEnforceRPF (new flows) */
+#define CALI_CTR_N 10
 struct cali_ctr_value {
 	__u64 c[CALI_CTR_N];
 };

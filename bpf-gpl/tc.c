@@ -11,7 +11,8 @@
  * interface with no host endpoint (no cpy_iface entry, not READY, or an empty slot) passes
  * without policy; failsafe ports (cpy_v4_fsafes / cpy_v6_fsafes) to (from-HEP) or from
  * (to-HEP) the host's own addresses pass ahead of policy and are tracked; the policy program
- * learns from st->host_flags whether the host itself is the destination / source.
+ * learns from st->host_flags whether the host itself is the destination / source. New flows
+ * arriving on a data interface are reverse-path checked first (BPFEnforceRPF, CALI_RPF).
  *
  * ARP and ICMPv6 ND/MLD pass; IPv4 and IPv6 are policed; anything else is dropped. A conntrack hit whose leg this hook already approved
  * passes without policy (TCP SYNs are always re-policed). Otherwise the packet is parsed into
@@ -32,6 +33,11 @@
 
 #include "cali_maps.h"
 #include "conntrack.h"
+
+/* BPFEnforceRPF on from-HEP: 0 Disabled, 1 Strict, 2 Loose (upstream's default). */
+#ifndef CALI_RPF
+#define CALI_RPF 2
+#endif
 
 /* Ipv6Support: 0 drops IPv6 on workload interfaces as unsupported (upstream's BPF mode with
  * IPv6 off does the same). */
@@ -204,6 +210,45 @@ static __always_inline int cali_failsafe(const struct cali_state *st, __u8 hook)
 	return bpf_map_lookup_elem(&cpy_v4_fsafes, &k) != 0;
 }
 
+/* Reverse-path check of a new flow arriving on a data interface: a FIB lookup of the route
+ * back to the source (source and destination swapped, from this interface). Strict: that route
+ * must leave through this interface; Loose: some route must exist. IPv6 link-local sources and
+ * ICMPv6 are on-link by definition and pass. */
+static __always_inline int cali_hep_rpf_ok(struct __sk_buff *skb, const struct cali_state *st)
+{
+	struct bpf_fib_lookup fib;
+	__u32 in = skb->ingress_ifindex;
+	int rc;
+
+	if (CALI_RPF == 0)
+		return 1;
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.ifindex = in;
+	fib.l4_protocol = st->proto;
+	fib.sport = bpf_htons(st->dport);
+	fib.dport = bpf_htons(st->sport);
+	if (st->ip_ver == 6) {
+		const __u8 *src6 = (const __u8 *)st->ip6_src;
+
+		if (st->proto == IPPROTO_ICMPV6 || (src6[0] == 0xfe && (src6[1] & 0xc0) == 0x80))
+			return 1;
+		fib.family = 10; /* AF_INET6 */
+		__builtin_memcpy(fib.ipv6_src, st->ip6_dst, 16);
+		__builtin_memcpy(fib.ipv6_dst, st->ip6_src, 16);
+	} else {
+		fib.family = 2; /* AF_INET */
+		fib.ipv4_src = st->ip_dst;
+		fib.ipv4_dst = st->ip_src;
+	}
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
+	    rc != BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return 0;
+	if (fib.ifindex == in)
+		return 1;
+	return CALI_RPF == 2 && fib.ifindex != 0;
+}
+
 static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int hep)
 {
 	struct cali_state *st;
@@ -258,6 +303,12 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int
 		}
 	}
 
+	/* Upstream checks every new flow on a data interface, host endpoint or not. */
+	if (hep && hook == CALI_HOOK_FROM_HEP && !cali_hep_rpf_ok(skb, st)) {
+		cali_count(ifindex, hook, CALI_CTR_DROP_RPF);
+		CALI_LOG_INFO("if %d hook %d: reverse-path check failed, drop", ifindex, hook);
+		return TC_ACT_SHOT;
+	}
 	iface = bpf_map_lookup_elem(&cpy_iface, &ifindex);
 	if (!iface || !(iface->flags & CALI_IFACE_READY)) {
 		if (hep)

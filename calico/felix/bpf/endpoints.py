@@ -5,7 +5,9 @@ Follows the same calc-graph messages as the nftables managers (policies, profile
 workload and host endpoints) and the interface monitor. A workload interface is attached
 (deny-all) as soon as it exists and matches a workload endpoint; a data interface
 (``BPFDataIfacePattern``) as soon as it exists, allowing all until a host endpoint names it
-(or the all-interfaces ``*`` one applies). Policy programs are generated and loaded at
+by name or expected IPs
+(``calico.felix.hostendpoints``, the nftables manager's resolution) or the all-interfaces
+``*`` one applies. Policy programs are generated and loaded at
 deferred-work time whenever the endpoint, one of its policies or profiles changed; removal
 detaches. Failures are logged and retried at the next apply, never half-applied silently: the
 interface stays attached with its previous programs (a new workload: deny-all).
@@ -22,6 +24,7 @@ from calico.felix.bpf.idalloc import IDAllocator
 from calico.felix.bpf.ipsets import BPFIPSets
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.polprog import EndpointPolicy, Generator, RuleInfo
+from calico.felix.hostendpoints import resolve_host_endpoints
 from calico.felix.messages import (
     ActivePolicyRemove,
     ActivePolicyUpdate,
@@ -53,14 +56,6 @@ def _host_ip(text: str) -> bytes | None:
         return None
 
 
-def bpf_handles_hep(hep: HostEndpoint, data_ifaces: re.Pattern[str] | None) -> bool:
-    """Whether a host endpoint's policy is BPF's: the all-interfaces ``*`` one and those
-    naming a data interface. Ones matched by expected IPs only stay on nftables."""
-    if data_ifaces is None or not hep.name:
-        return False
-    return hep.name == "*" or data_ifaces.search(hep.name) is not None
-
-
 class BPFEndpointManager:
     def __init__(
         self,
@@ -82,6 +77,8 @@ class BPFEndpointManager:
         self.weps: dict[WorkloadEndpointID, WorkloadEndpoint] = {}
         self._iface_present: set[str] = set()
         self._host_addrs: dict[str, set[bytes]] = {}  # iface -> packed addresses
+        self._iface_addrs: dict[str, set[str]] = {}  # iface -> normalised text (HEP matching)
+        self._resolved: dict[str, HostEndpoint] | None = None  # None: recompute
         # A predecessor's host addresses (pinned map): those not re-reported go at first sync.
         self._inherited_hostips: set[bytes] | None = {
             *dp.maps.hostips.keys(),
@@ -121,9 +118,16 @@ class BPFEndpointManager:
                 self._dirty.add(old.name)
         elif isinstance(msg, HostEndpointUpdate):
             self.heps[msg.id] = msg.endpoint
-            self._dirty.update(self._data_present)
+            self._heps_changed()
         elif isinstance(msg, HostEndpointRemove) and self.heps.pop(msg.id, None) is not None:
-            self._dirty.update(self._data_present)
+            self._heps_changed()
+
+    def _heps_changed(self) -> None:
+        self._resolved = None
+        self._dirty.update(self._data_present)
+
+    def _by_ips(self) -> bool:
+        return any(not h.name for h in self.heps.values())
 
     def _dirty_all(self) -> None:
         # Regeneration is cheap to skip: unchanged sources are not reloaded (see _program).
@@ -138,6 +142,9 @@ class BPFEndpointManager:
         )
 
     def on_iface_state(self, name: str, state: str, index: int) -> None:
+        gone = state == "absent" and self._iface_addrs.pop(name, None) is not None
+        if gone and self._by_ips():
+            self._heps_changed()
         if self.is_data_iface(name):
             if state == "absent":
                 self._data_present.discard(name)
@@ -160,6 +167,14 @@ class BPFEndpointManager:
         if name.startswith(self._prefixes):
             return
         new = {a for a in (_host_ip(x) for x in addrs or ()) if a is not None}
+        text = None if addrs is None else {str(ipaddress.ip_address(a)) for a in new}
+        if text != self._iface_addrs.get(name):
+            if text is None:
+                self._iface_addrs.pop(name, None)
+            else:
+                self._iface_addrs[name] = text
+            if self._by_ips():  # expected-IP endpoints may move between interfaces
+                self._heps_changed()
         old = self._host_addrs.pop(name, set())
         if new:
             self._host_addrs[name] = new
@@ -228,12 +243,18 @@ class BPFEndpointManager:
         return bool(self._dirty)
 
     def hep_for(self, iface: str) -> HostEndpoint | None:
-        """The host endpoint whose policy ``iface`` enforces: one naming it (lowest ID
-        first), else the all-interfaces ``*`` one, else none."""
-        named = [i for i in sorted(self.heps) if self.heps[i].name == iface]
+        """The host endpoint whose policy ``iface`` enforces: the one resolved to it by name
+        or expected IPs as nftables resolves them, else the all-interfaces ``*`` one (lowest
+        ID), else none."""
+        if self._resolved is None:
+            self._resolved = resolve_host_endpoints(
+                self.heps, self._iface_addrs, lambda n: n.startswith(self._prefixes)
+            )
+        hep = self._resolved.get(iface)
+        if hep is not None:
+            return hep
         wild = [i for i in sorted(self.heps) if self.heps[i].name == "*"]
-        ids = named or wild
-        return self.heps[ids[0]] if ids else None
+        return self.heps[wild[0]] if wild else None
 
     def _sync_data_iface(self, iface: str) -> None:
         if iface not in self._data_present:

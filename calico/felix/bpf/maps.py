@@ -60,6 +60,7 @@ COUNTER_NAMES = (
     "accepted_host_traffic",
     "accepted_failsafe",
     "accepted_no_host_endpoint",
+    "dropped_rpf",
 )
 CTR_VALUE = struct.Struct(f"<{len(COUNTER_NAMES)}Q")
 HOOK_NUMBERS = {"ingress": 0, "egress": 1}

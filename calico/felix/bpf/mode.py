@@ -1,14 +1,14 @@
 """``BPFEnabled=true``: swap workload and host endpoint policy from nftables chains to the
 BPF programs.
 
-What stays in nftables (upstream keeps its iptables rules too): the static chains, masquerade,
-host endpoints matched by expected IPs only (with their policy chains), untracked policy's raw
-chains (for NOTRACK), and per-endpoint chains of the endpoints BPF polices — but those become
-accept-only (conntrack checks, then a built-in allow profile), so the verdict comes from the
-BPF programs alone while dispatch, routes, sysctls and status reporting stay the nftables
-managers' job. When the kernel or bpffs cannot run BPF, Felix logs why and keeps the
-nftables dataplane, as upstream overrides BPFEnabled to false. Design: design/felix-bpf.md
-"Felix".
+What stays in nftables (upstream keeps its iptables rules too): the static chains,
+masquerade, host endpoints on interfaces that are not data interfaces (with their policy
+chains), untracked policy's raw chains (for NOTRACK), and per-endpoint chains of the
+endpoints BPF polices — but those become accept-only (conntrack checks, then a built-in allow
+profile), so the verdict comes from the BPF programs alone while dispatch, routes, sysctls
+and status reporting stay the nftables managers' job. When the kernel or bpffs cannot run
+BPF, Felix logs why and keeps the nftables dataplane, as upstream overrides BPFEnabled to
+false. Design: design/felix-bpf.md "Felix".
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any
 from calico.felix.bpf import attach, bpffs, failsafes, tcx
 from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
 from calico.felix.bpf.dataplane import BPFDataplane
-from calico.felix.bpf.endpoints import BPFEndpointManager, bpf_handles_hep
+from calico.felix.bpf.endpoints import BPFEndpointManager
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.maps import MapSizes
 from calico.felix.messages import (
     ActiveProfileUpdate,
-    HostEndpointUpdate,
+    HostEndpoint,
     Profile,
     ProfileID,
     Rule,
@@ -43,36 +43,39 @@ LINK_DIR = "/sys/fs/bpf/tcx"  # upstream's TCX link pins
 OBJECT_CACHE = "/var/lib/calico/bpf"
 POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory (the default)
 LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
+RPF_MODES = {"Disabled": 0, "Strict": 1, "Loose": 2}  # BPFEnforceRPF -> CALI_RPF
 # Not a valid v3 name (underscore), so it can never collide with a datastore profile.
 ALLOW_PROFILE = "_bpf_policy"
 _ALLOW_ALL = Profile(inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule(action="allow"),))
 
 
-class NftablesWorkloadsAllow:
-    """Feeds the nftables endpoint manager the endpoints BPF polices with chains that only
-    allow: every workload endpoint, and host endpoints BPF handles (``data_ifaces``; their
-    untracked policy is kept, so its raw chains still exempt the flows from conntrack)."""
+def allow_only_hep(hep: HostEndpoint) -> HostEndpoint:
+    """A host endpoint as nftables renders it where BPF polices the interface: conntrack
+    checks and a built-in allow profile; its untracked policy is kept, so its raw chains
+    still exempt the flows from conntrack."""
+    return dataclasses.replace(
+        hep, tiers=(), profile_ids=(ALLOW_PROFILE,), pre_dnat_tiers=(), forward_tiers=()
+    )
 
-    def __init__(self, endpoints: Any, policies: Any, data_ifaces: Any = None) -> None:
+
+class NftablesWorkloadsAllow:
+    """Feeds the nftables endpoint manager the workload endpoints (all BPF's) with chains
+    that only allow. Host endpoints pass unchanged: the manager's ``hep_view`` renders
+    allow-only the interfaces BPF polices (``BPFEndpointManager.is_data_iface``) after
+    resolving them by name or expected IPs, so both sides agree per interface."""
+
+    def __init__(self, endpoints: Any, policies: Any, bpf: BPFEndpointManager | None = None):
         self._endpoints = endpoints
-        self._data_ifaces = data_ifaces
         policies.on_update(ActiveProfileUpdate(ProfileID(ALLOW_PROFILE), _ALLOW_ALL))
+        if bpf is not None and bpf.data_ifaces is not None:
+            endpoints.hep_view = lambda iface, hep: (
+                allow_only_hep(hep) if bpf.is_data_iface(iface) else hep
+            )
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, WorkloadEndpointUpdate):
             ep = dataclasses.replace(msg.endpoint, tiers=(), profile_ids=(ALLOW_PROFILE,))
             msg = WorkloadEndpointUpdate(msg.id, ep)
-        elif isinstance(msg, HostEndpointUpdate) and bpf_handles_hep(
-            msg.endpoint, self._data_ifaces
-        ):
-            hep = dataclasses.replace(
-                msg.endpoint,
-                tiers=(),
-                profile_ids=(ALLOW_PROFILE,),
-                pre_dnat_tiers=(),
-                forward_tiers=(),
-            )
-            msg = HostEndpointUpdate(msg.id, hep)
         self._endpoints.on_update(msg)
 
     def complete_deferred_work(self) -> None:
@@ -133,6 +136,7 @@ def open_dataplane(config: Any) -> BPFDataplane:
         policy_debug_dir=str(config["BPFPolicyDebugDir"]) if debug else None,
         defines={
             "CALI_LOG_LEVEL": LOG_LEVELS[config["BPFLogLevel"]],
+            "CALI_RPF": RPF_MODES[config["BPFEnforceRPF"]],
             "CALI_IPV6": int(bool(config["Ipv6Support"])),  # off: IPv6 dropped on workloads
         },
         attach_type=resolve_attach_type(str(config["BPFAttachType"]), outlives),
@@ -174,7 +178,7 @@ def enable(config: Any, parts: Any) -> Any:
         log.error("Invalid BPFConntrackTimeouts (%s); using the defaults", e)
         timeouts = Timeouts()
     ConntrackScanner(dp.maps, timeouts).start()  # daemon thread, lives as long as Felix
-    shim = NftablesWorkloadsAllow(parts.endpoints, parts.policies, data_ifaces)
+    shim = NftablesWorkloadsAllow(parts.endpoints, parts.policies, bpf)
     managers = [m for m in parts.managers if m is not parts.endpoints]
     managers.insert(managers.index(parts.policies), shim)
     managers.insert(managers.index(shim), bpf)

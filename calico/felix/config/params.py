@@ -251,6 +251,8 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("BPFPolicyDebugEnabled", BOOL, "true", ""),
     # Netkit (upstream's default) = TCX here: there are no netkit devices; TC = tc clsact.
     ("BPFAttachType", oneof("Netkit", "TCX", "TC"), "Netkit", ""),
+    # Reverse-path filtering of new flows arriving on data interfaces (upstream's values).
+    ("BPFEnforceRPF", oneof("Disabled", "Strict", "Loose"), "Loose", ""),
     # calico-py only (upstream hard-codes the directory): where BPFPolicyDebugEnabled writes
     # the policy listings, so that Felixes under test keep theirs apart.
     ("BPFPolicyDebugDir", FILE, "/var/run/calico/bpf/policy", ""),

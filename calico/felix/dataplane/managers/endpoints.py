@@ -9,11 +9,12 @@ or (name empty) by their expected IPs against the interface addresses the monito
 
 from __future__ import annotations
 
-import ipaddress
 import logging
+from collections.abc import Callable
 
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
 from calico.felix.dataplane.managers.policy import PolicyManager
+from calico.felix.hostendpoints import normalise_addr, resolve_host_endpoints
 from calico.felix.messages import (
     HostEndpoint,
     HostEndpointID,
@@ -30,10 +31,6 @@ from calico.felix.routetable import RouteTable, RouteTarget
 from calico.felix.rules import RuleRenderer
 
 log = logging.getLogger(__name__)
-
-
-def _addr(text: str) -> str:
-    return str(ipaddress.ip_interface(text.strip()).ip)
 
 
 class EndpointManager:
@@ -64,6 +61,8 @@ class EndpointManager:
         self._maps_dirty = True  # the maps must exist even when empty (static chains use them)
         self.iface_up: dict[str, bool] = {}
         self._iface_addrs: dict[str, set[str]] = {}
+        # (iface, resolved endpoint) -> the endpoint to render; BPF mode sets it (mode.py).
+        self.hep_view: Callable[[str, HostEndpoint], HostEndpoint] | None = None
 
     # ---- input ------------------------------------------------------------------------------
 
@@ -95,7 +94,7 @@ class EndpointManager:
         if addrs is None:
             self._iface_addrs.pop(name, None)
         else:
-            self._iface_addrs[name] = {_addr(a) for a in addrs}
+            self._iface_addrs[name] = {normalise_addr(a) for a in addrs}
         if any(not h.name for h in self.heps.values()):
             self._heps_dirty = True
 
@@ -151,20 +150,11 @@ class EndpointManager:
         return [RouteTarget(n, ep.mac or None) for n in nets]
 
     def _resolve_heps(self) -> dict[str, HostEndpoint]:
-        """Interface -> host endpoint; by name first, else by expected IPs (sorted ID wins)."""
-        out: dict[str, HostEndpoint] = {}
-        for hep_id in sorted(self.heps):
-            hep = self.heps[hep_id]
-            if hep.name == "*":
-                log.debug("All-interfaces host endpoint %s not supported; ignoring", hep_id)
-                continue
-            if hep.name:
-                out.setdefault(hep.name, hep)
-                continue
-            wanted = {_addr(a) for a in (*hep.expected_ipv4_addrs, *hep.expected_ipv6_addrs)}
-            for iface, addrs in sorted(self._iface_addrs.items()):
-                if wanted & addrs and not self._is_workload_iface(iface):
-                    out.setdefault(iface, hep)
+        """Interface -> host endpoint (``calico.felix.hostendpoints.resolve_host_endpoints``),
+        each seen through ``hep_view`` (BPF mode: allow-only where BPF polices)."""
+        out = resolve_host_endpoints(self.heps, self._iface_addrs, self._is_workload_iface)
+        if self.hep_view is not None:
+            out = {iface: self.hep_view(iface, hep) for iface, hep in out.items()}
         return out
 
     def _render_heps(self) -> None:

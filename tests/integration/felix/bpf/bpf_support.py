@@ -35,9 +35,13 @@ def private_bpffs(base: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def dataplane(base: str, netns: str | None = None) -> Iterator[BPFDataplane]:
+def dataplane(
+    base: str, netns: str | None = None, defines: dict[str, int] | None = None
+) -> Iterator[BPFDataplane]:
     with private_bpffs(base) as mnt:
-        dp = BPFDataplane(os.path.join(mnt, "globals"), os.path.join(base, "cache"), netns=netns)
+        dp = BPFDataplane(
+            os.path.join(mnt, "globals"), os.path.join(base, "cache"), netns=netns, defines=defines
+        )
         try:
             yield dp
         finally:

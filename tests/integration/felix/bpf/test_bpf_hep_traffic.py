@@ -4,8 +4,9 @@ host. Driven through the endpoint manager with calc-graph messages: programs on 
 interfaces only, no host endpoint = allow, a host endpoint's ingress/egress policy for
 traffic to/from the host, failsafe ports ahead of a deny-all policy (counted), replies of
 allowed flows, applyOnForward for forwarded traffic, the ``*`` endpoint and a named one
-overriding it, removal back to allow-all, and detach when the interface goes; once with tc
-filters, once with TCX links."""
+overriding it, removal back to allow-all, detach when the interface goes, and an endpoint
+matched by expected IP following the interface's addresses; once with tc filters, once with
+TCX links."""
 
 from __future__ import annotations
 
@@ -236,3 +237,25 @@ def test_data_iface_removal_detaches(topo: Topo) -> None:
     topo.mgr.on_iface_state("eth0", "up", 2)
     sync(topo, HostEndpointRemove(HEP_ID))
     assert attach.attached_programs("eth0", topo.host)["egress"] == "calico_to_hep"
+
+
+def test_expected_ip_hep_follows_the_interface_address(topo: Topo) -> None:
+    """No interfaceName: eth0 enforces the endpoint while it holds one of its expected IPs
+    (the monitor's addresses), and stops when the address goes."""
+    by_ip = HostEndpointID("by-ip")
+    tiers = (TierInfo("default", ingress_policies=(WEB,)),)
+    hep = HostEndpoint("", tiers=tiers, expected_ipv4_addrs=("10.67.0.50",))
+    sync(topo, ActivePolicyUpdate(WEB, Policy(inbound_rules=(port_rule(8080),))),
+         HostEndpointUpdate(by_ip, hep))  # fmt: skip
+    assert topo.mgr.hep_for("eth0") is None and not topo.mgr.is_programmed("eth0")
+    assert probe(topo.ext, HOST_IP, 9090) == "ok"
+    topo.mgr.on_iface_addrs("eth0", {f"{HOST_IP}/24", "10.67.0.50/24"})
+    sync(topo)
+    assert topo.mgr.hep_for("eth0") == hep and topo.mgr.is_programmed("eth0")
+    assert probe(topo.ext, HOST_IP, 9090) == "timeout"
+    assert probe(topo.ext, HOST_IP, 8080) == "ok"
+    topo.mgr.on_iface_addrs("eth0", {f"{HOST_IP}/24"})
+    sync(topo)
+    assert not topo.mgr.is_programmed("eth0")
+    assert probe(topo.ext, HOST_IP, 9090) == "ok"
+    sync(topo, HostEndpointRemove(by_ip))

@@ -295,3 +295,73 @@ def test_host_endpoint_default_deny_failsafe_and_policy(policy_cluster: Cluster)
             c.ds.delete("GlobalNetworkPolicy", "uplink-web")
             c.ds.delete("HostEndpoint", "uplink")
         eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+
+
+def test_host_endpoint_by_expected_ip_follows_the_address(policy_cluster: Cluster) -> None:
+    """A host endpoint without interfaceName applies to the interface holding one of its
+    expected IPs, from when the address appears until it goes; on BPF the data interface's
+    programs enforce it and nftables keeps only failsafes and the allow profile for it, while
+    a non-data interface holding another of its IPs keeps the full nftables chains."""
+    c = policy_cluster
+    extra, dummy_ip = "192.0.2.2", "198.51.100.50"
+    hep = {
+        "kind": "HostEndpoint",
+        "metadata": {"name": "by-ip", "labels": {"role": "by-ip"}},
+        "spec": {"node": HOSTNAME, "expectedIPs": [extra, dummy_ip]},
+    }
+    allow = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "by-ip-web"},
+        "spec": {
+            "selector": "role == 'by-ip'",
+            "types": ["Ingress"],
+            "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8091]}}],
+        },
+    }
+    bpf = c.felix.env.get("FELIX_BPFENABLED") == "true"
+
+    def fh_chain(iface: str) -> str:
+        ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+        if f"chain filter-cali-fh-{iface} " not in ruleset:
+            return ""
+        return ruleset.split(f"chain filter-cali-fh-{iface} ", 1)[1].split("}", 1)[0]
+
+    def uplink_chain() -> str:
+        return fh_chain("uplink0")
+
+    with servers(c.host, "tcp:8090", "tcp:8091", "tcp:6667"):
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+        in_ns(c.host, "ip", "link", "add", "hepdummy0", "type", "veth", "peer", "hepdummy1")
+        try:
+            in_ns(c.host, "ip", "addr", "add", f"{dummy_ip}/32", "dev", "hepdummy0")
+            in_ns(c.host, "ip", "link", "set", "hepdummy0", "up")
+            c.ds.apply(hep)
+            c.ds.apply(allow)
+            # The dummy (a veth, not a data interface) holds one expected IP: nftables polices it on
+            # both dataplanes. Once that is in, uplink0 (no expected IP yet) is still open.
+            eventually(lambda: "cali-pi-" in fh_chain("hepdummy0"), True)
+            assert tcp(c.outside, HOST_UPLINK_IP, 8090) == "ok"
+            assert uplink_chain() == ""
+            in_ns(c.host, "ip", "addr", "add", f"{extra}/24", "dev", "uplink0")
+            # Now uplink0 is the endpoint: default deny, failsafe and the allowed port pass.
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
+            assert tcp(c.outside, HOST_UPLINK_IP, 8091) == "ok"
+            assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+            fh = uplink_chain()
+            if bpf:
+                tc = in_ns(c.host, "tc", "filter", "show", "dev", "uplink0", "ingress").stdout
+                assert "calico_from_hep" in tc
+                assert "cali-pi-" not in fh and "cali-pri-_bpf_policy" in fh
+            else:
+                assert "cali-pi-" in fh
+            # The address goes: so does the endpoint, on both sides.
+            in_ns(c.host, "ip", "addr", "del", f"{extra}/24", "dev", "uplink0")
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+            eventually(uplink_chain, "")
+            assert "cali-pi-" in fh_chain("hepdummy0")
+        finally:
+            in_ns(c.host, "ip", "addr", "del", f"{extra}/24", "dev", "uplink0", check=False)
+            in_ns(c.host, "ip", "link", "del", "hepdummy0", check=False)
+            c.ds.delete("GlobalNetworkPolicy", "by-ip-web")
+            c.ds.delete("HostEndpoint", "by-ip")
+        eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")

@@ -13,12 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calico.felix.bpf import failsafes, tcx
-from calico.felix.bpf.endpoints import bpf_handles_hep
 from calico.felix.bpf.maps import FSAFE6_KEY, FSAFE_KEY, FSAFE_OUT, fsafe_key
-from calico.felix.bpf.mode import ALLOW_PROFILE, NftablesWorkloadsAllow, resolve_attach_type
+from calico.felix.bpf.mode import (
+    ALLOW_PROFILE,
+    NftablesWorkloadsAllow,
+    allow_only_hep,
+    resolve_attach_type,
+)
 from calico.felix.bpf.polprog import EndpointPolicy, Generator
 from calico.felix.config import PARAMS
 from calico.felix.config.netparsers import PortListParser, ProtoPort
+from calico.felix.hostendpoints import normalise_addr, resolve_host_endpoints
 from calico.felix.messages import (
     HostEndpoint,
     HostEndpointID,
@@ -55,12 +60,35 @@ def test_default_data_iface_pattern(name: str, data: bool) -> None:
     assert (PATTERN.search(name) is not None) is data
 
 
-def test_bpf_handles_named_and_wildcard_heps_only() -> None:
-    assert bpf_handles_hep(HostEndpoint("eth0"), PATTERN)
-    assert bpf_handles_hep(HostEndpoint("*"), PATTERN)
-    assert not bpf_handles_hep(HostEndpoint("uplink0"), PATTERN)  # not a data interface
-    assert not bpf_handles_hep(HostEndpoint("", expected_ipv4_addrs=("10.0.0.1",)), PATTERN)
-    assert not bpf_handles_hep(HostEndpoint("eth0"), None)  # BPF host endpoints off
+def _resolve(heps: dict[HostEndpointID, HostEndpoint], addrs: dict[str, set[str]]) -> Any:
+    out = resolve_host_endpoints(heps, addrs, lambda n: n.startswith("cali"))
+    return {iface: hep.profile_ids[0] for iface, hep in out.items()}
+
+
+def test_resolution_by_name_or_expected_ip_first_id_wins() -> None:
+    heps = {
+        HostEndpointID("b"): HostEndpoint(
+            "", profile_ids=("b",), expected_ipv4_addrs=("10.0.0.1",)
+        ),
+        HostEndpointID("a"): HostEndpoint("eth1", profile_ids=("a",)),
+        HostEndpointID("c"): HostEndpoint("", profile_ids=("c",), expected_ipv6_addrs=("fd00::1",)),
+        HostEndpointID("d"): HostEndpoint("*", profile_ids=("d",)),
+    }
+    addrs = {
+        "eth0": {normalise_addr("10.0.0.1/24")},
+        "eth1": {"10.0.0.1"},  # named by "a" (lower ID), so "b" takes only eth0
+        "cali1": {"10.0.0.1"},  # workload interfaces never host endpoints
+        "eth2": {normalise_addr("fd00:0::1/64")},
+        "eth3": {"10.0.0.9"},
+    }
+    assert _resolve(heps, addrs) == {"eth0": "b", "eth1": "a", "eth2": "c"}
+    assert _resolve(heps, {}) == {"eth1": "a"}  # no addresses: only the named one
+    # An expected-IP endpoint with the lowest ID claims an interface before a named one.
+    heps[HostEndpointID("0")] = HostEndpoint(
+        "", profile_ids=("z",), expected_ipv4_addrs=("10.0.0.9",)
+    )
+    heps[HostEndpointID("e")] = HostEndpoint("eth3", profile_ids=("e",))
+    assert _resolve(heps, addrs)["eth3"] == "z"
 
 
 class _Recorder:
@@ -74,20 +102,19 @@ class _Recorder:
         pass
 
 
-def test_shim_hands_nftables_allow_only_heps_keeping_untracked() -> None:
+def test_shim_rewrites_workloads_only_and_allow_only_hep_keeps_untracked() -> None:
     endpoints, policies = _Recorder(), _Recorder()
-    shim = NftablesWorkloadsAllow(endpoints, policies, PATTERN)
+    shim = NftablesWorkloadsAllow(endpoints, policies)
     t = (TierInfo("default", ingress_policies=(PolicyID("p", tier="default"),)),)
     full = HostEndpoint("eth0", profile_ids=("x",), tiers=t, untracked_tiers=t,
                         pre_dnat_tiers=t, forward_tiers=t)  # fmt: skip
     shim.on_update(HostEndpointUpdate(HostEndpointID("a"), full))
-    other = HostEndpoint("uplink0", profile_ids=("x",), tiers=t)
-    shim.on_update(HostEndpointUpdate(HostEndpointID("b"), other))
-    got = endpoints.msgs[0].endpoint
+    assert endpoints.msgs[0].endpoint == full  # per interface: the manager's hep_view decides
+    assert policies.msgs[0].id.name == ALLOW_PROFILE
+    got = allow_only_hep(full)
     assert got.tiers == () and got.pre_dnat_tiers == () and got.forward_tiers == ()
     assert got.profile_ids == (ALLOW_PROFILE,)
     assert got.untracked_tiers == t  # raw chains keep NOTRACKing untracked flows
-    assert endpoints.msgs[1].endpoint == other  # not BPF's: nftables polices it unchanged
 
 
 def test_failsafe_key_layout() -> None:

@@ -233,9 +233,12 @@ def test_enable_falls_back_to_nftables_when_bpffs_is_unusable(
     assert "falling back to the nftables dataplane" in caplog.text
 
 
-@pytest.mark.parametrize(("ipv6", "define"), [(True, 1), (False, 0)])
-def test_ipv6_support_reaches_the_programs_as_a_define(
-    monkeypatch: pytest.MonkeyPatch, ipv6: bool, define: int
+@pytest.mark.parametrize(
+    ("ipv6", "define", "rpf", "rpf_define"),
+    [(True, 1, "Loose", 2), (False, 0, "Strict", 1), (True, 1, "Disabled", 0)],
+)
+def test_ipv6_support_and_rpf_reach_the_programs_as_defines(
+    monkeypatch: pytest.MonkeyPatch, ipv6: bool, define: int, rpf: str, rpf_define: int
 ) -> None:
     seen: dict[str, object] = {}
     monkeypatch.setattr(mode.bpffs, "check_kernel", lambda: None)
@@ -249,7 +252,8 @@ def test_ipv6_support_reaches_the_programs_as_a_define(
         "BPFMapSizeIPSets": 10,
         "BPFMapSizeIfState": 10,
         "BPFAttachType": "TC",
+        "BPFEnforceRPF": rpf,
     }
     assert mode.open_dataplane(config) == "dp"
-    assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define}
+    assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define, "CALI_RPF": rpf_define}
     assert seen["attach_type"] == "tc" and seen["link_dir"] == mode.LINK_DIR
