@@ -158,10 +158,17 @@ class Node:
                 raise AssertionError(
                     f"calico node run exited {self.proc.returncode}\n{self.diagnostics()}"
                 )
-            if "Calico node is running." in self.output():
+            # Felix ready is what `calico node run` waits for; BIRD may still be restarting
+            # until confd's first render lands (more so on a loaded machine), and
+            # `calico node status` fails while any service is down. Ready means both.
+            if "Calico node is running." in self.output() and self.services_up():
                 return
             time.sleep(0.2)
         raise AssertionError(f"node not ready after {timeout}s\n{self.diagnostics()}")
+
+    def services_up(self) -> bool:
+        """`calico node status` succeeds: every runit service of the node is up."""
+        return self.calico("node", "status", check=False).returncode == 0
 
     def calico(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return in_ns(self.host, CALICO, *args, "--state-dir", str(self.state_dir), check=check)
