@@ -1,9 +1,10 @@
 """Pause the cyclic garbage collector while a process builds what it keeps to the end.
 
-Why: importing the CLI tree, pydantic and the API models allocates ~10^5 long-lived objects
-(modules, classes, schemas), and reading a datastore 10^4 more; every 700 allocations the
-collector runs, and each older-generation run walks all of them again to free nothing. That
-was ~20% of a ``calicoctl explain`` (design/performance.md "Garbage collection at start-up").
+Why: importing the CLI tree, pydantic and the API models leaves ~45,000 objects the collector
+tracks, nearly all alive to the end (modules, classes, schemas), and explain's read of 10,000
+endpoints ~36,000 more; a collection runs every 700 net allocations, and each older-generation
+one walks all of them again to free almost nothing (~600 garbage objects in all). That was
+~20% of a ``calicoctl explain`` (design/performance.md "Garbage collection at start-up").
 :func:`resume` freezes what was built (``gc.freeze``: never scanned again) and turns the
 collector back on, so the command proper, and any daemon, runs with normal collection.
 
