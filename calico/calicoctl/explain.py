@@ -267,11 +267,14 @@ def explain_endpoint(name: str, namespace: str, output: str, config_file: str | 
 def show_endpoint_policies(config_file: str | None, spec: str, namespace: str, output: str) -> None:
     """Print the ordered policies selecting one endpoint (``explain endpoint`` and ``get
     workloadendpoint NAME --show-policies``); ``output`` is text, yaml or json."""
-    data = _load(config_file)
-    ep, _addr = resolve(data, spec, namespace)
-    if ep is None:
-        raise CtlError(f"endpoint {spec!r} not found: {spec} is not a Calico endpoint's address")
-    report = endpoint_policies(data, ep)
+    with paused():  # the read and the conversions, as for --from/--to
+        data = _load(config_file)
+        ep, _addr = resolve(data, spec, namespace)
+        if ep is None:
+            raise CtlError(
+                f"endpoint {spec!r} not found: {spec} is not a Calico endpoint's address"
+            )
+        report = endpoint_policies(data, ep)
     _emit(report, output, render_endpoint(report))
 
 
@@ -309,7 +312,8 @@ def explain_policy(
         )
         raise CtlError(f"policy {name!r} is ambiguous ({names}): use -n and/or --kind")
     key = found[0]
-    report = policy_selection(data, PolicyKey(key.kind, key.namespace, key.name))
+    with paused():  # converts every endpoint: ~10^5 objects kept to the end
+        report = policy_selection(data, PolicyKey(key.kind, key.namespace, key.name))
     if report is None:
         raise CtlError(
             f"policy {name!r} is not in effect: it could not be converted or is a staged Delete"
