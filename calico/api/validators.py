@@ -6,9 +6,9 @@ states the rule broken; pydantic wraps that with the field path.
 
 from __future__ import annotations
 
+import _socket  # socket's C core: inet_pton without socket.py's imports (~3 ms)
 import ipaddress
 import re
-import socket
 from functools import lru_cache
 
 from calico.durations import DurationError, format_duration, parse_duration
@@ -124,7 +124,7 @@ def is_ipv4_host_cidr(value: str) -> bool:
     if plen != "32" or not slash or not 7 <= len(addr) <= 15 or not addr.isascii():
         return False
     try:
-        socket.inet_pton(socket.AF_INET, addr)
+        _socket.inet_pton(_socket.AF_INET, addr)
     except OSError:
         return False
     return True

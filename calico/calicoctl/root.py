@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from calico.calicoctl.flags import apply_log_level, global_options
+from calico.gcpause import resume as resume_gc
 
 # command name -> "module:attribute", in help order
 COMMANDS = {
@@ -127,4 +128,5 @@ def ctl() -> None:
 
     Success messages go to stdout; errors go to stderr and exit with code 1.
     """
+    resume_gc()  # the command's modules are imported (calico.gcpause; main paused)
     apply_log_level()

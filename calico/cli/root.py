@@ -17,6 +17,7 @@ import click
 
 from calico.calicoctl import ctl
 from calico.cli.components import ComponentGroup
+from calico.gcpause import resume as resume_gc
 from calico.logutils import LogLevelError, configure_formatter, parse_level
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal", "panic")
@@ -68,6 +69,7 @@ def cli(log_level: str) -> None:
 
     Run a daemon with "calico component <name>", probe one with "calico health".
     """
+    resume_gc()  # the start-up's objects are built: collect normally from here (main paused)
     configure_formatter("calico", sys.stderr)
     logging.getLogger().setLevel(parse_level(log_level))
 

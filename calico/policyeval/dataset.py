@@ -125,7 +125,7 @@ _ADDRESSES = re.compile(r'"(?:ipNetworks|expectedIPs)"\s*:\s*\[([^\]]*)\]')
 _STRING = re.compile(r'"([^"\\]*)"')
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawEndpoint:
     """A stored endpoint, parsed and converted only when a question needs it."""
 
@@ -194,6 +194,28 @@ class Dataset:
         """Add a stored endpoint by its JSON text; nothing is parsed until a question needs it
         (the address index is built on first use, see ``_candidates_at``)."""
         self._endpoints[(kind, namespace, name)] = _RawEndpoint(kind, namespace, name, text)
+        self._blob = None
+        self._by_address = None
+
+    def add_endpoint_kvs(
+        self, kind: str, prefix: str, namespaced: bool, kvs: Iterable[Any]
+    ) -> None:
+        """:meth:`add_endpoint_text` for every listed key under ``prefix`` that names an
+        endpoint (``[namespace/]name``, as ``_split_path`` reads it; others are skipped), in
+        one loop: a datastore holds ~10^4 of them and a call per key was ~40% of the read."""
+        start, entries, new = len(prefix), self._endpoints, _RawEndpoint
+        for kv in kvs:
+            path = kv.key
+            if not path.startswith(prefix):
+                continue
+            if namespaced:
+                namespace, _, name = path[start:].partition("/")
+                if not namespace:
+                    continue
+            else:
+                namespace, name = "", path[start:]
+            if name and "/" not in name:
+                entries[(kind, namespace, name)] = new(kind, namespace, name, kv.value)
         self._blob = None
         self._by_address = None
 
@@ -383,12 +405,11 @@ def load(
     for kind in kinds:
         prefix = resource_prefix(kind)
         namespaced = KINDS[kind].namespaced
-        for kv in backend.list(prefix).kvs:
-            if kind in ENDPOINT_KINDS:
-                namespace, name = _split_path(prefix, kv.key, namespaced)
-                if name:
-                    data.add_endpoint_text(kind, namespace, name, kv.value)
-                continue
+        kvs = backend.list(prefix).kvs
+        if kind in ENDPOINT_KINDS:
+            data.add_endpoint_kvs(kind, prefix, namespaced, kvs)
+            continue
+        for kv in kvs:
             key = _source_key(kind, prefix, kv.key)
             if key is None:
                 continue

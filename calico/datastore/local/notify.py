@@ -14,7 +14,6 @@ only ends a wait early. In-process kicks go through a pipe watched alongside.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import struct
@@ -45,6 +44,8 @@ class ChangeNotifier:
         self._paths = [os.fsencode(f"{path}{suffix}") for suffix in ("", "-wal")]
         self._wds: dict[bytes, int] = {}  # path -> watch descriptor, for the files watched
         self._libc, self._inotify = None, None
+        import ctypes  # here: only a watch needs it, and a one-shot read should not pay ~2 ms
+
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)

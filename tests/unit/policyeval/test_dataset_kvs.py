@@ -1,0 +1,56 @@
+"""``Dataset.add_endpoint_kvs`` (the read's bulk loop) keeps exactly the endpoints that
+``_split_path`` + ``add_endpoint_text`` keep, under the same ids and texts."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calico.datastore.backend import KVPair
+from calico.policyeval.dataset import Dataset, _split_path
+
+PREFIX = "/calico/resources/v3/projectcalico.org/workloadendpoints/"
+segment = st.sampled_from(["", "ns1", "a", "a/b", "/", "//", "x/", "/y", "n-s.1"])
+path = st.one_of(
+    st.builds(lambda a, b: PREFIX + a + b, segment, segment),
+    st.builds(lambda a: PREFIX[:-1] + a, segment),  # the prefix without its slash
+    st.builds(lambda a: "/calico/resources/v3/projectcalico.org/hostendpoints/" + a, segment),
+)
+
+
+def _slow(kvs: list[KVPair], namespaced: bool) -> Dataset:
+    data = Dataset()
+    for kv in kvs:
+        namespace, name = _split_path(PREFIX, kv.key, namespaced)
+        if name:
+            data.add_endpoint_text("WorkloadEndpoint", namespace, name, kv.value)
+    return data
+
+
+def _view(data: Dataset) -> dict[tuple[str, str, str], tuple[str, str, str, str]]:
+    return {k: (e.kind, e.namespace, e.name, e.text) for k, e in data._endpoints.items()}
+
+
+@given(st.lists(path, max_size=8), st.booleans())
+def test_bulk_matches_per_key(paths: list[str], namespaced: bool) -> None:
+    kvs = [KVPair(p, f'{{"i": {i}}}', i + 1) for i, p in enumerate(paths)]
+    fast = Dataset()
+    fast.add_endpoint_kvs("WorkloadEndpoint", PREFIX, namespaced, kvs)
+    assert list(_view(fast).items()) == list(_view(_slow(kvs, namespaced)).items())  # order too
+
+
+def test_boundaries() -> None:
+    kvs = [
+        KVPair(PREFIX + "ns1/wep-a", "A", 1),
+        KVPair(PREFIX + "ns1/", "empty name", 2),
+        KVPair(PREFIX + "/wep-b", "empty namespace", 3),
+        KVPair(PREFIX + "ns1/a/b", "nested", 4),
+        KVPair(PREFIX + "wep-c", "no namespace", 5),
+        KVPair("/calico/other/ns1/wep-d", "other prefix", 6),
+    ]
+    data = Dataset()
+    data.add_endpoint_kvs("WorkloadEndpoint", PREFIX, True, kvs)
+    assert list(_view(data)) == [("WorkloadEndpoint", "ns1", "wep-a")]
+    flat = Dataset()
+    flat.add_endpoint_kvs("HostEndpoint", PREFIX, False, kvs)
+    assert sorted(k[2] for k in _view(flat)) == ["wep-c"]
