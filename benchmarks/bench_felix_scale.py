@@ -364,6 +364,8 @@ def vm_hwm_mb(pid: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--remote", type=int, default=REMOTE_HOSTS * LOCAL_EPS)
+    parser.add_argument("--mem-dir", type=Path, help="tracemalloc report at in-sync (no churn)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the calc-only child")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_felix_scale needs root (network namespaces, nftables)", file=sys.stderr)
@@ -371,7 +373,14 @@ def main() -> int:
     remote = args.remote - args.remote % LOCAL_EPS
     hosts = 1 + remote // LOCAL_EPS
     bf.compile_bytecode()
-    base = calc_only(hosts)
+    if args.mem_dir is not None:  # benchmarks/felix_memory/sitecustomize.py, in Felix only
+        args.mem_dir.mkdir(parents=True, exist_ok=True)
+        hook = str(BENCH_DIR / "felix_memory")
+        paths = [hook, *filter(None, [os.environ.get("PYTHONPATH")])]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+        os.environ["MEMPROF_DIR"] = str(args.mem_dir.resolve())
+    no_base = {"in_sync_s": 0.0, "peak_rss_mb": 0.0, "churn_p99_ms": 0.0}
+    base = no_base if args.no_baseline else calc_only(hosts)
     with bf.host_env("scale") as (host, ds, felix, _), local_veths(host):
         t0 = time.perf_counter()
         keys = fill(ds, remote)
@@ -394,6 +403,12 @@ def main() -> int:
              baseline_is="calc graph alone, same shape, own process, same run")  # fmt: skip
         emit(BENCH, "felix_scale_rss_mb", rss, base["peak_rss_mb"], target=1536.0,
              baseline_is="calc graph alone: peak RSS")  # fmt: skip
+        if args.mem_dir is not None:
+            (args.mem_dir / "trigger").touch()
+            deadline = time.monotonic() + 600
+            while not (args.mem_dir / "done").exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            return 0
         lat, missed, applies = churn(ds, host, remote, felix)
         rss_after = vm_hwm_mb(felix.proc.pid)
     lat += [float("inf")] * missed
