@@ -2,10 +2,10 @@
 calico).
 
 The bench puts this directory on the Felix child's ``PYTHONPATH`` with ``MEMPROF_DIR`` set.
-In a Felix process it starts ``tracemalloc`` (``MEMPROF_FRAMES`` frames, default 6) and a
-thread that waits for ``$MEMPROF_DIR/trigger``; then it writes ``report.txt``: traced
-current and peak, the top allocation sites by line and by traceback, and the live objects
-by type (``gc``), and creates ``done``.
+In a Felix process it starts ``tracemalloc`` (``MEMPROF_FRAMES`` frames, default 6; 0 for
+none) and a thread that waits for ``$MEMPROF_DIR/trigger``; then it writes ``smaps.txt``
+(the process's mappings) and ``report.txt``: traced current and peak, the top allocation
+sites by line and by traceback, and the live objects by type (``gc``); then ``done``.
 """
 
 from __future__ import annotations
@@ -20,16 +20,22 @@ import tracemalloc
 
 
 def _report(out_dir: str) -> None:
-    snap = tracemalloc.take_snapshot()
-    cur, peak = tracemalloc.get_traced_memory()
-    lines = [f"traced current {cur / 2**20:.1f} MB, peak {peak / 2**20:.1f} MB"]
-    stats = snap.statistics("lineno")
-    lines.append("\n== top 60 by line ==")
-    lines += [f"{s.size / 2**20:8.1f} MB {s.count:9d} {s.traceback[0]}" for s in stats[:60]]
-    lines.append("\n== top 25 by traceback ==")
-    for s in snap.statistics("traceback")[:25]:
-        lines.append(f"{s.size / 2**20:8.1f} MB {s.count:9d}")
-        lines += [f"      {f}" for f in s.traceback]
+    with open("/proc/self/smaps") as f:
+        smaps = f.read()
+    with open(os.path.join(out_dir, "smaps.txt"), "w") as f:
+        f.write(smaps)
+    lines = []
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot()
+        cur, peak = tracemalloc.get_traced_memory()
+        lines.append(f"traced current {cur / 2**20:.1f} MB, peak {peak / 2**20:.1f} MB")
+        stats = snap.statistics("lineno")
+        lines.append("\n== top 60 by line ==")
+        lines += [f"{s.size / 2**20:8.1f} MB {s.count:9d} {s.traceback[0]}" for s in stats[:60]]
+        lines.append("\n== top 25 by traceback ==")
+        for s in snap.statistics("traceback")[:25]:
+            lines.append(f"{s.size / 2**20:8.1f} MB {s.count:9d}")
+            lines += [f"      {f}" for f in s.traceback]
     counts: collections.Counter[str] = collections.Counter()
     sizes: collections.Counter[str] = collections.Counter()
     for obj in gc.get_objects():
@@ -52,5 +58,6 @@ def _watch(out_dir: str) -> None:
 
 
 if os.environ.get("MEMPROF_DIR") and "felix" in sys.argv[1:3]:
-    tracemalloc.start(int(os.environ.get("MEMPROF_FRAMES", "6")))
+    if (frames := int(os.environ.get("MEMPROF_FRAMES", "6"))) > 0:  # 0: smaps and gc only
+        tracemalloc.start(frames)
     threading.Thread(target=_watch, args=(os.environ["MEMPROF_DIR"],), daemon=True).start()
