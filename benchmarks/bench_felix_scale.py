@@ -17,7 +17,8 @@ Metrics (each against a baseline measured in the same run):
   ``cpu_s``: Felix's CPU time at that point (user + system), which load disturbs far less;
   ``calc_only_cpu_s`` the baseline's.
 * ``felix_scale_rss_mb``: Felix's peak RSS (VmHWM) after in-sync. Target <= 1.5 GB. Baseline:
-  the calc graph's peak RSS.
+  the calc graph's peak RSS. ``rss_timeline``: (seconds since start, VmRSS MB) every 2 s up to
+  in-sync, to place the peak in the log's timeline.
 * ``felix_scale_churn_p99_s``: 100 remote-endpoint changes per second, open loop, each a new
   IP for an endpoint that is a member of an IP set the local policies use. Latency = the write
   starting -> the new IP in a committed NEWSETELEM message on nftables' netlink multicast
@@ -26,6 +27,10 @@ Metrics (each against a baseline measured in the same run):
   100 ms), so at 100 changes/s a change waits up to 100 ms for its apply by design.
 * ``felix_scale_apply_p99_s``: p99 duration of the applies during the churn (upstream's
   ``msecToApply`` log line). Target (issue 23's "p99 apply") <= 50 ms. Same baseline.
+
+``--mem-dir DIR`` (with ``--no-baseline`` to iterate) loads ``benchmarks/felix_memory`` into
+Felix: tracemalloc from the start (``MEMPROF_FRAMES``, 0 for none), then at in-sync its
+``report.txt`` (top allocation sites, live objects by type) and ``smaps.txt``; no churn.
 
 ``BENCH_PYSPY_DIR=<dir>`` records py-spy raw profiles of the start (``felix-scale-start.txt``)
 and the churn (``felix-scale-churn.txt``).
@@ -361,9 +366,35 @@ def vm_hwm_mb(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
+class RssSampler(threading.Thread):
+    """Felix's VmRSS every ``every`` seconds from its start: when the peak happens (which
+    phase) says more about what to cut than the peak alone."""
+
+    def __init__(self, pid: int, every: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every, self.t0 = pid, every, time.monotonic()
+        self.samples: list[tuple[float, int]] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(self.every):
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        mb = int(line.split()[1]) // 1024
+                        self.samples.append((round(time.monotonic() - self.t0, 1), mb))
+
+    def stop(self) -> list[tuple[float, int]]:
+        self._halt.set()
+        self.join(5)
+        return self.samples
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--remote", type=int, default=REMOTE_HOSTS * LOCAL_EPS)
+    parser.add_argument("--mem-dir", type=Path, help="tracemalloc report at in-sync (no churn)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the calc-only child")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_felix_scale needs root (network namespaces, nftables)", file=sys.stderr)
@@ -371,13 +402,23 @@ def main() -> int:
     remote = args.remote - args.remote % LOCAL_EPS
     hosts = 1 + remote // LOCAL_EPS
     bf.compile_bytecode()
-    base = calc_only(hosts)
+    if args.mem_dir is not None:  # benchmarks/felix_memory/sitecustomize.py, in Felix only
+        args.mem_dir.mkdir(parents=True, exist_ok=True)
+        hook = str(BENCH_DIR / "felix_memory")
+        paths = [hook, *filter(None, [os.environ.get("PYTHONPATH")])]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+        os.environ["MEMPROF_DIR"] = str(args.mem_dir.resolve())
+    no_base = {"in_sync_s": 0.0, "peak_rss_mb": 0.0, "churn_p99_ms": 0.0}
+    base = no_base if args.no_baseline else calc_only(hosts)
     with bf.host_env("scale") as (host, ds, felix, _), local_veths(host):
         t0 = time.perf_counter()
         keys = fill(ds, remote)
         fill_s = time.perf_counter() - t0
         t_start = time.time()
         felix.start()
+        assert felix.proc is not None
+        sampler = RssSampler(felix.proc.pid)
+        sampler.start()
         spy = bf.profile_felix(felix, "scale-start", 120)
         wait_in_sync(felix, 900)
         phases = bf.timeline(felix.log_path, t_start)
@@ -393,7 +434,13 @@ def main() -> int:
              keys=keys, fill_s=round(fill_s, 2), **shape_info,
              baseline_is="calc graph alone, same shape, own process, same run")  # fmt: skip
         emit(BENCH, "felix_scale_rss_mb", rss, base["peak_rss_mb"], target=1536.0,
-             baseline_is="calc graph alone: peak RSS")  # fmt: skip
+             rss_timeline=sampler.stop(), baseline_is="calc graph alone: peak RSS")  # fmt: skip
+        if args.mem_dir is not None:
+            (args.mem_dir / "trigger").touch()
+            deadline = time.monotonic() + 600
+            while not (args.mem_dir / "done").exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            return 0
         lat, missed, applies = churn(ds, host, remote, felix)
         rss_after = vm_hwm_mb(felix.proc.pid)
     lat += [float("inf")] * missed

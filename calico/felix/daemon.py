@@ -42,6 +42,7 @@ from calico.felix.config import (
     resolve,
     severity_level,
 )
+from calico.felix.malloc_arenas import cap_arenas
 from calico.felix.messages import ConfigUpdate, DatastoreNotReady, Encapsulation, ToDataplane
 from calico.health import HealthAggregator, HealthServer
 from calico.logutils import configure_early_logging_from_env, configure_formatter
@@ -403,6 +404,7 @@ class FelixDaemon:
 )
 @click.option("--config-file", default=DEFAULT_CONFIG_FILE, hidden=True)
 def felix_command(config_file: str) -> None:
+    cap_arenas()  # before any thread starts (calico.felix.malloc_arenas)
     configure_early_logging_from_env("felix")
     configure_formatter("felix")
     daemon = FelixDaemon(config_file)

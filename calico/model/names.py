@@ -9,6 +9,7 @@ never start with ``-``; ``wep_name`` refuses parts that would not round-trip.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported on use: the CNI plugin builds names without the v1 key classes
@@ -84,7 +85,11 @@ def wep_key_from_v3(namespace: str, name: str) -> WorkloadEndpointKey:
     node, orch, workload, endpoint = parse_wep_name(name)
     from calico.model.keys import WorkloadEndpointKey
 
-    return WorkloadEndpointKey(node, orch, f"{namespace}/{workload}", endpoint)
+    # Node, orchestrator and endpoint repeat across endpoints: one shared copy of each.
+    intern = sys.intern
+    return WorkloadEndpointKey(
+        intern(node), intern(orch), f"{namespace}/{workload}", intern(endpoint)
+    )
 
 
 def wep_v3_from_key(key: WorkloadEndpointKey) -> tuple[str, str]:

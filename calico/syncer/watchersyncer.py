@@ -83,7 +83,9 @@ class _WatcherCache:
         self.out = out
         self.stopping = stopping
         # source resource -> (revision, {v1 key: value})
-        self.sources: dict[ResourceKey, tuple[int, dict[Key, Any]]] = {}
+        # resource -> (revision, the v1 keys it produced): the keys alone tell the next
+        # update which keys are UPDATED, NEW or DELETED (the values live in the consumer).
+        self.sources: dict[ResourceKey, tuple[int, tuple[Key, ...]]] = {}
         self.thread = threading.Thread(target=self._run, name=f"syncer-{rtype.kind}", daemon=True)
         self._watch: Any = None
 
@@ -127,7 +129,7 @@ class _WatcherCache:
 
     def _apply(self, key: ResourceKey, revision: int, raw: str | None) -> list[Update]:
         """Record a source KV (raw None = deleted) and return the v1 updates it causes."""
-        old_rev, old = self.sources.get(key, (None, {}))
+        old_rev, old = self.sources.get(key, (None, ()))
         if raw is not None and old_rev == revision:
             return []  # same revision: already sent
         new = self._convert(key, raw)
@@ -140,7 +142,7 @@ class _WatcherCache:
         if raw is None:
             self.sources.pop(key, None)
         else:
-            self.sources[key] = (revision, new)
+            self.sources[key] = (revision, tuple(new))
         return updates
 
     # -- loop ----------------------------------------------------------------------------------
@@ -165,17 +167,23 @@ class _WatcherCache:
                     return
                 continue
             backoff.reset()
+            kvs, revision = listed.kvs, listed.revision
+            del listed  # the raw values go as they are converted, not after the watch ends
             self._send(status=SyncStatus.RESYNC_IN_PROGRESS)
-            self._send(updates=self._resync(listed.kvs))
+            self._send(updates=self._resync(kvs))
             self._send(status=SyncStatus.IN_SYNC)
-            self._watch_from(listed.revision)
+            self._watch_from(revision)
             if not self.stopping.is_set():
                 self._send(status=SyncStatus.RESYNC_IN_PROGRESS)
 
     def _resync(self, kvs: list[KVPair]) -> list[Update]:
+        """The updates a fresh listing causes. Consumes ``kvs`` (empty on return), so each raw
+        value is freed once converted: at scale the listing's JSON is hundreds of MB."""
         updates: list[Update] = []
         seen = set()
-        for kv in kvs:
+        kvs.reverse()
+        while kvs:
+            kv = kvs.pop()
             if (key := self.source_key(kv.key)) is None:
                 continue
             seen.add(key)

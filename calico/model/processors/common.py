@@ -11,6 +11,7 @@ is the decoded v3 resource.
 from __future__ import annotations
 
 import ipaddress
+import sys
 from typing import Any
 
 from calico.model.base import Key
@@ -63,9 +64,20 @@ def mac_str(text: str) -> str:
     return ":".join(digits[i : i + 2] for i in range(0, len(digits), 2))
 
 
+def share(text: str) -> str:
+    """One shared copy of a string many endpoints repeat (label keys and values, profile
+    names, node names): a decoded value is a fresh string per endpoint, and Felix keeps
+    every endpoint for as long as it runs (design/performance.md "Full-Felix memory")."""
+    return sys.intern(text) if type(text) is str else text
+
+
 def protocol_v1(protocol: int | str) -> int | str:
     """numorstring.Protocol.ToV1: names lower-cased (``TCP`` -> ``tcp``), numbers kept."""
     return protocol.lower() if isinstance(protocol, str) else protocol
+
+
+def _share_any(value: int | str) -> int | str:
+    return share(value) if isinstance(value, str) else value
 
 
 def split_by_version(items: list[str], fmt: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -81,7 +93,7 @@ def split_by_version(items: list[str], fmt: Any) -> tuple[tuple[str, ...], tuple
 def endpoint_ports(ports: list[Any] | None, *, named_only: bool) -> tuple[EndpointPort, ...]:
     """model.EndpointPort ``{name, protocol, port}``; unnamed ports are dropped for WEPs."""
     return tuple(
-        EndpointPort(port.name or "", protocol_v1(port.protocol), port.port)
+        EndpointPort(share(port.name or ""), _share_any(protocol_v1(port.protocol)), port.port)
         for port in ports or []
         if port.name or not named_only
     )

@@ -33,6 +33,7 @@ from calico.model.processors.common import (
     ip_str,
     mac_str,
     net_str,
+    share,
     split_by_version,
 )
 from calico.model.processors.rules import rules_v1
@@ -41,16 +42,16 @@ from calico.model.resources import ResourceKey
 
 def _wep_labels(res: WorkloadEndpoint, namespace: str) -> dict[str, str]:
     labels = {
-        k: v
+        share(k): share(v)
         for k, v in (res.metadata.labels or {}).items()
         if not k.startswith((NAMESPACE_LABEL_PREFIX, SERVICE_ACCOUNT_LABEL_PREFIX))
     }
     # Upstream's client stamps these two on the stored WEP; ours does not, so add them here.
-    labels[NAMESPACE_LABEL] = namespace
+    labels[NAMESPACE_LABEL] = share(namespace)
     if res.spec.orchestrator:
-        labels[ORCHESTRATOR_LABEL] = res.spec.orchestrator
+        labels[ORCHESTRATOR_LABEL] = share(res.spec.orchestrator)
     if res.spec.service_account_name:
-        labels[SERVICE_ACCOUNT_LABEL] = res.spec.service_account_name
+        labels[SERVICE_ACCOUNT_LABEL] = share(res.spec.service_account_name)
     return labels
 
 
@@ -70,7 +71,7 @@ def workload_endpoint(key: ResourceKey, value: Any) -> Output:
         state="active",
         name=spec.interface_name or "",
         mac=mac_str(spec.mac) if spec.mac else None,
-        profile_ids=tuple(spec.profiles or ()),
+        profile_ids=tuple(share(p) for p in spec.profiles or ()),
         ipv4_nets=v4_nets,
         ipv6_nets=v6_nets,
         ipv4_nat=tuple(nats[4]),
