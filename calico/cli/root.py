@@ -69,7 +69,8 @@ def cli(log_level: str) -> None:
 
     Run a daemon with "calico component <name>", probe one with "calico health".
     """
-    resume_gc()  # the start-up's objects are built: collect normally from here (main paused)
+    if click.get_current_context().invoked_subcommand != "component":
+        resume_gc()  # the start-up's objects are built: collect normally from here (main paused)
     configure_formatter("calico", sys.stderr)
     logging.getLogger().setLevel(parse_level(log_level))
 
@@ -77,6 +78,10 @@ def cli(log_level: str) -> None:
 @cli.group("component", cls=ComponentGroup)
 def component_group() -> None:
     """Run one of Calico's components (daemons and plugins)."""
+    # The component's modules are imported by now (click resolves before this callback). Felix
+    # resumes itself after its first apply (calico.felix.daemon, calico.gcpause).
+    if click.get_current_context().invoked_subcommand != "felix":
+        resume_gc()
 
 
 @cli.command("version")

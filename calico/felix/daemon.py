@@ -44,6 +44,7 @@ from calico.felix.config import (
 )
 from calico.felix.malloc_arenas import cap_arenas
 from calico.felix.messages import ConfigUpdate, DatastoreNotReady, Encapsulation, ToDataplane
+from calico.gcpause import resume as resume_gc
 from calico.health import HealthAggregator, HealthServer
 from calico.logutils import configure_early_logging_from_env, configure_formatter
 
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 STARTUP_HEALTH = "FelixStartup"
 SHUTDOWN_BUDGET = 10.0
 RETRY_MIN, RETRY_MAX = 0.5, 5.0
+# The garbage collector stays paused from the CLI's imports to the first in-sync apply
+# (calico.gcpause); a Felix that is not in sync by then collects normally anyway.
+GC_PAUSE_LIMIT = 30.0
 
 
 def describe(datastore: DatastoreConfig) -> str:
@@ -222,6 +226,7 @@ class FelixDaemon:
                     except Exception:
                         log.debug("Error closing backend", exc_info=True)
                     backend = None
+            resume_gc()  # waiting for the datastore: the start-up pause ends here
             self._stop.wait(backoff.next())
         if backend is not None:
             backend.close()
@@ -267,6 +272,7 @@ class FelixDaemon:
             self._supervise()
             return self.exit_code
         finally:
+            resume_gc()
             self._shutdown()
 
     @staticmethod
@@ -304,7 +310,7 @@ class FelixDaemon:
             config,
             health=self.health,
             metrics=metrics,
-            on_in_sync=lambda: log.info("Dataplane is in sync with the datastore"),
+            on_in_sync=self._on_dataplane_in_sync,
             encap=encap,
         )
         to_dataplane = dataplane.on_messages
@@ -376,8 +382,17 @@ class FelixDaemon:
 
         return both, flows.lookups.on_endpoint
 
+    @staticmethod
+    def _on_dataplane_in_sync() -> None:
+        log.info("Dataplane is in sync with the datastore")
+        resume_gc()  # start-up's objects are built: freeze them, collect normally from here
+
     def _supervise(self) -> None:
+        gc_deadline = time.monotonic() + GC_PAUSE_LIMIT
         while not self._stop.wait(0.5):
+            if gc_deadline and time.monotonic() >= gc_deadline:
+                resume_gc()  # never in sync so far: run with normal collection regardless
+                gc_deadline = 0.0
             for name, component in self._watch:
                 if not component.is_alive():
                     err = getattr(component, "error", None)
