@@ -6,7 +6,8 @@ endpoints ~36,000 more; a collection runs every 700 net allocations, and each ol
 one walks all of them again to free almost nothing (~600 garbage objects in all). That was
 ~20% of a ``calicoctl explain`` (design/performance.md "Garbage collection at start-up").
 :func:`resume` freezes what was built (``gc.freeze``: never scanned again) and turns the
-collector back on, so the command proper, and any daemon, runs with normal collection.
+collector back on, so the command proper, and any daemon, runs with normal collection (Felix
+resumes at its first in-sync apply, so its start-up is covered too).
 
 Only a pause this module started is resumed: a process (or test) that disabled the collector
 itself keeps it disabled, and calls without a pause do nothing.
