@@ -66,7 +66,13 @@ def _run_once(confdir: Path, env: dict[str, str]) -> subprocess.CompletedProcess
     cmd = [sys.executable, "-m", "calico.cli.main", "component", "confd", "--run-once"]
     return subprocess.run(
         [*cmd, "--confdir", str(confdir)],
-        env={**base, "NODENAME": NODE, **env},
+        # The status file beside the confdir, not the host's /var/run/calico.
+        env={
+            **base,
+            "NODENAME": NODE,
+            "CALICO_CONFD_STATUS_FILE": str(confdir / "status.json"),
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=90,
