@@ -279,14 +279,18 @@ class BPFEndpointManager:
             self.dp.set_policies(iface, sources, rules, hep=True)
             self._programmed[iface] = sources
 
-    def host_programs(self, hep: HostEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
-        """hook -> C source and rules for a host endpoint: TC ingress = its ingress policy."""
-        gen = Generator(
+    def _generator(self) -> Generator:
+        """A policy-program generator over the current policies, profiles and IP set ids."""
+        return Generator(
             self.policies,
             self.profiles,
             self.ipsets.ids.get_or_alloc,
             rule_counters=self.policy_debug,
         )
+
+    def host_programs(self, hep: HostEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
+        """hook -> C source and rules for a host endpoint: TC ingress = its ingress policy."""
+        gen = self._generator()
         sources, rules = {}, {}
         for hook, inbound in (("ingress", True), ("egress", False)):
             ep = EndpointPolicy(
@@ -330,12 +334,7 @@ class BPFEndpointManager:
 
     def programs(self, ep: WorkloadEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
         """hook -> C source, and hook -> the rules in it (listing and rule counters)."""
-        gen = Generator(
-            self.policies,
-            self.profiles,
-            self.ipsets.ids.get_or_alloc,
-            rule_counters=self.policy_debug,
-        )
+        gen = self._generator()
         down = ep.state != "active"
         sources, rules = {}, {}
         for hook, inbound in (("ingress", False), ("egress", True)):
