@@ -378,12 +378,14 @@ class Generator:
             out.append("\t/* all-interfaces host endpoint: pre-DNAT policy */")
             self._tiers(out, ep.wild_pre_dnat_tiers, True, version, "wpd", allow=wep,
                         end_deny=False)  # fmt: skip
-            # from-WEP: the pod's traffic to the host itself skips the host endpoint's policy
-            # (to-WEP never gets here from the host: host-to-workload is allowed before policy)
-            out.append(f"\tif (cali_to_host(st))\n\t\tgoto {wep};")
-        out.append("\t/* all-interfaces host endpoint: applyOnForward policy */")
-        if self._tiers(out, ep.wild_forward_tiers, hep_inbound, version, "wfw", allow=wep):
-            out.append(f"\tgoto {v}deny; /* no forward policy allowed */")
+        fwd: list[str] = []
+        if self._tiers(fwd, ep.wild_forward_tiers, hep_inbound, version, "wfw", allow=wep):
+            if hep_inbound:
+                # from-WEP: the pod's traffic to the host itself skips host policy (to-WEP
+                # never gets here from the host: host-to-workload is allowed before policy)
+                out.append(f"\tif (cali_to_host(st))\n\t\tgoto {wep};")
+            out.append("\t/* all-interfaces host endpoint: applyOnForward policy */")
+            out += [*fwd, f"\tgoto {v}deny; /* no forward policy allowed */"]
         out.append(f"{wep}: /* the workload's own policy */")
 
     def body(self, ep: EndpointPolicy, version: int = 4) -> list[str]:
