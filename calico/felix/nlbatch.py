@@ -130,12 +130,13 @@ def _u32(value: int) -> bytes:
     return struct.pack("=I", value)
 
 
-def _family(ip: str) -> int:
+def family_of(ip: str) -> int:
+    """AF_INET6 for an address or CIDR with a colon, else AF_INET."""
     return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
 def _addr(ip: str) -> bytes:
-    return socket.inet_pton(_family(ip), ip)
+    return socket.inet_pton(family_of(ip), ip)
 
 
 def _mac(mac: str) -> bytes:
@@ -146,15 +147,18 @@ def _ndmsg(family: int, ifindex: int, state: int = 0, flags: int = 0, ntype: int
     return _NDMSG.pack(family, 0, 0, ifindex, state, flags, ntype)
 
 
-def neigh_replace(ifindex: int, ip: str, mac: str) -> Request:
-    """Permanent ARP/NDP entry ``ip -> mac`` on ``ifindex``."""
-    body = _ndmsg(_family(ip), ifindex, NUD_PERMANENT, 0, RTN_UNICAST)
+def neigh_replace(ifindex: int, ip: str, mac: str, *, ntype: int = RTN_UNICAST) -> Request:
+    """Permanent ARP/NDP entry ``ip -> mac`` on ``ifindex``. ``ntype`` is the ndmsg type,
+    which the kernel ignores for a neighbour; the route table sends 0, as pyroute2 did."""
+    body = _ndmsg(family_of(ip), ifindex, NUD_PERMANENT, 0, ntype)
     body += _attr(NDA_DST, _addr(ip)) + _attr(NDA_LLADDR, _mac(mac))
     return Request(f"set neighbour {ip}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
-def neigh_delete(ifindex: int, ip: str) -> Request:
-    body = _ndmsg(_family(ip), ifindex) + _attr(NDA_DST, _addr(ip))
+def neigh_delete(ifindex: int, ip: str, *, state: int = 0) -> Request:
+    """Delete the entry for ``ip``; ``state`` is ignored by the kernel on delete (the route
+    table sends NUD_PERMANENT, as pyroute2 did)."""
+    body = _ndmsg(family_of(ip), ifindex, state) + _attr(NDA_DST, _addr(ip))
     return Request(f"delete neighbour {ip}", RTM_DELNEIGH, 0, body)
 
 
@@ -171,16 +175,26 @@ def fdb_delete(ifindex: int, mac: str, dst: str) -> Request:
     return Request(f"delete FDB {mac}", RTM_DELNEIGH, 0, body)
 
 
-def _route_body(
-    cidr: str, *, proto: int, scope: int, rtype: int, flags: int, priority: int
-) -> bytes:
+def route_request(
+    msg_type: int,
+    nl_flags: int,
+    what: str,
+    cidr: str,
+    *,
+    proto: int,
+    scope: int,
+    rtype: int,
+    flags: int = 0,
+    attrs: Iterable[tuple[int, bytes]] = (),
+) -> Request:
+    """A main-table rtmsg for ``cidr``: the header, RTA_DST and RTA_TABLE, then ``attrs``
+    (kind, value) in the order given; the order is the caller's so that the route table's
+    writes stay byte for byte what pyroute2 sent (``calico.felix.routetable.rtnl``)."""
     addr, _, plen = cidr.partition("/")
-    family = _family(addr)
-    body = _RTMSG.pack(family, int(plen), 0, 0, MAIN_TABLE, proto, scope, rtype, flags)
+    body = _RTMSG.pack(family_of(addr), int(plen), 0, 0, MAIN_TABLE, proto, scope, rtype, flags)
     body += _attr(RTA_DST, _addr(addr)) + _attr(RTA_TABLE, _u32(MAIN_TABLE))
-    if priority:
-        body += _attr(RTA_PRIORITY, _u32(priority))
-    return body
+    body += b"".join(_attr(kind, value) for kind, value in attrs)
+    return Request(f"{what} {cidr}", msg_type, nl_flags, body)
 
 
 def route_replace(
@@ -195,24 +209,40 @@ def route_replace(
     mtu: int = 0,
     priority: int = 0,
 ) -> Request:
-    flags = RTNH_F_ONLINK if onlink else 0
-    body = _route_body(cidr, proto=proto, scope=scope, rtype=rtype, flags=flags, priority=priority)
+    """Create or replace; the optional attributes are sent only when set."""
+    attrs = [(RTA_PRIORITY, _u32(priority))] if priority else []
     if oif:
-        body += _attr(RTA_OIF, _u32(oif))
+        attrs.append((RTA_OIF, _u32(oif)))
     if gateway:
-        body += _attr(RTA_GATEWAY, _addr(gateway))
+        attrs.append((RTA_GATEWAY, _addr(gateway)))
     if mtu:
-        body += _attr(RTA_METRICS, _attr(RTAX_MTU, _u32(mtu)))
-    return Request(f"replace route {cidr}", RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body)
+        attrs.append((RTA_METRICS, _attr(RTAX_MTU, _u32(mtu))))
+    return route_request(
+        RTM_NEWROUTE,
+        NLM_F_CREATE | NLM_F_REPLACE,
+        "replace route",
+        cidr,
+        proto=proto,
+        scope=scope,
+        rtype=rtype,
+        flags=RTNH_F_ONLINK if onlink else 0,
+        attrs=attrs,
+    )
 
 
 def route_delete(cidr: str, priority: int = 0) -> Request:
     """Delete by destination and priority; protocol, scope and type are wildcards (as
     upstream: anything at that key goes)."""
-    body = _route_body(
-        cidr, proto=0, scope=RT_SCOPE_NOWHERE, rtype=RTN_UNSPEC, flags=0, priority=priority
+    return route_request(
+        RTM_DELROUTE,
+        0,
+        "delete route",
+        cidr,
+        proto=0,
+        scope=RT_SCOPE_NOWHERE,
+        rtype=RTN_UNSPEC,
+        attrs=[(RTA_PRIORITY, _u32(priority))] if priority else [],
     )
-    return Request(f"delete route {cidr}", RTM_DELROUTE, 0, body)
 
 
 # -- decoding dumps ------------------------------------------------------------------------
@@ -438,6 +468,7 @@ __all__ = [
     "Route",
     "decode_neigh",
     "decode_route",
+    "family_of",
     "fdb_delete",
     "fdb_replace",
     "ip_text",
@@ -450,4 +481,5 @@ __all__ = [
     "route_delete",
     "route_dump_request",
     "route_replace",
+    "route_request",
 ]
