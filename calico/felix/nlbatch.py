@@ -22,16 +22,15 @@ import ctypes
 import errno
 import ipaddress
 import os
-import select
 import socket
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from calico.felix import nlmsg
+from calico.felix.nlmsg import NLM_F_ACK, NLM_F_REQUEST, parse_attrs
+
 NETLINK_ROUTE = 0
-NLMSG_ERROR = 2
-NLM_F_REQUEST = 0x1
-NLM_F_ACK = 0x4
 NLM_F_REPLACE = 0x100
 NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
@@ -44,7 +43,6 @@ RTM_NEWLINK, RTM_GETLINK = 16, 18
 IFLA_IFNAME, IFLA_MTU = 3, 4
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
 TCA_KIND = 1
-NLMSG_DONE = 3
 NLM_F_DUMP = 0x300
 NUD_PERMANENT = 0x80
 NTF_SELF = 0x02
@@ -53,7 +51,6 @@ RTN_UNSPEC, RTN_UNICAST, RTN_BLACKHOLE = 0, 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
 MAIN_TABLE = 254
 CLONE_NEWNET = 0x40000000
-_HDR = struct.Struct("=IHHII")
 ACK_TIMEOUT = 10.0  # seconds without any ack before the batch is failed (NetlinkTimeoutSecs)
 _CHUNK = 256  # requests per sendmsg; keeps the ack backlog well inside the receive buffer
 
@@ -105,8 +102,7 @@ class Request:
     body: bytes
 
     def encode(self, seq: int) -> bytes:
-        flags = NLM_F_REQUEST | NLM_F_ACK | self.flags
-        return _HDR.pack(_HDR.size + len(self.body), self.msg_type, flags, seq, 0) + self.body
+        return nlmsg.message(self.msg_type, NLM_F_REQUEST | NLM_F_ACK | self.flags, seq, self.body)
 
 
 # -- encoding (struct, not pyroute2's message classes: ~20x cheaper per message) ------------
@@ -115,15 +111,12 @@ _NDMSG = struct.Struct("=BBHiHBB")
 _RTMSG = struct.Struct("=BBBBBBBBI")
 _IFINFOMSG = struct.Struct("=BxHiII")  # family, type, index, flags, change
 _TCMSG = struct.Struct("=BxxxiIII")  # family, ifindex, handle, parent, info
-_RTA = struct.Struct("=HH")
 NDA_DST, NDA_LLADDR = 1, 2
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_METRICS, RTA_TABLE = 1, 4, 5, 6, 8, 15
 RTAX_MTU = 2
 
 
-def _attr(kind: int, data: bytes) -> bytes:
-    length = _RTA.size + len(data)
-    return _RTA.pack(length, kind) + data + b"\0" * (-length % 4)
+_attr = nlmsg.attr
 
 
 def _u32(value: int) -> bytes:
@@ -246,19 +239,6 @@ def route_delete(cidr: str, priority: int = 0) -> Request:
 
 
 # -- decoding dumps ------------------------------------------------------------------------
-
-
-def parse_attrs(data: bytes, offset: int) -> dict[int, bytes]:
-    """rtattrs from ``offset`` to the end of ``data`` (last one of a type wins)."""
-    out: dict[int, bytes] = {}
-    end = len(data)
-    while offset + _RTA.size <= end:
-        length, kind = _RTA.unpack_from(data, offset)
-        if length < _RTA.size:
-            break
-        out[kind & 0x3FFF] = data[offset + _RTA.size : offset + length]
-        offset += (length + 3) & ~3
-    return out
 
 
 def ip_text(raw: bytes) -> str:
@@ -401,32 +381,15 @@ class BatchWriter:
         sock = self._socket()
         self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
         seq = self._seq
-        header = _HDR.pack(
-            _HDR.size + len(request.body), request.msg_type, NLM_F_REQUEST | request.flags, seq, 0
-        )
         try:
-            sock.sendall(header + request.body)
-            out: list[tuple[int, bytes]] = []
-            while True:
-                ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
-                if not ready:
-                    raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply")
-                data = sock.recv(1 << 20)
-                off = 0
-                while off + _HDR.size <= len(data):
-                    length, mtype, _flags, mseq, _pid = _HDR.unpack_from(data, off)
-                    if length < _HDR.size:
-                        break
-                    if mseq == seq:
-                        if mtype == NLMSG_DONE:
-                            return out
-                        if mtype == NLMSG_ERROR:
-                            (code,) = struct.unpack_from("=i", data, off + _HDR.size)
-                            if code:
-                                raise OSError(-code, f"{request.what}: {os.strerror(-code)}")
-                        else:
-                            out.append((mtype, data[off + _HDR.size : off + length]))
-                    off += (length + 3) & ~3
+            sock.sendall(
+                nlmsg.message(request.msg_type, NLM_F_REQUEST | request.flags, seq, request.body)
+            )
+            replies = nlmsg.dump_replies(nlmsg.receive(sock, ACK_TIMEOUT), seq, request.what)
+            return [(m.msg_type, m.body) for m in replies]
+        except TimeoutError:
+            self.close()
+            raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply") from None
         except OSError:
             self.close()
             raise
@@ -441,22 +404,13 @@ class BatchWriter:
             pending[self._seq] = req
         sock.sendall(bytes(out))
         failures: list[Failure] = []
-        while pending:
-            ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
-            if not ready:
-                raise OSError(errno.ETIMEDOUT, f"no netlink ack for {len(pending)} requests")
-            data = sock.recv(1 << 20)
-            off = 0
-            while off + _HDR.size <= len(data):
-                length, mtype, _flags, seq, _pid = _HDR.unpack_from(data, off)
-                if length < _HDR.size:
-                    break
-                if mtype == NLMSG_ERROR and seq in pending:
-                    (code,) = struct.unpack_from("=i", data, off + _HDR.size)
-                    req = pending.pop(seq)
-                    if code:
-                        failures.append(Failure(req, -code))
-                off += (length + 3) & ~3
+        try:
+            for seq, code in nlmsg.acks(nlmsg.receive(sock, ACK_TIMEOUT), list(pending)):
+                req = pending.pop(seq)
+                if code:
+                    failures.append(Failure(req, code))
+        except TimeoutError:
+            raise OSError(errno.ETIMEDOUT, f"no netlink ack for {len(pending)} requests") from None
         return failures
 
 
