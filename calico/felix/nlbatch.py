@@ -50,6 +50,7 @@ RTNH_F_ONLINK = 0x4
 RTN_UNSPEC, RTN_UNICAST, RTN_BLACKHOLE = 0, 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
 MAIN_TABLE = 254
+IP6_RT_PRIO_USER = 1024  # the metric the kernel gives an IPv6 route asked with 0
 CLONE_NEWNET = 0x40000000
 ACK_TIMEOUT = 10.0  # seconds without any ack before the batch is failed (NetlinkTimeoutSecs)
 _CHUNK = 256  # requests per sendmsg; keeps the ack backlog well inside the receive buffer

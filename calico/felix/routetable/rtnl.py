@@ -18,6 +18,7 @@ import struct
 
 from calico.felix import nlbatch as nb
 from calico.felix.nlbatch import (
+    IP6_RT_PRIO_USER,
     NDA_DST,
     NDA_LLADDR,
     NLM_F_CREATE,
@@ -35,53 +36,30 @@ from calico.felix.nlbatch import (
 )
 
 _U32 = struct.Struct("=I")
-IP6_RT_PRIO_USER = 1024  # what the kernel stores for an IPv6 metric of 0
 
 
-def _route(msg_type: int, flags: int, rtype: int, what: str, cidr: str, **kw: int) -> Request:
+def _route(msg_type: int, flags: int, rtype: int, cidr: str, oif: int, **kw: int) -> Request:
     metric = kw["metric"]
     if metric == 0 and nb.family_of(cidr) == socket.AF_INET6:
         metric = IP6_RT_PRIO_USER  # pyroute2 sent the kernel's value explicitly
+    what = "replace route" if msg_type == RTM_NEWROUTE else "delete route"
+    attrs = ((RTA_OIF, _U32.pack(oif)), (RTA_PRIORITY, _U32.pack(metric)))
     return nb.route_request(
-        msg_type,
-        flags,
-        what,
-        cidr,
-        proto=kw["proto"],
-        scope=kw["scope"],
-        rtype=rtype,
-        attrs=((RTA_OIF, _U32.pack(kw["oif"])), (RTA_PRIORITY, _U32.pack(metric))),
+        msg_type, flags, what, cidr, proto=kw["proto"], scope=kw["scope"], rtype=rtype, attrs=attrs
     )
 
 
 def route_replace(cidr: str, oif: int, *, proto: int, scope: int, metric: int) -> Request:
     """A main-table unicast device route, replacing the one at (dst, metric)."""
+    flags = NLM_F_CREATE | NLM_F_REPLACE
     return _route(
-        RTM_NEWROUTE,
-        NLM_F_CREATE | NLM_F_REPLACE,
-        RTN_UNICAST,
-        "replace route",
-        cidr,
-        oif=oif,
-        proto=proto,
-        scope=scope,
-        metric=metric,
+        RTM_NEWROUTE, flags, RTN_UNICAST, cidr, oif, proto=proto, scope=scope, metric=metric
     )
 
 
 def route_delete(cidr: str, oif: int, *, proto: int, scope: int, metric: int) -> Request:
     """Delete the main-table route at (dst, metric) on ``oif`` with that protocol."""
-    return _route(
-        RTM_DELROUTE,
-        0,
-        RTN_UNSPEC,
-        "delete route",
-        cidr,
-        oif=oif,
-        proto=proto,
-        scope=scope,
-        metric=metric,
-    )
+    return _route(RTM_DELROUTE, 0, RTN_UNSPEC, cidr, oif, proto=proto, scope=scope, metric=metric)
 
 
 def neigh_replace(ip: str, mac: str, ifindex: int) -> Request:
