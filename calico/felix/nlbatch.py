@@ -386,8 +386,7 @@ class BatchWriter:
             sock.sendall(
                 nlmsg.message(request.msg_type, NLM_F_REQUEST | request.flags, seq, request.body)
             )
-            replies = nlmsg.dump_replies(nlmsg.receive(sock, ACK_TIMEOUT), seq, request.what)
-            return [(m.msg_type, m.body) for m in replies]
+            return nlmsg.dump_replies(nlmsg.receive(sock, ACK_TIMEOUT), seq, request.what)
         except TimeoutError:
             self.close()
             raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply") from None
@@ -404,15 +403,11 @@ class BatchWriter:
             out += req.encode(self._seq)
             pending[self._seq] = req
         sock.sendall(bytes(out))
-        failures: list[Failure] = []
         try:
-            for seq, code in nlmsg.acks(nlmsg.receive(sock, ACK_TIMEOUT), list(pending)):
-                req = pending.pop(seq)
-                if code:
-                    failures.append(Failure(req, code))
-        except TimeoutError:
-            raise OSError(errno.ETIMEDOUT, f"no netlink ack for {len(pending)} requests") from None
-        return failures
+            refused = nlmsg.refusals(nlmsg.receive(sock, ACK_TIMEOUT), pending)
+            return [Failure(pending[seq], code) for seq, code in refused]
+        except nlmsg.AckTimeout as e:
+            raise OSError(errno.ETIMEDOUT, f"no netlink ack for {e.missing} requests") from None
 
 
 __all__ = [

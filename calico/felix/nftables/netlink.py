@@ -301,15 +301,12 @@ def _read_acks(
 ) -> str | None:
     """Wait for an ack of every element message; the first error aborts (the kernel has
     rolled the whole batch back by the time it reports it)."""
-    pending = len(seqs)
     try:
-        for seq, code in nlmsg.acks(nlmsg.receive(sock, timeout, 1 << 16), seqs):
-            if code:
-                what = batch.describe(seq - seqs[0])
-                return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
-            pending -= 1
-    except TimeoutError:
-        return f"no netlink ack for {pending} message(s)"
+        for seq, code in nlmsg.refusals(nlmsg.receive(sock, timeout, 1 << 16), seqs):
+            what = batch.describe(seq - seqs[0])
+            return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
+    except nlmsg.AckTimeout as e:
+        return f"no netlink ack for {e.missing} message(s)"
     return None
 
 

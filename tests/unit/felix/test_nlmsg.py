@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from calico.felix import nlbatch as nb
 from calico.felix import nlmsg
 from calico.felix.nftables import netlink as nft
-from calico.felix.nlmsg import NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, Message
+from calico.felix.nlmsg import NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, Message, error_code
 
 DATA_TYPES = (16, 24, 28, 0x0A0C)
 
@@ -28,8 +28,12 @@ def error_body(code: int, tail: bytes = b"") -> bytes:
     return struct.pack("=i", -code) + tail
 
 
+def msg(msg_type: int, flags: int, seq: int, body: bytes) -> Message:
+    return (msg_type, flags, seq, body)
+
+
 def frame(m: Message) -> bytes:
-    raw = nlmsg.message(m.msg_type, m.flags, m.seq, m.body)
+    raw = nlmsg.message(*m)
     return raw + b"\0" * (-len(raw) % 4)
 
 
@@ -45,7 +49,7 @@ def messages(draw: st.DrawFn, seqs: tuple[int, ...] = (1, 2, 3, 4)) -> Message:
     else:
         code = 0 if kind == "ack" else draw(st.sampled_from((errno.ENOENT, errno.EEXIST, 999)))
         mtype, body = NLMSG_ERROR, error_body(code, draw(st.binary(max_size=20)))
-    return Message(mtype, flags, seq, body)
+    return msg(mtype, flags, seq, body)
 
 
 streams = st.lists(messages(), max_size=30)
@@ -81,7 +85,7 @@ def test_a_truncated_datagram_ends_with_the_body_there_is(msgs, data) -> None:
     for m in msgs:  # a header that is all there is given with its body cut short
         if off + nlmsg.HDR.size > cut:
             break
-        want.append(m._replace(body=m.body[: max(0, cut - off - nlmsg.HDR.size)]))
+        want.append(msg(*m[:3], m[3][: max(0, cut - off - nlmsg.HDR.size)]))
         off += len(frame(m))
     assert list(nlmsg.split(whole[:cut])) == want
 
@@ -90,39 +94,39 @@ def test_a_truncated_datagram_ends_with_the_body_there_is(msgs, data) -> None:
 @given(st.binary(max_size=200))
 def test_split_never_raises_and_never_reads_past_the_buffer(raw) -> None:
     total = 0
-    for m in nlmsg.split(raw):
-        total += nlmsg.HDR.size + len(m.body)
-        assert isinstance(m.error, int)
+    for _type, _flags, _seq, body in nlmsg.split(raw):
+        total += nlmsg.HDR.size + len(body)
+        assert isinstance(error_code(body), int)
     assert total <= len(raw)
 
 
 def test_a_header_shorter_than_itself_ends_the_walk() -> None:
-    good = frame(Message(24, 0, 1, b"abcd"))
+    good = frame(msg(24, 0, 1, b"abcd"))
     bogus = struct.pack("=IHHII", 8, 24, 0, 2, 0)
-    assert list(nlmsg.split(good + bogus + good)) == [Message(24, 0, 1, b"abcd")]
+    assert list(nlmsg.split(good + bogus + good)) == [msg(24, 0, 1, b"abcd")]
     assert list(nlmsg.split(good[:15])) == []
 
 
 def test_error_codes_and_a_cut_off_code() -> None:
-    assert Message(NLMSG_ERROR, 0, 1, error_body(errno.ENOENT)).error == errno.ENOENT
-    assert Message(NLMSG_ERROR, 0, 1, error_body(0, b"x" * 16)).error == 0
-    assert Message(NLMSG_ERROR, 0, 1, b"\xff\xff").error == errno.EPROTO
+    assert error_code(error_body(errno.ENOENT)) == errno.ENOENT
+    assert error_code(error_body(0, b"x" * 16)) == 0
+    assert error_code(b"\xff\xff") == errno.EPROTO
 
 
-def dump_model(msgs: list[Message], seq: int) -> tuple[list[Message], int | None]:
-    """What a dump of ``seq`` should give: (replies, errno raised or None)."""
-    out: list[Message] = []
-    for m in msgs:
-        if m.seq != seq:
+def dump_model(msgs: list[Message], seq: int) -> tuple[list[tuple[int, bytes]], int | None]:
+    """What a dump of ``seq`` should give: ((type, body) replies, errno raised or None)."""
+    out: list[tuple[int, bytes]] = []
+    for msg_type, flags, mseq, body in msgs:
+        if mseq != seq:
             continue
-        if m.msg_type == NLMSG_DONE:
+        if msg_type == NLMSG_DONE:
             return out, None
-        if m.msg_type == NLMSG_ERROR:
-            if m.error:
-                return out, m.error
+        if msg_type == NLMSG_ERROR:
+            if error_code(body):
+                return out, error_code(body)
             continue
-        out.append(m)
-        if not m.flags & NLM_F_MULTI:
+        out.append((msg_type, body))
+        if not flags & NLM_F_MULTI:
             return out, None
     return out, None  # the stream ran out (a socket would then time out)
 
@@ -132,36 +136,52 @@ def dump_model(msgs: list[Message], seq: int) -> tuple[list[Message], int | None
 def test_dump_replies_stop_at_done_raise_on_error_and_skip_other_seqs(case, seq) -> None:
     msgs, dgrams = case
     want, code = dump_model(msgs, seq)
-    got: list[Message] = []
-    try:
-        for m in nlmsg.dump_replies(walk(dgrams), seq, "dump things"):
-            got.append(m)
-    except OSError as e:
-        assert (e.errno, str(e)) == (code, f"[Errno {code}] dump things: {os.strerror(code)}")
+    if code is None:
+        assert nlmsg.dump_replies(dgrams, seq, "dump things") == want
     else:
-        assert code is None
-    assert got == want
+        with pytest.raises(OSError) as e:
+            nlmsg.dump_replies(dgrams, seq, "dump things")
+        assert (e.value.errno, str(e.value)) == (
+            code,
+            f"[Errno {code}] dump things: {os.strerror(code)}",
+        )
 
 
 @settings(max_examples=400, deadline=None)
 @given(grouped(), st.sets(st.sampled_from((1, 2, 3, 4, 5))))
-def test_acks_give_each_pending_seq_once_in_arrival_order(case, seqs) -> None:
+def test_refusals_give_each_pending_seqs_first_error_in_arrival_order(case, seqs) -> None:
     msgs, dgrams = case
     want, pending = [], set(seqs)
-    for m in msgs:
+    for msg_type, _flags, mseq, body in msgs:
         if not pending:
             break
-        if m.msg_type == NLMSG_ERROR and m.seq in pending:
-            pending.discard(m.seq)
-            want.append((m.seq, m.error))
-    assert list(nlmsg.acks(walk(dgrams), seqs)) == want
+        if msg_type == NLMSG_ERROR and mseq in pending:
+            pending.discard(mseq)
+            if error_code(body):
+                want.append((mseq, error_code(body)))
+    assert list(nlmsg.refusals(dgrams, seqs)) == want
 
 
-def test_acks_stop_reading_once_all_are_in() -> None:
-    stream = iter([Message(NLMSG_ERROR, 0, 1, error_body(0)), Message(24, 0, 1, b"")])
-    assert list(nlmsg.acks(stream, [1])) == [(1, 0)]
-    assert next(stream) == Message(24, 0, 1, b"")  # left for whoever reads next
-    assert list(nlmsg.acks(iter(()), [])) == []
+def test_answers_stop_reading_at_the_datagram_that_ends_them() -> None:
+    done, late = frame(msg(NLMSG_DONE, NLM_F_MULTI, 1, bytes(4))), frame(msg(24, 0, 1, b"x"))
+    stream = iter([frame(msg(24, NLM_F_MULTI, 1, b"a")) + done + late, late])
+    assert nlmsg.dump_replies(stream, 1, "d") == [(24, b"a")]
+    assert next(stream) == late  # left for whoever reads next
+    stream = iter([ack(2) + ack(1, errno.EEXIST), ack(3)])
+    assert list(nlmsg.refusals(stream, [1, 2])) == [(1, errno.EEXIST)]
+    assert next(stream) == ack(3)
+    assert list(nlmsg.refusals(iter(()), [])) == []
+    single = frame(msg(24, 0, 1, b"only")) + frame(msg(24, 0, 1, b"not this"))
+    assert nlmsg.dump_replies([single], 1, "d") == [(24, b"only")]  # not NLM_F_MULTI
+
+
+def test_a_receive_timeout_tells_how_many_acks_are_missing(pair) -> None:
+    a, b = pair
+    b.send(ack(1))
+    with pytest.raises(nlmsg.AckTimeout) as e:
+        list(nlmsg.refusals(nlmsg.receive(a, 0.01), [1, 2, 3]))
+    assert (e.value.missing, e.value.errno) == (2, errno.ETIMEDOUT)
+    assert str(e.value) == "[Errno 110] no netlink ack for 2 message(s)"
 
 
 @pytest.fixture
@@ -175,29 +195,29 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 @settings(max_examples=50, deadline=None)
 @given(grouped())
 def test_receive_reads_datagram_by_datagram_then_times_out(case) -> None:
-    msgs, dgrams = case
+    _msgs, dgrams = case
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     with a, b:
         for d in dgrams:
             b.send(d)
         it = nlmsg.receive(a, 0.01)
-        assert [next(it) for _ in msgs] == msgs
+        assert [next(it) for _ in dgrams] == dgrams
         with pytest.raises(TimeoutError):
             next(it)
 
 
 def test_receive_with_a_small_buffer_still_reads_an_error_code(pair) -> None:
     a, b = pair
-    b.send(frame(Message(NLMSG_ERROR, 0, 7, error_body(errno.EEXIST, b"r" * 500))))
-    m = next(nlmsg.receive(a, 1.0, bufsize=64))
-    assert (m.seq, m.error, len(m.body)) == (7, errno.EEXIST, 64 - 16)
+    b.send(frame(msg(NLMSG_ERROR, 0, 7, error_body(errno.EEXIST, b"r" * 500))))
+    ((_type, _flags, seq, body),) = nlmsg.split(next(nlmsg.receive(a, 1.0, bufsize=64)))
+    assert (seq, error_code(body), len(body)) == (7, errno.EEXIST, 64 - 16)
 
 
 # -- the senders over the socket pair --------------------------------------------------------
 
 
 def ack(seq: int, code: int = 0) -> bytes:
-    return frame(Message(NLMSG_ERROR, 0, seq, error_body(code, b"h" * 16)))
+    return frame(msg(NLMSG_ERROR, 0, seq, error_body(code, b"h" * 16)))
 
 
 def writer_on(sock: socket.socket) -> nb.BatchWriter:
@@ -217,7 +237,7 @@ def test_batch_writer_matches_acks_out_of_order_among_strangers(pair) -> None:
         (reqs[0], errno.ENOENT),
     ]
     sent = b.recv(1 << 16)
-    assert [m.seq for m in nlmsg.split(sent)] == [1, 2, 3]
+    assert [m[2] for m in nlmsg.split(sent)] == [1, 2, 3]
 
 
 def test_batch_writer_fails_the_rest_on_a_missing_ack(pair, monkeypatch) -> None:
@@ -233,19 +253,19 @@ def test_batch_writer_fails_the_rest_on_a_missing_ack(pair, monkeypatch) -> None
 
 def test_batch_writer_dump_reads_multipart_replies_to_done(pair) -> None:
     a, b = pair
-    multi = [Message(24, NLM_F_MULTI, 1, b"r%d" % i) for i in range(3)]
-    b.send(frame(Message(24, NLM_F_MULTI, 77, b"late")) + frame(multi[0]))
-    b.send(frame(multi[1]) + frame(multi[2]) + frame(Message(NLMSG_DONE, NLM_F_MULTI, 1, b"")))
+    multi = [msg(24, NLM_F_MULTI, 1, b"r%d" % i) for i in range(3)]
+    b.send(frame(msg(24, NLM_F_MULTI, 77, b"late")) + frame(multi[0]))
+    b.send(frame(multi[1]) + frame(multi[2]) + frame(msg(NLMSG_DONE, NLM_F_MULTI, 1, b"")))
     w = writer_on(a)
     assert w.dump(nb.route_dump_request(socket.AF_INET)) == [(24, b"r0"), (24, b"r1"), (24, b"r2")]
     (req,) = nlmsg.split(b.recv(1 << 16))
-    assert (req.msg_type, req.flags, req.seq) == (nb.RTM_GETROUTE, 0x301, 1)  # no ACK asked
+    assert req[:3] == (nb.RTM_GETROUTE, 0x301, 1)  # no ACK asked
     assert w._sock is a
 
 
 def test_batch_writer_dump_error_and_timeout_drop_the_socket(pair, monkeypatch) -> None:
     a, b = pair
-    b.send(frame(Message(24, NLM_F_MULTI, 1, b"r0")) + ack(1, errno.EOPNOTSUPP))
+    b.send(frame(msg(24, NLM_F_MULTI, 1, b"r0")) + ack(1, errno.EOPNOTSUPP))
     w = writer_on(a)
     with pytest.raises(OSError, match="dump routes: Operation not supported") as e:
         w.dump(nb.route_dump_request(socket.AF_INET))
@@ -270,8 +290,8 @@ def kernel_answering(sock: socket.socket, reply) -> threading.Thread:
     """Reads the one batch the sender writes and sends ``reply(seqs)``'s datagrams."""
 
     def run() -> None:
-        sent = list(nlmsg.split(sock.recv(1 << 20)))
-        for d in reply([m.seq for m in sent[1:-1]]):  # without batch begin and end
+        sent = nlmsg.split(sock.recv(1 << 20))
+        for d in reply([m[2] for m in sent[1:-1]]):  # without batch begin and end
             sock.send(d)
 
     t = threading.Thread(target=run, daemon=True)
