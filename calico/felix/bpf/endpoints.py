@@ -320,6 +320,8 @@ class BPFEndpointManager:
             self.dp.attach_iface(iface)
             self._attached.add(iface)
             self._programmed.pop(iface, None)
+        # Routes before policy: from-WEP's reverse-path check drops sources without one.
+        self.dp.set_workload_routes(iface, (*ep.ipv4_nets, *ep.ipv6_nets))
         sources, rules = self.programs(ep)
         if self._programmed.get(iface) != sources:
             self.dp.set_policies(iface, sources, rules)

@@ -151,10 +151,20 @@ def program(topo: Topo, rules: tuple[Rule, ...]) -> None:
         ActivePolicyUpdate(PID, Policy(inbound_rules=rules)),
         ActiveProfileUpdate(ProfileID("out"), ALLOW_OUT),
         WorkloadEndpointUpdate(
-            SERVER, WorkloadEndpoint("active", topo.ifaces[1], profile_ids=("out",), tiers=tiers)
+            SERVER,
+            WorkloadEndpoint(
+                "active",
+                topo.ifaces[1],
+                profile_ids=("out",),
+                tiers=tiers,
+                ipv4_nets=(f"{topo.ips[1]}/32",),
+            ),
         ),
         WorkloadEndpointUpdate(
-            CLIENT, WorkloadEndpoint("active", topo.ifaces[0], profile_ids=("out",))
+            CLIENT,
+            WorkloadEndpoint(
+                "active", topo.ifaces[0], profile_ids=("out",), ipv4_nets=(f"{topo.ips[0]}/32",)
+            ),
         ),
     ):
         mgr.on_update(msg)

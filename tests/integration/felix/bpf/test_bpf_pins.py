@@ -42,7 +42,7 @@ def test_resized_conntrack_keeps_its_entries_and_same_size_reuses(tmp_path: Path
         g = os.path.join(mnt, "globals")
         dp = _start(g, cache, 1024)
         assert dp.resized == {}
-        value = CT_VALUE.pack(1, 2, 3, 0)
+        value = CT_VALUE.pack(1, 2, 3, 4, 5, 0)
         for i in range(5):
             dp.maps.ct.update(_ct_key(i), value)
         dp.close()
@@ -104,7 +104,7 @@ def test_leftover_old_pin_from_an_interrupted_upgrade_is_restored(tmp_path: Path
     with private_bpffs(str(tmp_path)) as mnt:
         g = os.path.join(mnt, "globals")
         dp = _start(g, cache, 1024)
-        dp.maps.ct.update(_ct_key(7), CT_VALUE.pack(9, 9, 9, 0))
+        dp.maps.ct.update(_ct_key(7), CT_VALUE.pack(9, 9, 9, 9, 9, 0))
         dp.close()
         path = os.path.join(g, CT_MAP)
         pins._rename_pin(path, path + pins.OLD_SUFFIX)  # as if Felix died mid-upgrade
@@ -112,7 +112,7 @@ def test_leftover_old_pin_from_an_interrupted_upgrade_is_restored(tmp_path: Path
 
         dp = _start(g, cache, 1024)
         try:
-            assert dp.maps.ct.lookup(_ct_key(7)) == CT_VALUE.pack(9, 9, 9, 0)
+            assert dp.maps.ct.lookup(_ct_key(7)) == CT_VALUE.pack(9, 9, 9, 9, 9, 0)
             assert _leftovers(g) == [] and dp.resized == {}
         finally:
             dp.close()

@@ -164,8 +164,9 @@ def test_ct6_key_is_canonical_and_decodes() -> None:
     # only the last word differs
     _, a, _, _, _ = CT6_KEY.unpack(ct_key(17, "fd00::3", "fd00::2", 1, 2))
     assert a[-1] == 2
-    entry = decode_ct(k, struct.pack("<QQII", 1, 2, 3, 0))
+    entry = decode_ct(k, struct.pack("<QQIIII", 1, 2, 3, 7, 9, 0))
     assert (entry.addr_a, entry.addr_b, entry.legs) == ("fd00::1", "fd00::2", 3)
+    assert (entry.ifindex_a, entry.ifindex_b) == (7, 9)
     with pytest.raises(ValueError, match="different IP versions"):
         ct_key(6, "10.0.0.1", "fd00::1", 1, 2)
 
@@ -251,9 +252,11 @@ def test_ipv6_support_and_rpf_reach_the_programs_as_defines(
         "BPFMapSizeConntrack": 10,
         "BPFMapSizeIPSets": 10,
         "BPFMapSizeIfState": 10,
+        "BPFMapSizeRoute": 12,
         "BPFAttachType": "TC",
         "BPFEnforceRPF": rpf,
     }
     assert mode.open_dataplane(config) == "dp"
     assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define, "CALI_RPF": rpf_define}
     assert seen["attach_type"] == "tc" and seen["link_dir"] == mode.LINK_DIR
+    assert seen["sizes"] == mode.MapSizes(10, 10, 10, routes=12)
