@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,45 @@ def test_map_of_another_layout_is_recreated_empty(tmp_path: Path) -> None:
             assert got == want
             assert list(dp.maps.hostips.keys()) == []  # the stale entry went with the map
             assert HOSTIPS_MAP not in dp.resized
+        finally:
+            dp.close()
+
+
+def test_conntrack_of_the_pre_ifindex_layout_is_recreated_empty(tmp_path: Path) -> None:
+    """The conntrack value grew from 24 bytes (created, last_seen, legs, pad) to 32 (+ each
+    side's recorded ifindex): a Felix upgrade over the old pin starts with an empty table
+    (established flows are re-policed on their next packet) instead of failing to load."""
+    cache = str(tmp_path / "cache")
+    with private_bpffs(str(tmp_path)) as mnt:
+        g = os.path.join(mnt, "globals")
+        _start(g, cache, 1024).close()
+        path = os.path.join(g, CT_MAP)
+        want = pins.pinned_params(path)
+        assert want is not None and want.value_size == CT_VALUE.size == 32
+        os.unlink(path)
+        lb = lib()
+        create = lb.bpf_map_create
+        create.argtypes = (
+            [ctypes.c_int, ctypes.c_char_p] + [ctypes.c_uint32] * 3 + [ctypes.c_void_p]
+        )
+        create.restype = ctypes.c_int
+        fd = create(want.type, CT_MAP.encode(), CT_KEY.size, 24, 1024, None)  # the old layout
+        assert fd >= 0
+        try:
+            assert lb.bpf_obj_pin(fd, path.encode()) == 0
+            old = pins.PinnedMap(path, CT_KEY.size, 24, fd=os.dup(fd))
+            old.update(_ct_key(1), struct.pack("<QQII", 1, 2, 3, 0))
+            old.close()
+        finally:
+            os.close(fd)
+
+        dp = _start(g, cache, 1024)
+        try:
+            assert pins.pinned_params(path) == want
+            assert list(dp.maps.ct.keys()) == []
+            assert CT_MAP not in dp.resized and _leftovers(g) == []
+            dp.maps.ct.update(_ct_key(1), CT_VALUE.pack(1, 2, 3, 4, 5, 0))  # the new layout
+            assert dp.maps.ct.lookup(_ct_key(1)) == CT_VALUE.pack(1, 2, 3, 4, 5, 0)
         finally:
             dp.close()
 

@@ -260,3 +260,25 @@ def test_ipv6_support_and_rpf_reach_the_programs_as_defines(
     assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define, "CALI_RPF": rpf_define}
     assert seen["attach_type"] == "tc" and seen["link_dir"] == mode.LINK_DIR
     assert seen["sizes"] == mode.MapSizes(10, 10, 10, routes=12)
+
+
+def test_route_keys_and_values() -> None:
+    from calico.felix.bpf.maps import (
+        ROUTE6_KEY,
+        ROUTE_KEY,
+        ROUTE_VALUE,
+        decode_route,
+        route_key,
+        workload_route,
+    )
+
+    k = route_key("10.1.2.3/32")
+    assert len(k) == ROUTE_KEY.size == 8 and ROUTE_KEY.unpack(k) == (32, bytes([10, 1, 2, 3]))
+    assert route_key("10.1.2.3") == k  # a bare address is its host route
+    assert route_key("10.1.2.3/24") == ROUTE_KEY.pack(24, bytes([10, 1, 2, 0]))  # host bits go
+    k6 = route_key("fd00::1/128")
+    assert len(k6) == ROUTE6_KEY.size == 20 and k6[:4] == (128).to_bytes(4, "little")
+    assert decode_route(k6) == "fd00::1/128" and decode_route(k) == "10.1.2.3/32"
+    assert ROUTE_VALUE.unpack(workload_route(7)) == (0x8 | 0x4, 7)  # LOCAL|WORKLOAD, ifindex
+    with pytest.raises(ValueError):
+        route_key("10.1.2.300/32")
