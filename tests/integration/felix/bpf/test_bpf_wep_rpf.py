@@ -90,13 +90,23 @@ def _net(addr: str) -> str:
     return f"{addr}/{32 if ipaddress.ip_address(addr).version == 4 else 128}"
 
 
-def set_weps(topo: Topo, extra: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
-    """Both endpoints: their own addresses plus ``extra[i]``; programmed at once."""
+def set_weps(
+    topo: Topo, extra: tuple[tuple[str, ...], tuple[str, ...]], spoof: tuple[str, ...] = ()
+) -> None:
+    """Both endpoints: their own addresses plus ``extra[i]`` (w1 may also send from the
+    ``spoof`` prefixes: allowSpoofedSourcePrefixes); programmed at once."""
     for i, (wep_id, iface) in enumerate(zip(WEP_IDS, IFACES, strict=True)):
         addrs = (OWN[4][i], OWN[6][i], *extra[i])
         v4 = tuple(_net(a) for a in addrs if ":" not in a)
         v6 = tuple(_net(a) for a in addrs if ":" in a)
-        wep = WorkloadEndpoint("active", iface, profile_ids=("allow",), ipv4_nets=v4, ipv6_nets=v6)
+        wep = WorkloadEndpoint(
+            "active",
+            iface,
+            profile_ids=("allow",),
+            ipv4_nets=v4,
+            ipv6_nets=v6,
+            allow_spoofed_source_prefixes=spoof if i == 0 else (),
+        )
         topo.mgr.on_update(WorkloadEndpointUpdate(wep_id, wep))
     topo.mgr.complete_deferred_work()
     assert topo.mgr.apply() == []
@@ -243,6 +253,20 @@ def test_established_flow_arriving_elsewhere_is_rechecked(topo: Topo, version: i
         assert verdict(topo, 0, m, sport) == "drop"  # and now w1's copy fails the re-check
     finally:
         set_weps(topo, ((), ()))
+
+
+def test_allowed_spoofed_prefixes_pass_from_their_workload_only(topo: Topo) -> None:
+    """allowSpoofedSourcePrefixes (the calc graph passes them only with
+    WorkloadSourceSpoofing=Any) become routes of the workload's interface."""
+    set_weps(topo, ((), ()), spoof=("10.72.5.0/24", "fd72::5:0/112"))
+    try:
+        for v in (4, 6):
+            assert verdict(topo, 0, UNKNOWN[v]) == "pass"
+            assert verdict(topo, 1, UNKNOWN[v]) == "drop"  # w2 may not
+            assert verdict(topo, 0, OWN[v][1]) == "drop"  # w2's own /32 is more specific
+    finally:
+        set_weps(topo, ((), ()))
+    assert verdict(topo, 0, UNKNOWN[4]) == "drop"  # the prefixes' routes went with them
 
 
 def test_restart_keeps_adopted_routes_and_drops_others(topo: Topo) -> None:
