@@ -173,6 +173,42 @@ def ipsets_dump(pin_dir: str | None, output: str) -> None:
             click.echo(f"  {m}")
 
 
+@bpf_group.group("routes")
+def routes_group() -> None:
+    """The workload routes map (from-WEP's reverse-path check)."""
+
+
+@routes_group.command("dump")
+@pin_dir_option
+@json_option
+def routes_dump(pin_dir: str | None, output: str) -> None:
+    """Per CIDR (both families): flags and the interface a workload may send it from."""
+    from calico.felix.bpf.maps import ROUTE_VALUE, RT_LOCAL, RT_WORKLOAD, decode_route
+
+    flag_names = ((RT_LOCAL, "local"), (RT_WORKLOAD, "workload"))
+    names = _iface_names()
+    with _maps(pin_dir) as maps:
+        items = [*maps.routes.items(), *maps.routes6.items()]  # type: ignore[attr-defined]
+    rows = []
+    for key, value in items:
+        flags, idx = ROUTE_VALUE.unpack(value)
+        rows.append(
+            {
+                "cidr": decode_route(key),
+                "flags": [n for b, n in flag_names if flags & b],
+                "ifindex": idx,
+                "iface": names.get(idx, "?"),
+            }
+        )
+    rows.sort(key=lambda r: (":" in r["cidr"], r["cidr"]))
+    if output == "json":
+        _echo_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['cidr']:<44} {','.join(r['flags']) or '-'} {r['iface']} ({r['ifindex']})")
+    click.echo(f"{len(rows)} routes")
+
+
 @bpf_group.group("ifstate")
 def ifstate_group() -> None:
     """The interface-state map."""
