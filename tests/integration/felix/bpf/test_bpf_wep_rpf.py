@@ -269,6 +269,30 @@ def test_allowed_spoofed_prefixes_pass_from_their_workload_only(topo: Topo) -> N
     assert verdict(topo, 0, UNKNOWN[4]) == "drop"  # the prefixes' routes went with them
 
 
+def test_an_address_claimed_twice_keeps_its_latest_owner(
+    topo: Topo, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An address moving between endpoints, whichever interface is restated first; an
+    unparseable address is logged and skipped, the others still written."""
+    dp = topo.mgr.dp
+    idx = [dp.ifindex(i) or 0 for i in IFACES]
+    own = [(_net(OWN[4][i]), _net(OWN[6][i])) for i in (0, 1)]
+    k = route_key("10.72.0.9/32")
+    try:
+        dp.set_workload_routes(IFACES[1], (*own[1], "10.72.0.9/32"))
+        assert dp.maps.routes.lookup(k) == workload_route(idx[1])
+        dp.set_workload_routes(IFACES[0], (*own[0], "10.72.0.9/32"))  # the new owner first
+        assert dp.maps.routes.lookup(k) == workload_route(idx[0])
+        dp.set_workload_routes(IFACES[1], own[1])  # the old owner lets go: not deleted
+        assert dp.maps.routes.lookup(k) == workload_route(idx[0])
+        dp.set_workload_routes(IFACES[0], (*own[0], "10.72.0.300/32"))
+        assert dp.maps.routes.lookup(k) is None
+        assert "ignoring unparseable workload address '10.72.0.300/32'" in caplog.text
+        assert dp.maps.routes.lookup(route_key(own[0][0])) == workload_route(idx[0])
+    finally:
+        set_weps(topo, ((), ()))
+
+
 def test_restart_keeps_adopted_routes_and_drops_others(topo: Topo) -> None:
     dp = topo.mgr.dp
     stale = route_key("10.72.8.0/24")
