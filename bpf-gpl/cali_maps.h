@@ -201,6 +201,22 @@ static __always_inline void cali_count(__u32 ifindex, __u32 hook, __u32 idx)
 		v->c[idx]++; /* per-CPU: no atomics needed */
 }
 
+/* Is the packet's source / destination one of the host's addresses? (The main programs and,
+ * for the all-interfaces host endpoint's forward policy on workloads, the policy programs.) */
+static __always_inline int cali_from_host(const struct cali_state *st)
+{
+	if (st->ip_ver == 6)
+		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_src) != 0;
+	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src) != 0;
+}
+
+static __always_inline int cali_to_host(const struct cali_state *st)
+{
+	if (st->ip_ver == 6)
+		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_dst) != 0;
+	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_dst) != 0;
+}
+
 static __always_inline struct cali_state *cali_state_get(void)
 {
 	__u32 zero = 0;

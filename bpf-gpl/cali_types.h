@@ -111,7 +111,7 @@ struct cali_state {
 	__u8 ip_ver;     /* 4 or 6: which addresses, conntrack key and maps apply */
 	__u8 hep;        /* 1 on a host endpoint's hooks */
 	__u8 host_flags; /* CALI_ST_*: HEP hooks only */
-	__u8 pad;
+	__u8 flags;      /* CALI_ST_LOG_PACKET: per packet, reset by the main program */
 	__u16 sport;
 	__u16 dport;
 	__u8 proto;
@@ -131,6 +131,10 @@ struct cali_state {
  * with neither is forwarded through the host (applyOnForward policy). */
 #define CALI_ST_DEST_IS_HOST 0x1
 #define CALI_ST_SRC_IS_HOST 0x2
+
+/* cali_state.flags: a matching log rule marked the packet (upstream's LOG_PACKET; our own bit
+ * in a byte of our own, since host_flags == 0 means forwarded). */
+#define CALI_ST_LOG_PACKET 0x1
 
 /* skb mark bit (upstream's SEEN, outside NftablesMarkMask's Felix bits): a workload's
  * from-WEP hook allowed the packet, so a to-HEP hook seeing it after SNAT to a host address

@@ -58,6 +58,7 @@ static __always_inline void cali_state_reset(struct cali_state *st, __u8 proto)
 	st->tcp_flags = 0;
 	st->icmp_id = 0;
 	st->pol_rc = 0;
+	st->flags = 0;
 }
 
 /* Ports / TCP flags / ICMP (icmp_proto: IPPROTO_ICMP or IPPROTO_ICMPV6) at l4off. */
@@ -166,20 +167,6 @@ static __always_inline int cali_icmp6_nd(const struct cali_state *st)
 	if (st->ip_ver != 6 || st->proto != IPPROTO_ICMPV6)
 		return 0;
 	return (st->icmp_type >= 130 && st->icmp_type <= 137) || st->icmp_type == 143;
-}
-
-static __always_inline int cali_from_host(struct cali_state *st)
-{
-	if (st->ip_ver == 6)
-		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_src) != 0;
-	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src) != 0;
-}
-
-static __always_inline int cali_to_host(struct cali_state *st)
-{
-	if (st->ip_ver == 6)
-		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_dst) != 0;
-	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_dst) != 0;
 }
 
 /* A failsafe port: TCP/UDP to the host (from-HEP: FailsafeInboundHostPorts, keyed on the

@@ -25,6 +25,7 @@ from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.endpoints import BPFEndpointManager
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.maps import MapSizes
+from calico.felix.config import PARAMS
 from calico.felix.messages import (
     ActiveProfileUpdate,
     HostEndpoint,
@@ -172,6 +173,8 @@ def enable(config: Any, parts: Any) -> Any:
         prefixes,
         policy_debug=bool(config["BPFPolicyDebugEnabled"]),
         data_ifaces=data_ifaces,
+        # ``LogPrefix = none`` (empty) means the default, as for the nftables log statement.
+        log_template=config["LogPrefix"] or PARAMS["LogPrefix"].default,
     )
     try:
         timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])

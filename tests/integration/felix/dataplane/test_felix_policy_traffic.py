@@ -365,3 +365,43 @@ def test_host_endpoint_by_expected_ip_follows_the_address(policy_cluster: Cluste
             c.ds.delete("GlobalNetworkPolicy", "by-ip-web")
             c.ds.delete("HostEndpoint", "by-ip")
         eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+
+
+def test_all_interfaces_host_endpoint_leaves_host_workload_traffic(policy_cluster: Cluster) -> None:
+    """A deny-all all-interfaces (``*``) host endpoint never polices traffic between the host
+    and its own workloads, on either dataplane (upstream: BPF suppresses the host endpoint's
+    normal policy on workload programs; iptables skips it for traffic to local workloads and
+    dispatches workload -> host traffic apart): the host reaches a workload even on a port the
+    workload's own ingress policy denies (host -> workload is not policed), and workloads
+    reach each other (no applyOnForward policy). On BPF the endpoint does police the uplink
+    (deny-all but failsafes); the nftables dataplane does not implement ``*`` endpoints
+    (design/felix-dataplane.md), so there the uplink stays open."""
+    c = policy_cluster
+    bpf = c.felix.env.get("FELIX_BPFENABLED") == "true"
+    client, server = c.w["client"], c.w["server"]
+    hep = {
+        "kind": "HostEndpoint",
+        "metadata": {"name": "all-ifaces", "labels": {"role": "all"}},
+        "spec": {"node": HOSTNAME, "interfaceName": "*"},
+    }
+    # Applied after the endpoint: once its effect shows, Felix has the endpoint too.
+    marker = np("server-8080-only", {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8080]}}],
+    })  # fmt: skip
+    with servers(c.host, "tcp:8090", "tcp:6667"):
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+        assert tcp(c.host, server.ip, 9090) == "ok"
+        with resources(c, hep, marker):
+            eventually(lambda: tcp(client, server.ip, 9090), "timeout")
+            assert tcp(c.host, server.ip, 9090) == "ok"
+            assert tcp(c.host, server.ip, 8080) == "ok"
+            assert tcp(client, server.ip, 8080) == "ok"
+            if bpf:
+                eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
+                assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+                assert tcp(c.host, server.ip, 9090) == "ok"  # still, with uplink policed
+            else:
+                assert tcp(c.outside, HOST_UPLINK_IP, 8090) == "ok"
+        eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")

@@ -23,6 +23,7 @@ from calico.felix.bpf.maps import (
 )
 from calico.felix.bpf.polprog import EndpointPolicy, Generator
 from calico.felix.messages import ICMPTypeCode, Policy, PolicyID, PortRange, Profile, Rule, TierInfo
+from calico.felix.rules.policy import short_kind
 
 
 def gen(**policies: Policy) -> Generator:
@@ -282,3 +283,45 @@ def test_route_keys_and_values() -> None:
     assert ROUTE_VALUE.unpack(workload_route(7)) == (0x8 | 0x4, 7)  # LOCAL|WORKLOAD, ifindex
     with pytest.raises(ValueError):
         route_key("10.1.2.300/32")
+
+
+@pytest.mark.parametrize(
+    ("text", "literal"),
+    [
+        ("calico-packet: ", '"calico-packet: "'),
+        ('a"b\\c', '"a\\"b\\\\c"'),  # quote and backslash escaped
+        ("50%: ", '"50%%: "'),  # a literal printf format too
+        ("tab\there é\n", '"tabhere "'),  # only printable ASCII survives
+        ("", '""'),
+    ],
+)
+def test_log_prefix_c_literal(text: str, literal: str) -> None:
+    from calico.felix.bpf.polprog import _c_literal
+
+    assert _c_literal(text) == literal
+
+
+def test_log_rule_prefix_per_owner_and_template() -> None:
+    """A log rule's record prefix is the nftables log statement's: LogPrefix with %t/%k/%n/%p
+    of its policy (or ``pro`` and the name for a profile), and the rule's ID; no other action
+    emits one."""
+    from calico.felix.bpf.polprog import rule_id
+
+    pid = PolicyID("web", kind="NetworkPolicy", namespace="ns1", tier="tier1")
+    log = Rule(action="log", rule_id="h0")
+    gen = Generator(
+        {pid: Policy(inbound_rules=(log, Rule(action="allow")))},
+        {"kns.ns1": Profile(inbound_rules=(log,))},
+        lambda _: 1,
+        log_template="pkt %t/%k/%n/%p",
+    )
+    tiers = (TierInfo("tier1", ingress_policies=(pid,)),)
+    src = gen.source(EndpointPolicy(tiers, ("kns.ns1",), inbound=True))
+    pol_id = rule_id("policy tier1/ns1/web", "inbound", 0, "h0")
+    pro_id = rule_id("profile kns.ns1", "inbound", 0, "h0")
+    pol = f'CALI_LOG_RULE_V4("pkt tier1/{short_kind(pid)}/web/ns1: ", 0x{pol_id:016x}ULL);'
+    assert pol in src and pol.replace("_V4", "_V6") in src
+    assert f'CALI_LOG_RULE_V4("pkt /pro/kns.ns1/: ", 0x{pro_id:016x}ULL);' in src
+    assert src.count("CALI_LOG_RULE_V4") == 2
+    default = Generator({}, {"p": Profile(inbound_rules=(log,))}, lambda _: 1)
+    assert '("calico-packet: ",' in default.source(EndpointPolicy((), ("p",), inbound=True))
