@@ -22,6 +22,9 @@
 #ifndef CALI_RULE_CTRS_MAP_SIZE
 #define CALI_RULE_CTRS_MAP_SIZE 10000
 #endif
+#ifndef CALI_ROUTES_MAP_SIZE
+#define CALI_ROUTES_MAP_SIZE 262144
+#endif
 #ifndef CALI_JUMP_MAP_SIZE
 #define CALI_JUMP_MAP_SIZE 16384
 #endif
@@ -59,6 +62,24 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cpy_v4_ipsets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_rt_key);
+	__type(value, struct cali_rt);
+	__uint(max_entries, CALI_ROUTES_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_rt6_key);
+	__type(value, struct cali_rt);
+	__uint(max_entries, CALI_ROUTES_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v6_routes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -38,10 +38,15 @@ struct cali_ct6_key {
 #define CALI_CT_FIN_SEEN 0x4
 #define CALI_CT_RST_SEEN 0x8
 
+/* ifindex_a / ifindex_b: the interface side A's / B's packets last arrived on at a to-host hook
+ * (TC ingress: from-WEP, from-HEP), 0 = not seen there yet (upstream's per-leg ifindex). A
+ * conntrack hit arriving on another interface is reverse-path checked again. */
 struct cali_ct_value {
 	__u64 created;   /* bpf_ktime_get_ns() */
 	__u64 last_seen;
 	__u32 legs;      /* CALI_CT_* bits */
+	__u32 ifindex_a;
+	__u32 ifindex_b;
 	__u32 pad;
 };
 
@@ -53,6 +58,24 @@ struct cali_iface {
 	__u32 flags;
 	__s32 ingress_slot; /* TC ingress hook (pod egress policy) */
 	__s32 egress_slot;  /* TC egress hook (pod ingress policy) */
+};
+
+/* Routes LPM (upstream's cali_v4_routes / cali_v6_routes, simplified value): Felix writes each
+ * local workload's addresses LOCAL|WORKLOAD with its interface; from-WEP's reverse-path check
+ * looks the source up at full prefix. */
+#define CALI_RT_WORKLOAD 0x4
+#define CALI_RT_LOCAL 0x8
+struct cali_rt_key {
+	__u32 prefixlen; /* host order: the address bits that count */
+	__u32 addr;      /* network order */
+};
+struct cali_rt6_key {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+struct cali_rt {
+	__u32 flags;   /* CALI_RT_* */
+	__u32 ifindex; /* LOCAL|WORKLOAD: the workload's host-side interface */
 };
 
 /* IP set LPM key: prefixlen counts the bits after it; set id big-endian (two NBO words). */
@@ -136,7 +159,7 @@ struct cali_ctr_key {
 #define CALI_CTR_HOST_BYPASS 6     /* from a host address: not policed */
 #define CALI_CTR_FAILSAFE 7        /* HEP: failsafe port, allowed ahead of policy */
 #define CALI_CTR_HEP_NO_POLICY 8   /* HEP: no host endpoint (or no program): allowed */
-#define CALI_CTR_DROP_RPF 9        /* HEP: source fails BPFEnforceRPF (new flows) */
+#define CALI_CTR_DROP_RPF 9        /* reverse-path check failed (WEP: strict; HEP: BPFEnforceRPF) */
 #define CALI_CTR_N 10
 struct cali_ctr_value {
 	__u64 c[CALI_CTR_N];

@@ -77,7 +77,7 @@ static __always_inline int cali_policy_allow(struct __sk_buff *skb, struct cali_
 	CALI_LOG_DEBUG("if %d hook %d: policy allow proto %d", skb->ifindex, st->hook, st->proto);
 	if (!st->hep && st->hook == CALI_HOOK_FROM_WEP)
 		skb->mark = skb->mark | CALI_MARK_SEEN;
-	return cali_ct_allow(st);
+	return cali_ct_allow(st, skb->ifindex);
 }
 
 /* Untracked (doNotTrack) host endpoint policy allowed the packet: no conntrack entry, so the

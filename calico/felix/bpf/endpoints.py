@@ -335,6 +335,10 @@ class BPFEndpointManager:
             self.dp.attach_iface(iface)
             self._attached.add(iface)
             self._programmed.pop(iface, None)
+        # Routes before policy: from-WEP's reverse-path check drops sources without one. The
+        # calc graph passes allowSpoofedSourcePrefixes only with WorkloadSourceSpoofing=Any.
+        nets = (*ep.ipv4_nets, *ep.ipv6_nets, *ep.allow_spoofed_source_prefixes)
+        self.dp.set_workload_routes(iface, nets)
         sources, rules = self.programs(ep)
         if self._programmed.get(iface) != sources:
             self.dp.set_policies(iface, sources, rules)

@@ -88,6 +88,7 @@ def map_sizes(config: Any) -> MapSizes:
         conntrack=int(config["BPFMapSizeConntrack"]),
         ipsets=int(config["BPFMapSizeIPSets"]),
         iface=int(config["BPFMapSizeIfState"]),
+        routes=int(config["BPFMapSizeRoute"]),
     )
 
 

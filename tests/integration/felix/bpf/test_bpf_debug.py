@@ -152,10 +152,20 @@ def program(topo: Topo, rules: tuple[Rule, ...]) -> None:
         ActivePolicyUpdate(PID, Policy(inbound_rules=rules)),
         ActiveProfileUpdate(ProfileID("out"), ALLOW_OUT),
         WorkloadEndpointUpdate(
-            SERVER, WorkloadEndpoint("active", topo.ifaces[1], profile_ids=("out",), tiers=tiers)
+            SERVER,
+            WorkloadEndpoint(
+                "active",
+                topo.ifaces[1],
+                profile_ids=("out",),
+                tiers=tiers,
+                ipv4_nets=(f"{topo.ips[1]}/32",),
+            ),
         ),
         WorkloadEndpointUpdate(
-            CLIENT, WorkloadEndpoint("active", topo.ifaces[0], profile_ids=("out",))
+            CLIENT,
+            WorkloadEndpoint(
+                "active", topo.ifaces[0], profile_ids=("out",), ipv4_nets=(f"{topo.ips[0]}/32",)
+            ),
         ),
     ):
         mgr.on_update(msg)
@@ -240,8 +250,16 @@ def test_dump_commands_show_maps(topo: Topo) -> None:
     flows = cli_json(topo, "conntrack", "dump")
     mine = [f for f in flows if f["proto"] == "udp" and f["b"] == f"{topo.ips[1]}:7070"]
     assert mine and all(set(f["flags"]) >= {"A", "B"} for f in mine)
+    assert all(f["ifindex_a"] or f["ifindex_b"] for f in mine)  # recorded at TC ingress
     text = cli(topo, "conntrack", "dump", "--pin-dir", topo.pin_dir)
     assert text.returncode == 0 and text.stdout.endswith(f"{len(flows)} entries\n")
+    idx = [topo.dp.ifindex(i) for i in topo.ifaces]
+    assert cli_json(topo, "routes", "dump") == [
+        {"cidr": f"{ip}/32", "flags": ["local", "workload"], "ifindex": i, "iface": name}
+        for ip, i, name in zip(topo.ips, idx, topo.ifaces, strict=True)
+    ]
+    text = cli(topo, "routes", "dump", "--pin-dir", topo.pin_dir)
+    assert text.returncode == 0 and text.stdout.endswith("2 routes\n")
 
 
 def test_maps_found_through_attached_programs_without_pins(topo: Topo) -> None:
@@ -253,6 +271,7 @@ def test_maps_found_through_attached_programs_without_pins(topo: Topo) -> None:
     for args in (
         ("ifstate", "dump"),
         ("ipsets", "dump"),
+        ("routes", "dump"),
         ("policy", "dump", topo.ifaces[1], "--listing-dir", topo.listing_dir),
     ):
         found = cli(topo, *args, "-o", "json")

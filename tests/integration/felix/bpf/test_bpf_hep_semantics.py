@@ -37,6 +37,7 @@ def dp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BPFDataplane]:
     # (BPFEnforceRPF is tested with real packets in test_bpf_hep_rpf.py).
     with dataplane(str(tmp_path_factory.mktemp("bpfhepsem")), defines={"CALI_RPF": 0}) as d:
         d.register("lo", 1)  # BPF_PROG_TEST_RUN hands the program a loopback skb
+        d.set_workload_routes("lo", ("10.73.0.5/32", "fd73::5/128"))  # the pod: from-WEP RPF
         parse = PortListParser().parse
         failsafes.sync(d.maps, failsafes.failsafe_keys(parse(INBOUND), parse(OUTBOUND)))
         one = (1).to_bytes(4, "little")

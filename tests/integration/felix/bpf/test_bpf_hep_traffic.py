@@ -115,7 +115,9 @@ def topo(
         mgr.on_update(
             WorkloadEndpointUpdate(
                 WorkloadEndpointID("k8s", "ns/wl", "eth0"),
-                WorkloadEndpoint("active", "calihep1", profile_ids=("allow",)),
+                WorkloadEndpoint(
+                    "active", "calihep1", profile_ids=("allow",), ipv4_nets=(f"{WL_IP}/32",)
+                ),
             )
         )
         for i, name in enumerate(("eth0", "calihep1", "vethq0", "lo"), start=2):

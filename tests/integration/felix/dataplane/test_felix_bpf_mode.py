@@ -25,6 +25,13 @@ from harness import (
 
 pytestmark = pytest.mark.root
 
+SPOOFED_UDP = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0))
+s.sendto(b"x", (sys.argv[2], 8080))
+"""
+
 
 def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
     need_root()
@@ -38,6 +45,23 @@ def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
     ):
         assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
         assert "BPF dataplane enabled" in c.felix.log_path.read_text()
+        # Felix wrote each endpoint's address as its interface's route: from-WEP's
+        # reverse-path check drops (and counts once) a datagram from any other source
+        routes = json.loads(in_ns(c.host, CALICO, "bpf", "routes", "dump", "-o", "json").stdout)
+        assert {(r["cidr"], r["iface"]) for r in routes} >= {
+            (f"{client.ip}/32", client.iface),
+            (f"{server.ip}/32", server.iface),
+        }
+
+        def rpf_drops() -> int:
+            out = in_ns(c.host, CALICO, "bpf", "counters", "dump", "--iface", client.iface,
+                        "-o", "json").stdout  # fmt: skip
+            return int(json.loads(out)[client.iface]["ingress"]["dropped_rpf"])
+
+        before = rpf_drops()
+        in_ns(client.ns, "ip", "addr", "add", "10.65.0.99/32", "dev", "eth0")
+        in_ns(client.ns, "python3", "-c", SPOOFED_UDP, "10.65.0.99", server.ip)
+        assert eventually(rpf_drops, before + 1) == before + 1
         for w in (client, server):
             filters = in_ns(c.host, "tc", "filter", "show", "dev", w.iface, "ingress").stdout
             assert "calico_from_wep" in filters

@@ -165,8 +165,9 @@ def test_ct6_key_is_canonical_and_decodes() -> None:
     # only the last word differs
     _, a, _, _, _ = CT6_KEY.unpack(ct_key(17, "fd00::3", "fd00::2", 1, 2))
     assert a[-1] == 2
-    entry = decode_ct(k, struct.pack("<QQII", 1, 2, 3, 0))
+    entry = decode_ct(k, struct.pack("<QQIIII", 1, 2, 3, 7, 9, 0))
     assert (entry.addr_a, entry.addr_b, entry.legs) == ("fd00::1", "fd00::2", 3)
+    assert (entry.ifindex_a, entry.ifindex_b) == (7, 9)
     with pytest.raises(ValueError, match="different IP versions"):
         ct_key(6, "10.0.0.1", "fd00::1", 1, 2)
 
@@ -252,12 +253,36 @@ def test_ipv6_support_and_rpf_reach_the_programs_as_defines(
         "BPFMapSizeConntrack": 10,
         "BPFMapSizeIPSets": 10,
         "BPFMapSizeIfState": 10,
+        "BPFMapSizeRoute": 12,
         "BPFAttachType": "TC",
         "BPFEnforceRPF": rpf,
     }
     assert mode.open_dataplane(config) == "dp"
     assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define, "CALI_RPF": rpf_define}
     assert seen["attach_type"] == "tc" and seen["link_dir"] == mode.LINK_DIR
+    assert seen["sizes"] == mode.MapSizes(10, 10, 10, routes=12)
+
+
+def test_route_keys_and_values() -> None:
+    from calico.felix.bpf.maps import (
+        ROUTE6_KEY,
+        ROUTE_KEY,
+        ROUTE_VALUE,
+        decode_route,
+        route_key,
+        workload_route,
+    )
+
+    k = route_key("10.1.2.3/32")
+    assert len(k) == ROUTE_KEY.size == 8 and ROUTE_KEY.unpack(k) == (32, bytes([10, 1, 2, 3]))
+    assert route_key("10.1.2.3") == k  # a bare address is its host route
+    assert route_key("10.1.2.3/24") == ROUTE_KEY.pack(24, bytes([10, 1, 2, 0]))  # host bits go
+    k6 = route_key("fd00::1/128")
+    assert len(k6) == ROUTE6_KEY.size == 20 and k6[:4] == (128).to_bytes(4, "little")
+    assert decode_route(k6) == "fd00::1/128" and decode_route(k) == "10.1.2.3/32"
+    assert ROUTE_VALUE.unpack(workload_route(7)) == (0x8 | 0x4, 7)  # LOCAL|WORKLOAD, ifindex
+    with pytest.raises(ValueError):
+        route_key("10.1.2.300/32")
 
 
 @pytest.mark.parametrize(
