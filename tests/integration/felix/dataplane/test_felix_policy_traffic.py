@@ -377,7 +377,9 @@ def test_all_interfaces_host_endpoint(policy_cluster: Cluster) -> None:
     workload -> host traffic apart): the host reaches a workload even on a port the workload's
     own ingress policy denies. Forwarded traffic is untouched without applyOnForward policy
     (workload <-> workload, workload -> outside). A named endpoint on the uplink wins over it,
-    and when that goes the ``*`` one applies again. nftables renders its chains as
+    and when that goes the ``*`` one applies again. Its applyOnForward egress policy polices
+    workload traffic forwarded out of the uplink (not the host's own, to its workloads); its
+    pre-DNAT allow admits what its normal policy denies. nftables renders its chains as
     ``cali-*-any-interface-at-all``; on BPF they are the data interface's programs and
     nftables renders none (design/felix-bpf.md "Host endpoints")."""
     c = policy_cluster
@@ -399,6 +401,30 @@ def test_all_interfaces_host_endpoint(policy_cluster: Cluster) -> None:
         "spec": {
             "selector": "role == 'named'",
             "types": ["Ingress"],
+            "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8090]}}],
+        },
+    }
+    forward = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "all-fwd-no-8081"},
+        "spec": {
+            "selector": "role == 'all'",
+            "types": ["Egress"],
+            "applyOnForward": True,
+            "egress": [
+                {"action": "Deny", "protocol": "TCP", "destination": {"ports": [8081]}},
+                {"action": "Allow"},
+            ],
+        },
+    }
+    pre_dnat = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "all-prednat-8090"},
+        "spec": {
+            "selector": "role == 'all'",
+            "types": ["Ingress"],
+            "preDNAT": True,
+            "applyOnForward": True,
             "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8090]}}],
         },
     }
@@ -440,6 +466,17 @@ def test_all_interfaces_host_endpoint(policy_cluster: Cluster) -> None:
                 assert tcp(c.host, server.ip, 9090) == "ok"
             eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
             assert tcp(c.host, EXTERNAL_IP, 8081) == "timeout"
+            with resources(c, forward):
+                eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), "timeout")
+                assert tcp(client, server.ip, 8080) == "ok"
+                assert tcp(c.host, server.ip, 9090) == "ok"
+                assert tcp(c.host, EXTERNAL_IP, 6667) == "ok"
+            eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), HOST_UPLINK_IP)
+            with resources(c, pre_dnat):
+                eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+                assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+                assert tcp(c.host, server.ip, 9090) == "ok"
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
         eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
         assert tcp(c.host, EXTERNAL_IP, 8081) == "ok"
         assert "any-interface-at-all" not in ruleset()
