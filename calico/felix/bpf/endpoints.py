@@ -25,7 +25,7 @@ from calico.felix.bpf.idalloc import IDAllocator
 from calico.felix.bpf.ipsets import BPFIPSets
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.polprog import EndpointPolicy, Generator, RuleInfo
-from calico.felix.hostendpoints import resolve_host_endpoints
+from calico.felix.hostendpoints import all_interfaces_endpoint, resolve_host_endpoints
 from calico.felix.messages import (
     ActivePolicyRemove,
     ActivePolicyUpdate,
@@ -263,8 +263,7 @@ class BPFEndpointManager:
 
     def wildcard_hep(self) -> HostEndpoint | None:
         """The all-interfaces (``*``) host endpoint in force: the lowest ID's."""
-        wild = [i for i in sorted(self.heps) if self.heps[i].name == "*"]
-        return self.heps[wild[0]] if wild else None
+        return all_interfaces_endpoint(self.heps)
 
     def _sync_data_iface(self, iface: str) -> None:
         if iface not in self._data_present:

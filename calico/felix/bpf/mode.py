@@ -72,6 +72,8 @@ class NftablesWorkloadsAllow:
             endpoints.hep_view = lambda iface, hep: (
                 allow_only_hep(hep) if bpf.is_data_iface(iface) else hep
             )
+            # BPF applies the `*` endpoint (data interfaces and workloads): not nftables too.
+            endpoints.render_all_interfaces = False
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, WorkloadEndpointUpdate):

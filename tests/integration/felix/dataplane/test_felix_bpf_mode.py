@@ -145,9 +145,10 @@ def test_switching_bpf_off_detaches_programs(tmp_path: Path) -> None:
 
 
 def test_all_interfaces_host_endpoint_in_bpf(tmp_path: Path) -> None:
-    """An ``interfaceName: "*"`` host endpoint (nftables ignores those) is enforced by the
-    HEP programs on the data interface (BPFDataIfacePattern), with the configured failsafe
-    ports from the BPF failsafe map ahead of its deny-all; removing it allows all again."""
+    """An ``interfaceName: "*"`` host endpoint is enforced by the HEP programs on the data
+    interface (BPFDataIfacePattern), with the configured failsafe ports from the BPF failsafe
+    map ahead of its deny-all, and nftables renders none of it (BPF's); removing it allows
+    all again."""
     need_root()
     if not shutil.which("clang"):
         pytest.skip("BPF dataplane needs clang")
@@ -177,6 +178,8 @@ def test_all_interfaces_host_endpoint_in_bpf(tmp_path: Path) -> None:
                         "json").stdout  # fmt: skip
             ingress = json.loads(out)["uplink0"]["ingress"]
             assert ingress["accepted_failsafe"] >= 1 and ingress["dropped_by_policy"] >= 1
+            ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+            assert "any-interface-at-all" not in ruleset
         finally:
             c.ds.delete("HostEndpoint", "all")
         assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok") == "ok"
