@@ -3,7 +3,7 @@ StagedKubernetesNetworkPolicy (with the Kubernetes NetworkPolicy shape it carrie
 
 A module of their own, imported when a staged kind is first used (the kind table names it):
 a reader of enforced policies, such as ``calicoctl explain`` on a datastore without staged
-policies, does not define their 14 models (design/performance.md "Schema builds").
+policies, does not define their 13 models (design/performance.md "Schema builds").
 ``calico.api.policy`` still answers for every name defined here.
 """
 
