@@ -220,8 +220,13 @@ class NftablesTable:
         batch = self._netlink_batch(plan) if self._netlink else None
         if batch is not None:
             assert self._netlink is not None
-            result.netlink = True
-            return self._netlink.send(batch)
+            try:
+                error = self._netlink.send(batch)
+            except Unencodable as exc:  # the socket cannot take it; nothing was sent
+                log.debug("netlink batch not sendable (%s); using libnftables", exc)
+            else:
+                result.netlink = True
+                return error
         rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 
