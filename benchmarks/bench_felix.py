@@ -453,6 +453,17 @@ def bench_ttfr_and_cold_apply(
                     key=lambda it: -it[1],
                 )[:3],
             }
+            # Workloads 1-9 are the first of their label group (the warm one is in g0): each
+            # activates its group's policies (10 of 100, 100 of 1,000), the rest only join.
+            times = [
+                p.done - t0 if p.done else float("inf")
+                for p, t0 in zip(probers, starts, strict=True)
+            ]
+            first, steady = times[1:10], times[:1] + times[10:]
+            extra["first_in_group_p50_s"] = round(pct(first, 0.5), 4)
+            extra["first_in_group_max_s"] = round(max(first), 4)
+            extra["steady_p50_s"] = round(pct(steady, 0.5), 4)
+            extra["steady_p99_s"] = round(pct(steady, 0.99), 4)
             if stages is not None:
                 extra["stages_p50_ms"] = stage_breakdown(stages, starts, probers)
             ttfr += [float("inf")] * failed
@@ -553,18 +564,19 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
     """Median per stage of a new workload's path, in ms, from the stamps
     ``benchmarks/ttfr_stages/sitecustomize.py`` wrote: for each workload, the first stamp of
     each stage after its write (the nft and route applies: inside the first dataplane apply
-    after the hand-over), up to the prober's first connect."""
-    spans: dict[str, list[tuple[float, float]]] = {}
+    after the hand-over), up to the prober's first connect. ``cpu_*``: the stamping thread's
+    CPU over that span (the rest of the span's wall time it waited for the GIL or a core)."""
+    spans: dict[str, list[tuple[float, float, float]]] = {}
     for path in stage_dir.glob("felix.*"):
         for line in path.read_text().splitlines():
-            stage, start, end = line.split()
-            spans.setdefault(stage, []).append((float(start), float(end)))
+            stage, start, end, cpu = line.split()
+            spans.setdefault(stage, []).append((float(start), float(end), float(cpu)))
     for values in spans.values():
         values.sort()
 
-    def after(stage: str, t: float) -> tuple[float, float] | None:
+    def after(stage: str, t: float) -> tuple[float, float, float] | None:
         values = spans.get(stage, [])
-        i = bisect.bisect_left(values, (t, 0.0))
+        i = bisect.bisect_left(values, (t, 0.0, 0.0))
         return values[i] if i < len(values) else None
 
     rows: dict[str, list[float]] = {}
@@ -585,8 +597,15 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
             "calc_to_apply": apply[0] - calc[1],
             "apply_start_to_connect": p.done - apply[0],
         }
+        # CPU of the dataplane thread over the whole apply, and of the calc graph's apply
+        marks |= {"cpu_calc": calc[2], "cpu_dp_apply": apply[2]}
+        ep_render = after("ep_render", apply[0])
+        if ep_render and ep_render[1] <= apply[1]:
+            marks |= {"ep_render": ep_render[1] - ep_render[0], "cpu_ep_render": ep_render[2]}
         if nft and routes:  # nftables mode (BPF mode stamps no route apply inside its apply)
             marks |= {
+                "cpu_nftables": nft[2],
+                "cpu_routes": routes[2],
                 "render": nft[0] - apply[0],
                 "nftables": nft[1] - nft[0],
                 "nft_to_routes": routes[0] - nft[1],
