@@ -602,6 +602,9 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
         ep_render = after("ep_render", apply[0])
         if ep_render and ep_render[1] <= apply[1]:
             marks |= {"ep_render": ep_render[1] - ep_render[0], "cpu_ep_render": ep_render[2]}
+        status = after("status", apply[0])  # this workload's status files, after its apply
+        if status:
+            marks |= {"status_after_apply": status[0] - apply[1], "cpu_status": status[2]}
         if nft and routes:  # nftables mode (BPF mode stamps no route apply inside its apply)
             marks |= {
                 "cpu_nftables": nft[2],

@@ -34,6 +34,7 @@ STAGES = (
     ),
     ("calico.felix.nftables.table", "NftablesTable", "apply", "nft_apply"),
     ("calico.felix.routetable.table", "RouteTable", "apply", "route_apply"),
+    ("calico.felix.dataplane.loop", "InternalDataplane", "_publish_status", "status"),
 )
 
 
