@@ -599,6 +599,19 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
         }
         # CPU of the dataplane thread over the whole apply, and of the calc graph's apply
         marks |= {"cpu_calc": calc[2], "cpu_dp_apply": apply[2]}
+        # The hand-overs in between: watch -> watcher thread (decode, validate, convert) ->
+        # syncer's dispatcher -> calc graph; calc graph flush -> dataplane thread.
+        convert = after("convert", deliver[0])
+        dispatch = convert and after("dispatch", convert[1])
+        if convert and dispatch and dispatch[0] <= calc[0]:
+            marks |= {
+                "hop_watch_to_convert": convert[0] - deliver[1],
+                "convert": convert[1] - convert[0],
+                "cpu_convert": convert[2],
+                "hop_convert_to_dispatch": dispatch[0] - convert[1],
+                "hop_dispatch_to_calc": calc[0] - dispatch[0],
+            }
+        marks |= {"calc_flush": to_dp[0] - calc[1], "hop_to_dataplane": apply[0] - to_dp[0]}
         ep_render = after("ep_render", apply[0])
         if ep_render and ep_render[1] <= apply[1]:
             marks |= {"ep_render": ep_render[1] - ep_render[0], "cpu_ep_render": ep_render[2]}

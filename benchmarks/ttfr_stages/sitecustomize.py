@@ -22,6 +22,8 @@ from typing import Any
 
 STAGES = (
     ("calico.datastore.local.watch", "LocalWatch", "deliver", "deliver"),
+    ("calico.syncer.watchersyncer", "_WatcherCache", "_apply", "convert"),
+    ("calico.syncer.watchersyncer", "WatcherSyncer", "_deliver", "dispatch"),
     ("calico.felix.calc.async_calc_graph", "AsyncCalcGraph", "on_updates", "syncer_to_calc"),
     ("calico.felix.calc.async_calc_graph", "AsyncCalcGraph", "_apply_updates", "calc_apply"),
     ("calico.felix.dataplane.loop", "InternalDataplane", "on_messages", "to_dataplane"),

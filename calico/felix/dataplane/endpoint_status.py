@@ -110,9 +110,11 @@ class EndpointStatusFiles:
             self.ensure_dir()
             fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.dir)
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write(content.to_json())
-            os.chmod(tmp, 0o644)
+            try:  # plain os calls: a text-mode file object costs ~10x the write itself
+                os.write(fd, content.to_json().encode())
+                os.fchmod(fd, 0o644)
+            finally:
+                os.close(fd)
             os.replace(tmp, final)
         except BaseException:
             with contextlib.suppress(OSError):
