@@ -25,6 +25,7 @@ from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.endpoints import BPFEndpointManager
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.maps import MapSizes
+from calico.felix.config import PARAMS
 from calico.felix.messages import (
     ActiveProfileUpdate,
     HostEndpoint,
@@ -71,6 +72,8 @@ class NftablesWorkloadsAllow:
             endpoints.hep_view = lambda iface, hep: (
                 allow_only_hep(hep) if bpf.is_data_iface(iface) else hep
             )
+            # BPF applies the `*` endpoint (data interfaces and workloads): not nftables too.
+            endpoints.render_all_interfaces = False
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, WorkloadEndpointUpdate):
@@ -87,6 +90,7 @@ def map_sizes(config: Any) -> MapSizes:
         conntrack=int(config["BPFMapSizeConntrack"]),
         ipsets=int(config["BPFMapSizeIPSets"]),
         iface=int(config["BPFMapSizeIfState"]),
+        routes=int(config["BPFMapSizeRoute"]),
     )
 
 
@@ -171,6 +175,8 @@ def enable(config: Any, parts: Any) -> Any:
         prefixes,
         policy_debug=bool(config["BPFPolicyDebugEnabled"]),
         data_ifaces=data_ifaces,
+        # ``LogPrefix = none`` (empty) means the default, as for the nftables log statement.
+        log_template=config["LogPrefix"] or PARAMS["LogPrefix"].default,
     )
     try:
         timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])
