@@ -47,6 +47,13 @@ VERDICT_CODES = {"accept": 1, "drop": 0, "continue": -1, "jump": -3, "goto": -4,
 IFNAMSIZ = 16
 # A batch well under the kernel's default netlink receive buffer.
 MAX_BATCH_BYTES = 128 * 1024
+# Socket buffers are grown to fit each batch, as libnftables does (``SO_*BUFFORCE`` needs
+# CAP_NET_ADMIN, which Felix has; without it the sysctl caps apply). The kernel takes a batch
+# only whole, in one sendmsg no longer than the send buffer minus 32 bytes, and queues every
+# ack before we read one: an ack costs ~1 KiB of receive buffer (skb truesize).
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+MIN_SOCKET_BUFFER = 1 << 20
+ACK_BUFFER_BYTES = 1024
 
 
 class Unencodable(ValueError):
@@ -262,6 +269,7 @@ class NetlinkElements:
         self._seq = (self._seq + len(batch.messages) + 2) & 0x7FFFFFFF
         data, seqs = batch.encode(self._seq)
         sock = self._socket()
+        self._fit(sock, len(data), len(seqs))
         try:
             _drain(sock)  # replies a failed batch left behind
             sock.sendall(data)
@@ -282,13 +290,29 @@ class NetlinkElements:
         if self._sock is None:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
             sock.settimeout(self.timeout)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            # A batch is one sendmsg; the kernel caps this at twice wmem_max (>= 416 KiB by
-            # default), above nlbatch.MAX_TRANSACTION_BYTES.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
             sock.bind((0, 0))
             self._sock = sock
+            self._fit(sock, MIN_SOCKET_BUFFER, 0)
         return self._sock
+
+    def _fit(self, sock: socket.socket, data_bytes: int, acks: int) -> None:
+        """Grow the buffers for a batch of ``data_bytes`` with ``acks`` acks; raises
+        :class:`Unencodable` (nothing sent: the caller uses libnftables) if they cannot."""
+        send = max(data_bytes + 4096, MIN_SOCKET_BUFFER)
+        recv = max(acks * ACK_BUFFER_BYTES + 65536, MIN_SOCKET_BUFFER)
+        for force, plain, want in (
+            (SO_SNDBUFFORCE, socket.SO_SNDBUF, send),
+            (SO_RCVBUFFORCE, socket.SO_RCVBUF, recv),
+        ):
+            if sock.getsockopt(socket.SOL_SOCKET, plain) >= want:
+                continue  # the kernel reports twice what was set: this is the real size
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, force, want)
+            except PermissionError:
+                sock.setsockopt(socket.SOL_SOCKET, plain, want)
+            have = sock.getsockopt(socket.SOL_SOCKET, plain)
+            if have < want:
+                raise Unencodable(f"batch needs a {want}-byte socket buffer, have {have}")
 
 
 def _drain(sock: socket.socket) -> None:

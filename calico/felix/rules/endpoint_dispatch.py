@@ -114,6 +114,12 @@ def _elements(
     }
 
 
+def workload_dispatch_entries(config: RenderConfig, iface: str) -> list[tuple[str, Any]]:
+    """``(map, verdict)`` of workload interface ``iface`` in each workload dispatch map: what
+    ``dispatch_maps`` puts there for it, for updating the maps one interface at a time."""
+    return [(d.full_name, _elements(config, d, (iface,))[iface]) for d in WORKLOAD_DISPATCHES]
+
+
 def dispatch_maps(
     config: RenderConfig,
     workload_ifaces: Iterable[str] | Mapping[str, Any],

@@ -10,6 +10,7 @@ allow continues to normal policy).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,10 +65,44 @@ def endpoint_chain(
     final_deny: bool = True,
     final_deny_only_if_policy: bool = False,
 ) -> Chain:
-    """Render one endpoint chain (see module docstring); ``inbound`` picks ingress policies."""
+    """Render one endpoint chain (see module docstring); ``inbound`` picks ingress policies.
+
+    The body does not depend on ``name``: endpoints of one shape (same tiers, profiles,
+    options) share one memoised tuple of rule objects, so neither it nor the rules' canonical
+    text (``calico.felix.nftables.state.rule_text``, kept on each rule) is built again."""
+    rules = _endpoint_rules(
+        config,
+        layer,
+        tuple(tiers),
+        inbound,
+        tuple(profile_ids),
+        admin_down,
+        conntrack,
+        failsafe_chain,
+        end_of_tier_deny,
+        final_deny,
+        final_deny_only_if_policy,
+    )
+    return Chain(name, list(rules))
+
+
+@functools.lru_cache(maxsize=4096)
+def _endpoint_rules(
+    config: RenderConfig,
+    layer: str,
+    tiers: tuple[TierInfo, ...],
+    inbound: bool,
+    profile_ids: tuple[str, ...],
+    admin_down: bool,
+    conntrack: bool,
+    failsafe_chain: str | None,
+    end_of_tier_deny: bool,
+    final_deny: bool,
+    final_deny_only_if_policy: bool,
+) -> tuple[NftRule, ...]:
     deny = deny_expr(config, layer)
     if admin_down:
-        return Chain(name, [NftRule([deny], "Endpoint admin disabled")])
+        return (NftRule([deny], "Endpoint admin disabled"),)
     accept, pass_ = config.mark_accept, config.mark_pass
     rules: list[NftRule] = []
     if conntrack:
@@ -132,7 +167,7 @@ def endpoint_chain(
     if final_deny and (any_policy or not final_deny_only_if_policy):
         log_np = [nflog(inbound, no_profile_prefix(inbound))] if log_verdicts else []
         rules.append(NftRule([*log_np, deny], "Deny if no profiles matched"))
-    return Chain(name, rules)
+    return tuple(rules)
 
 
 def workload_endpoint_chains(
