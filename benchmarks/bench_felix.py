@@ -823,7 +823,7 @@ def main() -> int:
         print("bench_felix needs root (network namespaces, nftables)", file=sys.stderr)
         return 1
     compile_bytecode()
-    # Felix runs as an installed package does: it may write its caches (calico.dataclass_code).
+    # Felix runs as an installed package does: it may write its caches (calico.codecache).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if "--cold-compare" in sys.argv[1:]:
         args = sys.argv[1:]

@@ -1,5 +1,6 @@
-"""calico.dataclass_code: the cached compile gives the classes plain ``dataclasses`` gives, and
-the cache file is reused, rewritten and ignored exactly when it should be."""
+"""calico.codecache: the cached compile gives the classes plain ``dataclasses`` gives, the
+namedtuples and forward references plain ``collections`` and ``typing`` give, and the cache
+file is reused, rewritten and ignored exactly when it should be."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import marshal
 import os
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from types import FunctionType
@@ -18,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calico import dataclass_code
+from calico import codecache
 
 METHODS = (
     "__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__",
@@ -28,22 +30,23 @@ METHODS = (
 
 @pytest.fixture(autouse=True)
 def _fresh_state() -> Iterator[None]:
-    saved = (dict(dataclass_code._codes), set(dataclass_code._used), dataclass_code._new,
-             dataclass_code._path)  # fmt: skip
-    was_installed = getattr(dataclasses, "exec", None) is dataclass_code.cached_exec
-    dataclass_code.uninstall()
-    dataclass_code._codes.clear()
-    dataclass_code._used.clear()
-    dataclass_code._new = 0
+    saved = (dict(codecache._codes), set(codecache._used), codecache._new,
+             codecache._path)  # fmt: skip
+    was_installed = codecache.installed()
+    codecache.uninstall()
+    codecache._codes.clear()
+    codecache._used.clear()
+    codecache._new = 0
     yield
-    dataclass_code.uninstall()
-    codes, used, dataclass_code._new, dataclass_code._path = saved
-    dataclass_code._codes.clear()
-    dataclass_code._codes.update(codes)
-    dataclass_code._used.clear()
-    dataclass_code._used.update(used)
+    codecache.uninstall()
+    codes, used, codecache._new, codecache._path = saved
+    codecache._codes.clear()
+    codecache._codes.update(codes)
+    codecache._used.clear()
+    codecache._used.update(used)
     if was_installed:
-        dataclasses.exec = dataclass_code.cached_exec  # type: ignore[attr-defined]
+        for name, mod in codecache._HOOKS:
+            setattr(mod, name, codecache._STAND_INS[name])
 
 
 def generated(cls: type) -> dict[str, Any]:
@@ -113,17 +116,17 @@ def test_cached_compile_generates_what_dataclasses_generates(
     spec: list[tuple[str, str]], opts: dict[str, bool]
 ) -> None:
     plain = make(spec, opts)
-    dataclass_code._codes.clear()
-    dataclass_code._new = 0
-    dataclasses.exec = dataclass_code.cached_exec  # type: ignore[attr-defined]
+    codecache._codes.clear()
+    codecache._new = 0
+    dataclasses.exec = codecache.cached_exec  # type: ignore[attr-defined]
     try:
         first = make(spec, opts)  # compiled through the cache
-        compiled = dataclass_code._new
+        compiled = codecache._new
         again = make(spec, opts)  # every text found in the cache
     finally:
         del dataclasses.exec  # type: ignore[attr-defined]
-    assert dataclass_code._new == compiled  # the second class compiled nothing
-    assert compiled == len(dataclass_code._codes) > 0
+    assert codecache._new == compiled  # the second class compiled nothing
+    assert compiled == len(codecache._codes) > 0
     assert generated(plain) == generated(first) == generated(again)
     args = {f.name: 3 for f in dataclasses.fields(plain) if f.init and f.type is int}
     a, b, c = plain(**args), first(**args), again(**args)
@@ -137,6 +140,71 @@ def test_cached_compile_generates_what_dataclasses_generates(
             setattr(b, name, 9)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(names, min_size=0, max_size=6, unique=True), st.booleans())
+def test_namedtuple_through_the_cache_is_plain_namedtuple(
+    fields: list[str], defaults: bool
+) -> None:
+    import collections
+
+    kwargs: dict[str, Any] = {"defaults": range(len(fields))} if defaults else {}
+    plain = collections.namedtuple("N", fields, **kwargs)
+    collections.eval = codecache.cached_eval  # type: ignore[attr-defined]
+    try:
+        cached = collections.namedtuple("N", fields, **kwargs)
+        compiled = codecache._new
+        again = collections.namedtuple("N", fields, **kwargs)
+    finally:
+        del collections.eval  # type: ignore[attr-defined]
+    assert plain.__new__.__code__ == cached.__new__.__code__ == again.__new__.__code__
+    assert plain.__new__.__defaults__ == cached.__new__.__defaults__
+    assert codecache._new == compiled  # the second class found its text
+    assert any(k.startswith("eval\0lambda _cls") for k in codecache._codes)
+    values = list(range(len(fields)))
+    assert plain(*values) == cached(*values) == tuple(values)
+    assert repr(plain(*values)) == repr(cached(*values))
+
+
+def test_forward_references_through_the_cache_are_plain_ones() -> None:
+    texts = ["int", "list[str]", "Optional[int]", "'quoted'", "dict[str, 'X']", "a.b.C"]
+    plain = [typing.ForwardRef(t) for t in texts]
+    typing.compile = codecache.cached_compile  # type: ignore[attr-defined]
+    try:
+        cached = [typing.ForwardRef(t) for t in texts]
+        again = [typing.ForwardRef(t) for t in texts]
+        with pytest.raises(SyntaxError, match="Forward reference must be an expression"):
+            typing.ForwardRef("not an expression!")
+        with pytest.raises(SyntaxError):
+            typing.ForwardRef("def f(): pass")
+        ns: dict[str, Any] = {}
+        typing.compile("y = 1", "<other>", "exec")  # another file name: not cached
+        assert codecache._new == len(texts)  # the repeats and the failures added nothing
+        exec(typing.compile("x: int = 1", "<string>", "exec"), ns)  # type: ignore[attr-defined]
+        assert ns["__annotations__"] == {"x": int}  # evaluated: no ``annotations`` inherited
+    finally:
+        del typing.compile  # type: ignore[attr-defined]
+    for p, c, a in zip(plain, cached, again, strict=True):
+        assert p.__forward_code__ == c.__forward_code__ == a.__forward_code__
+        assert p == c and hash(p) == hash(c)
+    assert typing.ForwardRef("list[int]")._evaluate(globals(), None, frozenset()) == list[int]
+
+
+def test_install_shadows_three_builtins_and_uninstall_restores(tmp_path: Path) -> None:
+    import collections
+
+    codecache.install(str(tmp_path / "c.bin"))
+    assert codecache.installed()
+    assert dataclasses.exec is codecache.cached_exec  # type: ignore[attr-defined]
+    assert collections.eval is codecache.cached_eval  # type: ignore[attr-defined]
+    assert typing.compile is codecache.cached_compile  # type: ignore[attr-defined]
+    codecache.install(str(tmp_path / "other.bin"))  # idempotent: the first path stays
+    assert codecache._path == str(tmp_path / "c.bin")
+    codecache.uninstall()
+    assert not codecache.installed()
+    assert "exec" not in vars(dataclasses) and "eval" not in vars(collections)
+    assert "compile" not in vars(typing)
+
+
 def test_compile_text_matches_exec_of_the_text() -> None:
     """The code the cache runs is the code ``exec(text)`` runs when called from a module
     without ``__future__`` imports (as dataclasses is); this test module has ``annotations``,
@@ -148,7 +216,7 @@ def test_compile_text_matches_exec_of_the_text() -> None:
     runner["run"](text, ns)
     f = ns["__create_fn__"](int)
     ns2: dict[str, Any] = {}
-    exec(dataclass_code.compile_text(text), {}, ns2)
+    exec(codecache.compile_text(text), {}, ns2)
     g = ns2["__create_fn__"](int)
     assert f.__code__ == g.__code__
     assert g.__annotations__ == {"a": int}  # evaluated, not the string "x"
@@ -159,54 +227,54 @@ def test_compile_text_matches_exec_of_the_text() -> None:
 
 def test_non_text_goes_to_the_builtin() -> None:
     ns: dict[str, Any] = {}
-    dataclass_code.cached_exec(compile("y = 2", "<t>", "exec"), {}, ns)
+    codecache.cached_exec(compile("y = 2", "<t>", "exec"), {}, ns)
     assert ns == {"y": 2}
-    assert not dataclass_code._codes
+    assert not codecache._codes
 
 
 def test_flush_writes_and_a_new_install_reuses(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     path = tmp_path / "pc" / "cache.bin"
-    dataclass_code.install(str(path))
+    codecache.install(str(path))
 
     @dataclasses.dataclass(frozen=True)
     class P:
         a: int
         b: str = ""
 
-    assert dataclass_code._new > 0
-    assert dataclass_code.flush() is True
+    assert codecache._new > 0
+    assert codecache.flush() is True
     assert oct(path.stat().st_mode & 0o777) == "0o644"
-    assert dataclass_code.flush() is False  # nothing new since
+    assert codecache.flush() is False  # nothing new since
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp left
-    saved = dict(dataclass_code._codes)
-    assert dataclass_code.load(str(path)) == saved
-    dataclass_code.uninstall()
-    dataclass_code._codes.clear()
-    dataclass_code._new = 0
-    dataclass_code.install(str(path))
-    assert dataclass_code._codes == saved
+    saved = dict(codecache._codes)
+    assert codecache.load(str(path)) == saved
+    codecache.uninstall()
+    codecache._codes.clear()
+    codecache._new = 0
+    codecache.install(str(path))
+    assert codecache._codes == saved
 
     @dataclasses.dataclass(frozen=True)
     class Q:
         a: int
         b: str = ""
 
-    assert dataclass_code._new == 0  # every text came from the file
+    assert codecache._new == 0  # every text came from the file
     assert generated(Q)["__init__"][0] == generated(P)["__init__"][0]
 
 
 def test_no_write_when_bytecode_writing_is_off(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     path = tmp_path / "cache.bin"
-    dataclass_code.install(str(path))
+    codecache.install(str(path))
 
     @dataclasses.dataclass
     class R:
         a: int
 
-    assert dataclass_code._new > 0
-    assert dataclass_code.flush() is False
+    assert codecache._new > 0
+    assert codecache.flush() is False
     assert not path.exists()
 
 
@@ -214,13 +282,13 @@ def test_unwritable_directory_is_silent(tmp_path: Path, monkeypatch: Any) -> Non
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     blocker = tmp_path / "file"
     blocker.write_text("")
-    dataclass_code.install(str(blocker / "sub" / "cache.bin"))  # its directory cannot exist
+    codecache.install(str(blocker / "sub" / "cache.bin"))  # its directory cannot exist
 
     @dataclasses.dataclass
     class S:
         a: int
 
-    assert dataclass_code.flush() is False
+    assert codecache.flush() is False
 
 
 @pytest.mark.parametrize(
@@ -228,16 +296,16 @@ def test_unwritable_directory_is_silent(tmp_path: Path, monkeypatch: Any) -> Non
     [
         b"",
         b"not a cache",
-        dataclass_code._HEADER + b"\x00garbage",
-        dataclass_code._HEADER + marshal.dumps([1, 2]),
+        codecache._HEADER + b"\x00garbage",
+        codecache._HEADER + marshal.dumps([1, 2]),
         b"\x00\x00\x00\x00dc1\x00" + marshal.dumps({}),  # another interpreter's magic
     ],
 )
 def test_bad_files_are_ignored(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "cache.bin"
     path.write_bytes(content)
-    assert dataclass_code.load(str(path)) == {}
-    dataclass_code.install(str(path))
+    assert codecache.load(str(path)) == {}
+    codecache.install(str(path))
 
     @dataclasses.dataclass
     class T:
@@ -248,33 +316,33 @@ def test_bad_files_are_ignored(tmp_path: Path, content: bytes) -> None:
 
 def test_foreign_entries_are_dropped(tmp_path: Path) -> None:
     path = tmp_path / "cache.bin"
-    good = dataclass_code.compile_text("x = 1")
-    path.write_bytes(dataclass_code._HEADER + marshal.dumps({"x = 1": good, "y": 5, 3: good}))
-    assert dataclass_code.load(str(path)) == {"x = 1": good}
+    good = codecache.compile_text("x = 1")
+    path.write_bytes(codecache._HEADER + marshal.dumps({"x = 1": good, "y": 5, 3: good}))
+    assert codecache.load(str(path)) == {"x = 1": good}
 
 
 def test_past_the_limit_only_used_texts_are_kept(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(codecache, "MAX_ENTRIES", 3)
     path = tmp_path / "cache.bin"
-    stale = {f"z{i} = {i}": dataclass_code.compile_text(f"z{i} = {i}") for i in range(5)}
-    path.write_bytes(dataclass_code._HEADER + marshal.dumps(stale))
-    dataclass_code.install(str(path))
+    stale = {f"z{i} = {i}": codecache.compile_text(f"z{i} = {i}") for i in range(5)}
+    path.write_bytes(codecache._HEADER + marshal.dumps(stale))
+    codecache.install(str(path))
 
     @dataclasses.dataclass
     class U:
         a: int
 
-    dataclass_code.flush()
-    kept = dataclass_code.load(str(path))
+    codecache.flush()
+    kept = codecache.load(str(path))
     assert kept and not set(kept) & set(stale)
-    assert set(kept) == dataclass_code._used
+    assert set(kept) == codecache._used
 
 
 def test_default_path_is_beside_calicos_bytecode() -> None:
     import calico
 
-    path = Path(dataclass_code.default_path())
+    path = Path(codecache.default_path())
     assert path.parent == Path(calico.__file__).resolve().parent / "__pycache__"
     assert sys.implementation.cache_tag in path.name
 
@@ -284,8 +352,8 @@ DUMP = (
     + """
 import marshal, sys, dataclasses
 if sys.argv[1] != "-":
-    from calico import dataclass_code
-    dataclass_code.install(sys.argv[1])
+    from calico import codecache
+    codecache.install(sys.argv[1])
 import calico.felix.messages as m1, calico.felix.nftables.transaction as m2, calico.model.keys as m3
 out = {}
 for m in (m1, m2, m3):
@@ -297,7 +365,7 @@ for m in (m1, m2, m3):
                 if hasattr(fn, "__code__"):
                     out[f"{m.__name__}.{name}.{meth}"] = fn.__code__
 if sys.argv[1] != "-":
-    print(dataclass_code._new, file=sys.stderr)
+    print(codecache._new, file=sys.stderr)
 sys.stdout.buffer.write(marshal.dumps(out))
 """
 )
