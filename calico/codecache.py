@@ -16,8 +16,9 @@ compiled as the builtin would have compiled it there (file name ``<string>``, no
 ``__future__`` flags inherited: none of the three modules has any); calls of any other shape
 go to the builtin unchanged, and errors (a forward reference that is not an expression) are
 raised by the builtin as before, never cached. The code objects persist in one marshal file in
-the ``calico`` package's ``__pycache__``, tagged with the interpreter's bytecode magic and
-optimisation level, read at :func:`install`, written (atomically, when new texts were compiled
+the ``calico`` package's ``__pycache__`` (each entry unmarshalled when first asked for),
+tagged with the interpreter's bytecode magic and optimisation level, read at :func:`install`,
+written (atomically, when new texts were compiled
 and writing bytecode is allowed) by :func:`flush`, which runs at exit and which a daemon may
 call once it has started. A missing, unreadable, corrupt or foreign file is ignored.
 """
@@ -36,14 +37,16 @@ import typing
 from types import CodeType
 from typing import Any
 
-_HEADER = importlib.util.MAGIC_NUMBER + b"cc1" + bytes([sys.flags.optimize])
+_HEADER = importlib.util.MAGIC_NUMBER + b"cc2" + bytes([sys.flags.optimize])
 # Entries kept across runs: past this, a write keeps only the texts this process used (code
 # that changed leaves texts nobody asks for any more).
 MAX_ENTRIES = 20_000
 # The modules whose builtins are shadowed, and by what (see install()).
 _HOOKS = (("exec", dataclasses), ("eval", collections), ("compile", typing))
 
-_codes: dict[str, CodeType] = {}  # key: mode, NUL, text
+# key: mode, NUL, text. A value read from the file stays marshalled bytes until it is asked for:
+# a short command that creates a few classes does not unmarshal a whole Felix's worth.
+_codes: dict[str, CodeType | bytes] = {}
 _used: set[str] = set()
 _new = 0
 _path: str | None = None
@@ -67,10 +70,17 @@ def _code(text: str, mode: str) -> CodeType:
     global _new
     key = f"{mode}\0{text}"
     code = _codes.get(key)
+    if type(code) is bytes:
+        try:
+            code = marshal.loads(code)
+        except (EOFError, ValueError, TypeError):
+            code = None
+        if type(code) is not CodeType:
+            code = None
     if code is None:
         code = compile_text(text, mode)  # a SyntaxError propagates, nothing is cached
-        _codes[key] = code
         _new += 1
+    _codes[key] = code
     _used.add(key)
     return code
 
@@ -110,8 +120,9 @@ def cached_compile(
 _STAND_INS = {"exec": cached_exec, "eval": cached_eval, "compile": cached_compile}
 
 
-def load(path: str) -> dict[str, CodeType]:
-    """The entries of a cache file; empty for a missing, unreadable or foreign one."""
+def load(path: str) -> dict[str, bytes]:
+    """The entries of a cache file, each code object still marshalled; empty for a missing,
+    unreadable or foreign file (an entry that does not unmarshal to code is compiled anew)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -125,7 +136,7 @@ def load(path: str) -> dict[str, CodeType]:
         return {}
     if not isinstance(entries, dict):
         return {}
-    return {k: v for k, v in entries.items() if type(k) is str and type(v) is CodeType}
+    return {k: v for k, v in entries.items() if type(k) is str and type(v) is bytes}
 
 
 def installed() -> bool:
@@ -139,7 +150,7 @@ def install(path: str | None = None) -> None:
     if installed():
         return
     _path = path or default_path()
-    loaded = load(_path)
+    loaded: dict[str, CodeType | bytes] = dict(load(_path))
     loaded.update(_codes)  # texts compiled in this process so far win
     _codes.clear()
     _codes.update(loaded)
@@ -163,7 +174,8 @@ def flush() -> bool:
     global _new
     if not _new or _path is None or sys.dont_write_bytecode:
         return False
-    entries = _codes if len(_codes) <= MAX_ENTRIES else {k: _codes[k] for k in _used}
+    keep = _codes if len(_codes) <= MAX_ENTRIES else {k: _codes[k] for k in _used}
+    entries = {k: v if type(v) is bytes else marshal.dumps(v) for k, v in keep.items()}
     directory = os.path.dirname(_path)
     try:
         import tempfile

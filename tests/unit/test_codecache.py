@@ -248,12 +248,13 @@ def test_flush_writes_and_a_new_install_reuses(tmp_path: Path, monkeypatch: Any)
     assert codecache.flush() is False  # nothing new since
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp left
     saved = dict(codecache._codes)
-    assert codecache.load(str(path)) == saved
+    assert {k: marshal.loads(v) for k, v in codecache.load(str(path)).items()} == saved
     codecache.uninstall()
     codecache._codes.clear()
     codecache._new = 0
     codecache.install(str(path))
-    assert codecache._codes == saved
+    assert all(type(v) is bytes for v in codecache._codes.values())  # unmarshalled when asked
+    assert set(codecache._codes) == set(saved)
 
     @dataclasses.dataclass(frozen=True)
     class Q:
@@ -262,6 +263,7 @@ def test_flush_writes_and_a_new_install_reuses(tmp_path: Path, monkeypatch: Any)
 
     assert codecache._new == 0  # every text came from the file
     assert generated(Q)["__init__"][0] == generated(P)["__init__"][0]
+    assert codecache._codes == saved  # the texts Q used are code objects now, equal to P's
 
 
 def test_no_write_when_bytecode_writing_is_off(tmp_path: Path, monkeypatch: Any) -> None:
@@ -298,7 +300,7 @@ def test_unwritable_directory_is_silent(tmp_path: Path, monkeypatch: Any) -> Non
         b"not a cache",
         codecache._HEADER + b"\x00garbage",
         codecache._HEADER + marshal.dumps([1, 2]),
-        b"\x00\x00\x00\x00dc1\x00" + marshal.dumps({}),  # another interpreter's magic
+        b"\x00\x00\x00\x00cc2\x00" + marshal.dumps({}),  # another interpreter's magic
     ],
 )
 def test_bad_files_are_ignored(tmp_path: Path, content: bytes) -> None:
@@ -314,18 +316,29 @@ def test_bad_files_are_ignored(tmp_path: Path, content: bytes) -> None:
     assert T(1).a == 1
 
 
-def test_foreign_entries_are_dropped(tmp_path: Path) -> None:
+def test_foreign_entries_are_dropped_and_bad_ones_recompiled(tmp_path: Path) -> None:
     path = tmp_path / "cache.bin"
-    good = codecache.compile_text("x = 1")
-    path.write_bytes(codecache._HEADER + marshal.dumps({"x = 1": good, "y": 5, 3: good}))
-    assert codecache.load(str(path)) == {"x = 1": good}
+    good = marshal.dumps(codecache.compile_text("x = 1"))
+    entries = {"exec\0x = 1": good, "y": 5, 3: good, "exec\0y = 2": b"junk", "exec\0z = 3": b"\xe9"}
+    path.write_bytes(codecache._HEADER + marshal.dumps(entries))
+    assert codecache.load(str(path)) == {
+        "exec\0x = 1": good, "exec\0y = 2": b"junk", "exec\0z = 3": b"\xe9"
+    }  # fmt: skip
+    codecache.install(str(path))
+    for text, name in (("x = 1", "x"), ("y = 2", "y"), ("z = 3", "z")):
+        ns: dict[str, Any] = {}
+        codecache.cached_exec(text, ns)
+        assert name in ns
+    assert codecache._new == 2  # the two that did not unmarshal to code were compiled
 
 
 def test_past_the_limit_only_used_texts_are_kept(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     monkeypatch.setattr(codecache, "MAX_ENTRIES", 3)
     path = tmp_path / "cache.bin"
-    stale = {f"z{i} = {i}": codecache.compile_text(f"z{i} = {i}") for i in range(5)}
+    stale = {
+        f"exec\0z{i} = {i}": marshal.dumps(codecache.compile_text(f"z{i}={i}")) for i in range(5)
+    }
     path.write_bytes(codecache._HEADER + marshal.dumps(stale))
     codecache.install(str(path))
 
