@@ -26,6 +26,7 @@ from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.maps import MapSizes
 from calico.felix.bpf.off import BPFFS_ROOT, LINK_DIR, PIN_DIR
 from calico.felix.bpf.off import clean_up as clean_up  # re-exported: mode on and off
+from calico.felix.config import PARAMS
 from calico.felix.messages import (
     ActiveProfileUpdate,
     HostEndpoint,
@@ -69,6 +70,8 @@ class NftablesWorkloadsAllow:
             endpoints.hep_view = lambda iface, hep: (
                 allow_only_hep(hep) if bpf.is_data_iface(iface) else hep
             )
+            # BPF applies the `*` endpoint (data interfaces and workloads): not nftables too.
+            endpoints.render_all_interfaces = False
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, WorkloadEndpointUpdate):
@@ -85,6 +88,7 @@ def map_sizes(config: Any) -> MapSizes:
         conntrack=int(config["BPFMapSizeConntrack"]),
         ipsets=int(config["BPFMapSizeIPSets"]),
         iface=int(config["BPFMapSizeIfState"]),
+        routes=int(config["BPFMapSizeRoute"]),
     )
 
 
@@ -169,6 +173,8 @@ def enable(config: Any, parts: Any) -> Any:
         prefixes,
         policy_debug=bool(config["BPFPolicyDebugEnabled"]),
         data_ifaces=data_ifaces,
+        # ``LogPrefix = none`` (empty) means the default, as for the nftables log statement.
+        log_template=config["LogPrefix"] or PARAMS["LogPrefix"].default,
     )
     try:
         timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])

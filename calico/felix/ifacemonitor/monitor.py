@@ -31,8 +31,6 @@ from collections.abc import Callable
 from calico.felix.ifacemonitor.state import AddrsCallback, IfaceTracker, LinkFact, StateCallback
 from calico.felix.nlbatch import (
     NLM_F_DUMP,
-    NLMSG_DONE,
-    NLMSG_ERROR,
     RTM_NEWLINK,
     SOL_NETLINK,
     BatchWriter,
@@ -40,8 +38,8 @@ from calico.felix.nlbatch import (
     decode_link,
     link_dump_request,
     open_rtnl_socket,
-    parse_attrs,
 )
+from calico.felix.nlmsg import NLMSG_DONE, NLMSG_ERROR, error_code, parse_attrs, split
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +50,6 @@ RTM_DELLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 17, 20, 21, 22
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
-_HDR = struct.Struct("=IHHII")
 _IFADDRMSG = struct.Struct("=BBBBI")  # family, prefixlen, flags, scope, index
 RECV_BUFFER = 1 << 20
 
@@ -84,19 +81,6 @@ def link_fact(body: bytes) -> tuple[int, LinkFact]:
     link = decode_link(body)
     up = bool(link.flags & IFF_UP) and bool(link.flags & IFF_RUNNING)
     return link.index, LinkFact(name=link.name or f"if{link.index}", up=up)
-
-
-def split_messages(data: bytes) -> list[tuple[int, bytes]]:
-    """(type, body) of each netlink message in one datagram."""
-    out: list[tuple[int, bytes]] = []
-    off = 0
-    while off + _HDR.size <= len(data):
-        length, mtype, _flags, _seq, _pid = _HDR.unpack_from(data, off)
-        if length < _HDR.size or off + length > len(data):
-            break
-        out.append((mtype, data[off + _HDR.size : off + length]))
-        off += (length + 3) & ~3
-    return out
 
 
 class InterfaceMonitor:
@@ -190,7 +174,7 @@ class InterfaceMonitor:
                     data = events.recv(RECV_BUFFER)
                     if not data:
                         raise OSError(errno.ECONNRESET, "netlink socket closed")
-                    for mtype, body in split_messages(data):
+                    for mtype, _flags, _seq, body in split(data):
                         self._handle(mtype, body)
                 if time.monotonic() >= next_resync:
                     self._resync(dumper)
@@ -236,8 +220,8 @@ class InterfaceMonitor:
             else:
                 self._tracker.addr_removed(index, addr)
         elif mtype == NLMSG_ERROR:
-            (code,) = struct.unpack_from("=i", body, 0)
+            code = error_code(body)
             if code:
-                raise OSError(-code, f"netlink error on the event socket: {os.strerror(-code)}")
+                raise OSError(code, f"netlink error on the event socket: {os.strerror(code)}")
         elif mtype != NLMSG_DONE:
             log.debug("interface monitor: ignoring netlink message type %d", mtype)

@@ -24,15 +24,15 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from calico.felix import nlmsg
 from calico.felix.nftables.elements import Element, SetType, Verdict
+from calico.felix.nlmsg import NLA_F_NESTED, NLM_F_ACK, NLM_F_REQUEST, attr
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END = 0x10, 0x11
 NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM = 12, 14
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_CREATE = 0x1, 0x4, 0x400
-NLMSG_ERROR = 2
-NLA_F_NESTED = 0x8000
+NLM_F_CREATE = 0x400
 FAMILIES = {"inet": 1, "ip": 2, "ip6": 10, "bridge": 7, "netdev": 5, "arp": 3}
 # Attribute numbers (linux/netfilter/nf_tables.h).
 LIST_TABLE, LIST_SET, LIST_ELEMENTS = 1, 2, 3
@@ -114,11 +114,6 @@ def _address_span(value: Element, typ: SetType) -> tuple[int, int, int]:
 
 
 # ---- messages -----------------------------------------------------------------------------------
-
-
-def attr(kind: int, payload: bytes) -> bytes:
-    head = struct.pack("=HH", 4 + len(payload), kind)
-    return head + payload + b"\0" * (-len(payload) % 4)
 
 
 def nested(kind: int, *parts: bytes) -> bytes:
@@ -243,7 +238,7 @@ def _nlmsg(
     msg_type: int, flags: int, seq: int, family: int, res_id: int, body: bytes = b""
 ) -> bytes:
     payload = struct.pack("=BBH", family, 0, socket.htons(res_id)) + body
-    return struct.pack("=IHHII", 16 + len(payload), msg_type, flags, seq, 0) + payload
+    return nlmsg.message(msg_type, flags, seq, payload)
 
 
 # ---- transport ----------------------------------------------------------------------------------
@@ -270,7 +265,7 @@ class NetlinkElements:
         try:
             _drain(sock)  # replies a failed batch left behind
             sock.sendall(data)
-            error = _read_acks(sock, seqs, batch)
+            error = _read_acks(sock, seqs, batch, self.timeout)
         except OSError as exc:
             self.close()
             return f"netlink: {exc}"
@@ -301,26 +296,17 @@ def _drain(sock: socket.socket) -> None:
         sock.recv(1 << 16)
 
 
-def _read_acks(sock: socket.socket, seqs: list[int], batch: ElementBatch) -> str | None:
+def _read_acks(
+    sock: socket.socket, seqs: list[int], batch: ElementBatch, timeout: float
+) -> str | None:
     """Wait for an ack of every element message; the first error aborts (the kernel has
     rolled the whole batch back by the time it reports it)."""
-    pending = set(seqs)
-    while pending:
-        try:
-            buf = sock.recv(1 << 16)
-        except TimeoutError:
-            return f"no netlink ack for {len(pending)} message(s)"
-        offset = 0
-        while offset + 16 <= len(buf):
-            length, msg_type, _flags, seq = struct.unpack_from("=IHHI", buf, offset)
-            if msg_type == NLMSG_ERROR and seq in pending:
-                (code,) = struct.unpack_from("=i", buf, offset + 16)
-                if code:
-                    what = batch.describe(seq - seqs[0])
-                    code_name = errno.errorcode.get(-code, str(code))
-                    return f"{what}: {os.strerror(-code)} ({code_name})"
-                pending.discard(seq)
-            offset += max(length + (-length % 4), 16)
+    try:
+        for seq, code in nlmsg.refusals(nlmsg.receive(sock, timeout, 1 << 16), seqs):
+            what = batch.describe(seq - seqs[0])
+            return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
+    except nlmsg.AckTimeout as e:
+        return f"no netlink ack for {e.missing} message(s)"
     return None
 
 

@@ -9,9 +9,11 @@ allow continues to normal policy).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from calico.felix.hostendpoints import ALL_INTERFACES
 from calico.felix.messages import HostEndpoint, TierInfo, WorkloadEndpoint
 from calico.felix.nftables.model import Chain, Expr, NftRule, layered, length_limited_id
 from calico.felix.rules.config import RenderConfig
@@ -202,8 +204,10 @@ def host_endpoint_chains(config: RenderConfig, iface: str, endpoint: HostEndpoin
     filter: ``cali-fh-`` (to the host: ingress policy, failsafe-in first), ``cali-th-`` (from the
     host: egress, failsafe-out first), ``cali-fhfw-``/``cali-thfw-`` (forwarded traffic: only
     applyOnForward policy, allowed when there is none). mangle ``cali-fh-`` when the HEP has
-    pre-DNAT policy; raw ``cali-fh-``/``cali-th-`` when it has untracked policy.
+    pre-DNAT policy; raw ``cali-fh-``/``cali-th-`` when it has untracked policy (never for
+    the all-interfaces endpoint: :func:`rendered_host_endpoint`).
     """
+    endpoint = rendered_host_endpoint(iface, endpoint)
     chains = [
         _tracked_chain(
             config, iface, prefix, endpoint, inbound, failsafe_chain=layered("filter", failsafe)
@@ -243,6 +247,15 @@ def host_endpoint_chains(config: RenderConfig, iface: str, endpoint: HostEndpoin
                 for inbound, prefix, _, failsafe in directions
             ]
     return chains
+
+
+def rendered_host_endpoint(iface: str, endpoint: HostEndpoint) -> HostEndpoint:
+    """The endpoint as rendered on ``iface``: the all-interfaces one (``ALL_INTERFACES``)
+    loses its untracked tiers, as upstream's, which does not support doNotTrack policy on a
+    ``*`` endpoint (design/felix-rules.md "The all-interfaces host endpoint")."""
+    if iface == ALL_INTERFACES and endpoint.untracked_tiers:
+        return dataclasses.replace(endpoint, untracked_tiers=())
+    return endpoint
 
 
 def host_endpoint_layers(endpoint: HostEndpoint) -> dict[str, bool]:

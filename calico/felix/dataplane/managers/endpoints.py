@@ -4,7 +4,9 @@ Rendering is deferred to :meth:`EndpointManager.complete_deferred_work` so a bat
 endpoints re-renders each once and the nine dispatch maps once. Workload routes (``/32``/``/128``
 plus a permanent neighbour entry for the MAC) go to the shared ``RouteTable``; per-interface
 sysctls to :class:`WorkloadIfaceConfigurator`. Host endpoints are matched to interfaces by name,
-or (name empty) by their expected IPs against the interface addresses the monitor reports.
+or (name empty) by their expected IPs against the interface addresses the monitor reports; the
+all-interfaces (``*``) endpoint, resolved under ``ALL_INTERFACES``, is the host dispatch chains'
+fallback for every other interface.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from collections.abc import Callable
 
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
 from calico.felix.dataplane.managers.policy import PolicyManager
-from calico.felix.hostendpoints import normalise_addr, resolve_host_endpoints
+from calico.felix.hostendpoints import (
+    ALL_INTERFACES,
+    all_interfaces_endpoint,
+    normalise_addr,
+    resolve_host_endpoints,
+)
 from calico.felix.messages import (
     HostEndpoint,
     HostEndpointID,
@@ -63,6 +70,9 @@ class EndpointManager:
         self._iface_addrs: dict[str, set[str]] = {}
         # (iface, resolved endpoint) -> the endpoint to render; BPF mode sets it (mode.py).
         self.hep_view: Callable[[str, HostEndpoint], HostEndpoint] | None = None
+        # False where another dataplane applies the ``*`` endpoint (BPF mode: mode.py).
+        self.render_all_interfaces = True
+        self._warned_untracked_wild: HostEndpoint | None = None
 
     # ---- input ------------------------------------------------------------------------------
 
@@ -151,10 +161,20 @@ class EndpointManager:
 
     def _resolve_heps(self) -> dict[str, HostEndpoint]:
         """Interface -> host endpoint (``calico.felix.hostendpoints.resolve_host_endpoints``),
-        each seen through ``hep_view`` (BPF mode: allow-only where BPF polices)."""
+        each seen through ``hep_view`` (BPF mode: allow-only where BPF polices), plus the
+        ``*`` endpoint under ``ALL_INTERFACES`` unless ``render_all_interfaces`` is off."""
         out = resolve_host_endpoints(self.heps, self._iface_addrs, self._is_workload_iface)
         if self.hep_view is not None:
             out = {iface: self.hep_view(iface, hep) for iface, hep in out.items()}
+        wild = all_interfaces_endpoint(self.heps) if self.render_all_interfaces else None
+        if wild is not None:
+            out[ALL_INTERFACES] = wild
+            if wild.untracked_tiers and wild != self._warned_untracked_wild:
+                log.warning(
+                    "DoNotTrack policy is not supported on a host endpoint with "
+                    'interfaceName "*"; ignoring it'
+                )
+                self._warned_untracked_wild = wild
         return out
 
     def _render_heps(self) -> None:
@@ -168,6 +188,9 @@ class EndpointManager:
                 names.append(chain.name)
             self._hep_chains[iface] = names
             self._policies.set_profile_refs(("hep", iface), hep.profile_ids)
+        # The table orders the rewrite of these ahead of removing a gone `*` endpoint's chains.
+        for chain in self._renderer.host_dispatch_chains(self._hep_by_iface.get(ALL_INTERFACES)):
+            self._table.set_chain(chain)
         keep = {n for names in self._hep_chains.values() for n in names}
         for iface, names in old.items():
             for name in set(names) - keep:

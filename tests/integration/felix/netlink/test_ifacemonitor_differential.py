@@ -33,10 +33,10 @@ from calico.felix.ifacemonitor.monitor import (
     addr_dump_request,
     decode_addr,
     link_fact,
-    split_messages,
 )
 from calico.felix.ifacemonitor.state import IfaceTracker, LinkFact
 from calico.felix.nlbatch import RTM_NEWLINK, SOL_NETLINK, BatchWriter, open_rtnl_socket
+from calico.felix.nlmsg import split
 
 pytestmark = pytest.mark.root
 
@@ -179,7 +179,7 @@ def test_event_stream_equals_pyroute2s(host: NS) -> None:
     def read() -> None:
         while not stop.is_set():
             if select.select([ours], [], [], 0.05)[0]:
-                for mtype, body in split_messages(ours.recv(1 << 20)):
+                for mtype, _flags, _seq, body in split(ours.recv(1 << 20)):
                     if mtype in (RTM_NEWLINK, RTM_DELLINK, RTM_NEWADDR, RTM_DELADDR):
                         seen.append(new_event(mtype, body))
 
