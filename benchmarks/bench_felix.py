@@ -505,6 +505,94 @@ def bench_cold_only() -> None:
             bench_cold_and_restart(host, felix)
 
 
+def bench_cold_compare(old_tree: Path, rounds: int) -> None:
+    """``--cold-compare DIR [--rounds N]``: the cold start and the unchanged restart, ``rounds``
+    times each for the tree in DIR (an older ``calico`` checkout, first on the child's
+    ``PYTHONPATH``) and for this one, alternating in the same minutes (load moves the figures
+    2x from one minute to the next, so only alternating pairs compare). One line per start, then
+    min / median / max of CPU and wall per tree and kind. ``BENCH_FELIX_LOG_DIR`` keeps each
+    start's Felix log (e.g. with ``PYTHONPROFILEIMPORTTIME=1`` for the import tree)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(old_tree / "calico")], check=True)
+    keep = os.environ.get("BENCH_FELIX_LOG_DIR")
+    base_path = os.environ.get("PYTHONPATH")
+    trees = {"old": str(old_tree), "new": None}
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with host_env("cmp") as (host, ds, felix, _):
+        for doc in standing_policies(N_POLICIES):
+            ds.apply(doc)
+        with (
+            fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
+                        labels={"app": "server"}),
+            fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
+                        labels=client_labels(0)),
+            bulk_workloads(host, "c", N_NEW - 2, client_labels) as made,
+        ):  # fmt: skip
+            for w in made:
+                ds.apply(fh.wep_doc(w))
+            for tree in trees.values():  # warm-up: page cache, bytecode of both trees
+                set_child_path(felix, tree, base_path)
+                felix.start()
+                felix.wait_ready(60)
+                felix.stop()
+            for rnd in range(rounds):
+                order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
+                for name, tree in order:
+                    set_child_path(felix, tree, base_path)
+                    for kind in ("cold", "restart"):
+                        if kind == "cold":
+                            fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
+                            fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
+                        before = rule_handles(host) if kind == "restart" else set()
+                        t_start = time.time()
+                        felix.start()
+                        felix.wait_ready(60)
+                        cpu = process_cpu(felix.proc.pid)
+                        phases = timeline(felix.log_path, t_start)
+                        extra: dict[str, Any] = {}
+                        if kind == "restart":
+                            after = rule_handles(host)
+                            extra = {"rules": len(before), "rules_rewritten": len(before - after)}
+                        felix.stop()
+                        if keep:
+                            shutil.copy(felix.log_path, Path(keep) / f"{name}-{kind}-{rnd}.log")
+                        results.setdefault((name, kind), []).append((cpu, phases["in_sync"]))
+                        print(json.dumps({"round": rnd, "tree": name, "start": kind,
+                                          "cpu_to_ready_s": cpu, "phases": phases, **extra}),
+                              flush=True)  # fmt: skip
+    for kind in ("cold", "restart"):
+        old = results[("old", kind)]
+        new = results[("new", kind)]
+        emit(
+            BENCH,
+            f"{kind}_compare_cpu_to_ready_s",
+            statistics.median(c for c, _ in new),
+            statistics.median(c for c, _ in old),
+            target=1.0,
+            rounds=rounds,
+            baseline_is=f"the tree in {old_tree}, alternating with this one",
+            **{f"{t}_{m}": spread([r[i] for r in results[(t, kind)]])
+               for t in trees for i, m in ((0, "cpu"), (1, "wall"))},
+        )  # fmt: skip
+
+
+def set_child_path(felix: Any, tree: str | None, base: str | None) -> None:
+    """Felix's ``PYTHONPATH``: ``tree`` first (so its ``calico`` wins over the editable
+    install, whose finder comes after the path), then what the bench itself was given."""
+    paths = [p for p in (tree, base) if p]
+    if paths:
+        felix.env["PYTHONPATH"] = os.pathsep.join(paths)
+    else:
+        felix.env.pop("PYTHONPATH", None)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "min": min(values),
+        "median": round(statistics.median(values), 3),
+        "max": max(values),
+    }
+
+
 def bench_cold_and_restart(host: str, felix: Any) -> None:
     """Felix stopped, its table and workload routes deleted, started again: time to "Dataplane
     in sync"; then a restart with the table left in place, which must rewrite nothing."""
@@ -857,6 +945,13 @@ def main() -> int:
         print("bench_felix needs root (network namespaces, nftables)", file=sys.stderr)
         return 1
     compile_bytecode()
+    # Felix runs as an installed package does: it may write its caches (calico.codecache).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if "--cold-compare" in sys.argv[1:]:
+        args = sys.argv[1:]
+        rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 7
+        bench_cold_compare(Path(args[args.index("--cold-compare") + 1]).resolve(), rounds)
+        return 0
     if "--cold-only" in sys.argv[1:]:
         bench_cold_only()
         return 0
