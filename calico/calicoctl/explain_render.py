@@ -16,6 +16,7 @@ def _step(step: dict[str, Any]) -> str:
     where = " ".join(
         part
         for part in (
+            f"[{step['layer']}]" if "layer" in step else "",
             f"tier {step['tier']}" if "tier" in step else "",
             step.get("policy", ""),
         )

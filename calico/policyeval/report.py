@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from calico.model import PolicyKey
-from calico.policyeval.dataset import Dataset, Endpoint, PolicyEntry, selector
-from calico.policyeval.evaluate import ALL_SELECTOR, Evaluator, Packet, SideResult
+from calico.model import HostEndpointKey, PolicyKey
+from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, PolicyEntry, selector
+from calico.policyeval.evaluate import ALL_SELECTOR, Evaluator, Packet, SideResult, Step
+from calico.policyeval.hostconfig import FelixConfigs
+from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.ordering import is_staged
 from calico.policyeval.rulesem import combine_selectors
 
@@ -35,15 +37,76 @@ def packet_dict(pkt: Packet, protocol_name: str) -> dict[str, Any]:
     return out
 
 
+def enforcing_endpoint(found: list[Endpoint], addr: IPAddress) -> list[Endpoint]:
+    """The endpoints holding ``addr`` as Felix sees them: several host endpoints of one node
+    holding it (a named one and the node's ``*`` one, say) are one interface's, and the one
+    Felix's resolver gives that interface polices it (``calico.policyeval.hostendpoints``)."""
+    nodes = {e.key.hostname for e in found}
+    if len(found) < 2 or len(nodes) != 1 or any(e.kind != "HostEndpoint" for e in found):
+        return found
+    by_id = {e.key.endpoint_id: e for e in found if isinstance(e.key, HostEndpointKey)}
+    values = {k: e.value for k, e in by_id.items()}
+    chosen = endpoint_holding(values, str(addr))
+    return [e for e in found if e.value is chosen][:1] or found
+
+
+def _node(ep: Endpoint | None) -> str | None:
+    return None if ep is None else ep.key.hostname
+
+
+def _local_side(ep: Endpoint, direction: str, step: Step, verdict: str) -> SideResult:
+    return SideResult(direction, ep.display, verdict, [step])
+
+
+def _sides(
+    ev: Evaluator, src: Endpoint | None, dst: Endpoint | None, pkt: Packet,
+    configs: FelixConfigs, staged: bool,
+) -> tuple[SideResult, SideResult]:  # fmt: skip
+    """The two sides as the source's node and the destination's node police them. Between a
+    host and its own workloads (design/felix-rules.md "Chain layout"): host -> workload leaves
+    by OUTPUT, which returns for workload interfaces, so neither side is policed; workload ->
+    host runs the workload's egress, then DefaultEndpointToHostAction instead of any host
+    endpoint's ingress."""
+    src_hep = src is not None and src.kind == "HostEndpoint"
+    dst_hep = dst is not None and dst.kind == "HostEndpoint"
+    same_node = src is not None and dst is not None and _node(src) == _node(dst)
+    if src_hep and same_node and dst is not None and dst.kind == "WorkloadEndpoint":
+        assert src is not None
+        note = "host to its own workload: not policed (OUTPUT returns for workload interfaces)"
+        return (
+            _local_side(src, "egress", Step("host-to-workload", "Allow", note=note), "Allow"),
+            _local_side(dst, "ingress", Step("host-to-workload", "Allow", note=note), "Allow"),
+        )
+    egress = ev.evaluate_side(
+        src, False, pkt, staged=staged, host=configs.for_node(src.key.hostname) if src_hep else None
+    )
+    if dst_hep and same_node and src is not None and src.kind == "WorkloadEndpoint":
+        assert dst is not None
+        action = configs.for_node(dst.key.hostname).endpoint_to_host
+        verdict = "Deny" if action == "Drop" else "Allow"
+        note = (
+            f"workload to its own host: DefaultEndpointToHostAction {action}, "
+            "host endpoint policy not applied"
+        )
+        step = Step("workload-to-host", verdict, note=note)
+        return egress, _local_side(dst, "ingress", step, verdict)
+    ingress = ev.evaluate_side(
+        dst, True, pkt, staged=staged, host=configs.for_node(dst.key.hostname) if dst_hep else None
+    )
+    return egress, ingress
+
+
 def explain_connection(
-    data: Dataset, src: Endpoint | None, dst: Endpoint | None, pkt: Packet, protocol_name: str
-) -> dict[str, Any]:
-    """Source egress then destination ingress, enforced; and the staged (would-be) view."""
+    data: Dataset, src: Endpoint | None, dst: Endpoint | None, pkt: Packet, protocol_name: str,
+    configs: FelixConfigs | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Source egress then destination ingress, enforced; and the staged (would-be) view.
+    ``configs``: the stored FelixConfigurations (host endpoints' failsafe ports and the
+    workload-to-host action; none stored = upstream's defaults)."""
     ev = Evaluator(data)
-    egress = ev.evaluate_side(src, False, pkt)
-    ingress = ev.evaluate_side(dst, True, pkt)
-    s_egress = ev.evaluate_side(src, False, pkt, staged=True)
-    s_ingress = ev.evaluate_side(dst, True, pkt, staged=True)
+    configs = configs if configs is not None else FelixConfigs()
+    egress, ingress = _sides(ev, src, dst, pkt, configs, False)
+    s_egress, s_ingress = _sides(ev, src, dst, pkt, configs, True)
     return {
         "packet": packet_dict(pkt, protocol_name),
         "egress": egress.to_dict(),
