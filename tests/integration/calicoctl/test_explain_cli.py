@@ -212,3 +212,60 @@ def test_get_show_policies_bad_input(loaded: Ctl, args: list[str], message: str)
     assert r.code == 1, r
     assert r.err.startswith(message), r
     assert "Traceback" not in r.err
+
+
+HEP_MANIFEST = """
+apiVersion: projectcalico.org/v3
+kind: HostEndpoint
+metadata: {name: auto-node1, labels: {role: auto}}
+spec: {node: node1, interfaceName: "*", expectedIPs: [192.168.0.1, 192.168.7.1]}
+---
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: untracked-no-8080}
+spec:
+  selector: role == 'host'
+  doNotTrack: true
+  applyOnForward: true
+  types: [Ingress]
+  ingress: [{action: Deny, protocol: TCP, destination: {ports: [8080]}}]
+---
+apiVersion: projectcalico.org/v3
+kind: FelixConfiguration
+metadata: {name: node.node1}
+spec:
+  failsafeInboundHostPorts: [{protocol: TCP, port: 2222}]
+"""
+
+
+def test_host_endpoint_layers_text_yaml_json(loaded: Ctl) -> None:
+    """The host endpoint layers through the CLI: failsafe from the node's FelixConfiguration,
+    the untracked layer in the text rendering, the named endpoint over the ``*`` one."""
+    assert loaded("apply", "-f", "-", stdin=HEP_MANIFEST).code == 0
+    base = ["explain", "--from", "203.0.113.9", "--to", "192.168.0.1"]
+    r = loaded(*base, "--port", "2222")
+    assert r.code == 0, r
+    assert r.out.splitlines()[1:4] == [
+        "Egress of a non-Calico address: Allow",
+        "  not a Calico endpoint: no policy applies -> Allow",
+        "Ingress of hostendpoint node1-eth0: Allow",  # named, over auto-node1
+    ]
+    assert r.out.splitlines()[4] == "  failsafe port tcp:2222 (FailsafeInboundHostPorts) -> Allow"
+    r = loaded(*base, "--port", "22")  # node1's config replaced the default list
+    assert "failsafe" not in r.out and "Verdict: Deny" in r.out, r
+    r = loaded(*base, "--port", "8080")
+    untracked = (
+        '  [untracked] tier default GlobalNetworkPolicy untracked-no-8080: rule 0 {"action": '
+        '"Deny", "destination": {"ports": [8080]}, "protocol": "TCP"} -> Deny'
+    )
+    assert r.out.splitlines()[4] == untracked, r
+    report = yaml.safe_load(loaded(*base, "--port", "8080", "-o", "yaml").out)
+    assert report["ingress"]["chain"][0]["layer"] == "untracked"
+    report = json.loads(loaded(*base[:-1], "192.168.7.1", "--port", "2222", "-o", "json").out)
+    assert report["ingress"]["endpoint"] == "hostendpoint auto-node1"  # only * holds it
+    assert report["ingress"]["chain"] == [
+        {"step": "failsafe", "action": "Allow",
+         "note": "failsafe port tcp:2222 (FailsafeInboundHostPorts)"}
+    ]  # fmt: skip
+    report = json.loads(loaded(*base[:-1], "192.168.7.1", "--port", "2221", "-o", "json").out)
+    assert [s["step"] for s in report["ingress"]["chain"]] == ["default"]  # no policy: deny
