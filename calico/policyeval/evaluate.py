@@ -12,6 +12,9 @@ endpoint's tiers, policies and profiles the way Felix's rendered chains do
 * then the profiles in order (a missing profile denies; Pass in a profile is no match);
 * then deny.
 
+A host endpoint's side first checks the failsafe ports, then its untracked and (ingress)
+pre-DNAT layers, which only decide on Allow or Deny (design/explain.md "Host endpoints").
+
 Rule matching mirrors the rule scanner (negated selectors folded into positive ones, named
 ports as selector+protocol+name sets, a plain selector set skipped when a side has only named
 ports) and the nft match renderer (family, protocol, nets, ports, ICMP). Service matches have
