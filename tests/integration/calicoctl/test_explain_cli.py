@@ -269,3 +269,23 @@ def test_host_endpoint_layers_text_yaml_json(loaded: Ctl) -> None:
     ]  # fmt: skip
     report = json.loads(loaded(*base[:-1], "192.168.7.1", "--port", "2221", "-o", "json").out)
     assert [s["step"] for s in report["ingress"]["chain"]] == ["default"]  # no policy: deny
+
+
+def test_bad_failsafe_annotation_is_a_clear_error(loaded: Ctl) -> None:
+    """An annotation override is not validated on write (as upstream); Felix would refuse the
+    value, and so does explain, in one line, when a host endpoint needs it."""
+    bad = """
+apiVersion: projectcalico.org/v3
+kind: FelixConfiguration
+metadata:
+  name: default
+  annotations: {config.projectcalico.org/FailsafeInboundHostPorts: "tcp:1:2:3"}
+spec: {}
+"""
+    assert loaded("apply", "-f", "-", stdin=bad).code == 0
+    r = loaded("explain", "--from", "203.0.113.9", "--to", "192.168.0.1", "--port", "22")
+    assert r.code == 1, r
+    assert r.err.startswith("cannot evaluate host endpoint policy: 'tcp:1:2:3' is not of the"), r
+    assert "Traceback" not in r.err
+    r = loaded("explain", "--from", "prod/front", "--to", "prod/web", "--port", "80")
+    assert r.code == 0, r  # workloads only: the config is never needed
