@@ -9,7 +9,16 @@ from typing import Any
 
 from calico.model import HostEndpointKey, PolicyKey
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, PolicyEntry, selector
-from calico.policyeval.evaluate import ALL_SELECTOR, Evaluator, Packet, SideResult, Step
+from calico.policyeval.evaluate import (
+    ALL_SELECTOR,
+    NORMAL,
+    PRE_DNAT,
+    UNTRACKED,
+    Evaluator,
+    Packet,
+    SideResult,
+    Step,
+)
 from calico.policyeval.hostconfig import FelixConfigs
 from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.ordering import is_staged
@@ -138,18 +147,29 @@ def endpoint_policies(data: Dataset, ep: Endpoint) -> dict[str, Any]:
     ev = Evaluator(data)
     out: dict[str, Any] = {"endpoint": ep.display, "labels": dict(sorted(ep.labels.items()))}
     for direction, inbound in (("ingress", True), ("egress", False)):
-        listed = []
-        for staged in (False, True):
-            for _tier, action, entries in ev.tiers_for(ep, inbound, staged=staged):
-                for entry in entries:
-                    if staged and not is_staged(entry.key.kind):
-                        continue
-                    ref = _policy_ref(entry)
-                    ref["endOfTier"] = action
-                    listed.append(ref)
-        out[direction] = listed
+        out[direction] = _listed(ev, ep, inbound, NORMAL)
     out["profiles"] = list(ep.value.profile_ids)
+    if ep.kind == "HostEndpoint":  # its other layers (none for `*`: no untracked there)
+        if ep.value.name != "*":
+            out[UNTRACKED] = {
+                "ingress": _listed(ev, ep, True, UNTRACKED),
+                "egress": _listed(ev, ep, False, UNTRACKED),
+            }
+        out[PRE_DNAT] = {"ingress": _listed(ev, ep, True, PRE_DNAT)}
     return out
+
+
+def _listed(ev: Evaluator, ep: Endpoint, inbound: bool, layer: str) -> list[dict[str, Any]]:
+    listed = []
+    for staged in (False, True):
+        for _tier, action, entries in ev.tiers_for(ep, inbound, staged=staged, layer=layer):
+            for entry in entries:
+                if staged and not is_staged(entry.key.kind):
+                    continue
+                ref = _policy_ref(entry)
+                ref["endOfTier"] = action
+                listed.append(ref)
+    return listed
 
 
 def _selected(data: Dataset, text: str, endpoints: list[Endpoint]) -> dict[str, Any]:

@@ -289,3 +289,26 @@ spec: {}
     assert "Traceback" not in r.err
     r = loaded("explain", "--from", "prod/front", "--to", "prod/web", "--port", "80")
     assert r.code == 0, r  # workloads only: the config is never needed
+
+
+def test_explain_endpoint_lists_host_endpoint_layers(loaded: Ctl) -> None:
+    assert loaded("apply", "-f", "-", stdin=HEP_MANIFEST).code == 0
+    r = loaded("explain", "endpoint", "hep/node1-eth0", "-o", "json")
+    assert r.code == 0, r
+    report = json.loads(r.out)
+    assert [p["name"] for p in report["untracked"]["ingress"]] == ["untracked-no-8080"]
+    assert report["untracked"]["egress"] == [] == report["preDNAT"]["ingress"]
+    assert report["ingress"] == []  # an untracked policy is not a normal one
+    text = loaded("explain", "endpoint", "hep/node1-eth0").out.splitlines()
+    assert text[-6:] == [
+        "Untracked ingress policies:",
+        "  tier default: GlobalNetworkPolicy untracked-no-8080  selector: role == 'host'",
+        "Untracked egress policies:",
+        "  (none)",
+        "Pre-DNAT ingress policies:",
+        "  (none)",
+    ]
+    star = json.loads(loaded("explain", "endpoint", "hep/auto-node1", "-o", "json").out)
+    assert "untracked" not in star and star["preDNAT"] == {"ingress": []}
+    wep = json.loads(loaded("explain", "endpoint", "prod/web", "-o", "json").out)
+    assert "untracked" not in wep and "preDNAT" not in wep
