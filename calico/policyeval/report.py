@@ -67,6 +67,41 @@ def _local_side(ep: Endpoint, direction: str, step: Step, verdict: str) -> SideR
     return SideResult(direction, ep.display, verdict, [step])
 
 
+def _forward_note(data: Dataset, ev: Evaluator, ep: Endpoint | None) -> Step | None:
+    """A workload's traffic to or from anything but its own host is forwarded by its node,
+    through host endpoint forward chains explain does not model (design/explain.md "Host
+    endpoints"): say so when one of that node's endpoints has policy there."""
+    if ep is None or ep.kind != "WorkloadEndpoint":
+        return None
+    node = ep.key.hostname
+    for name, raw in data.raw_endpoints("HostEndpoint", "", f'"{node}"'):
+        hep = (
+            data.endpoint("HostEndpoint", name)
+            if (raw.get("spec") or {}).get("node") == node
+            else None
+        )
+        if hep is None:
+            continue
+        layers = [(True, NORMAL), (False, NORMAL), (True, PRE_DNAT)]
+        if any(
+            entry.meta.apply_on_forward
+            for inbound, layer in layers
+            for _tier, _action, entries in ev.tiers_for(hep, inbound, layer=layer)
+            for entry in entries
+        ):
+            return Step(
+                "note", None, note=f"forwarded by node {node}: its host endpoints' "
+                "applyOnForward and pre-DNAT policy is not evaluated"
+            )  # fmt: skip
+    return None
+
+
+def _noted(side: SideResult, note: Step | None) -> SideResult:
+    if note is not None:
+        side.steps.insert(0, note)
+    return side
+
+
 def _sides(
     ev: Evaluator, src: Endpoint | None, dst: Endpoint | None, pkt: Packet,
     configs: FelixConfigs, staged: bool,
@@ -102,7 +137,9 @@ def _sides(
     ingress = ev.evaluate_side(
         dst, True, pkt, staged=staged, host=configs.for_node(dst.key.hostname) if dst_hep else None
     )
-    return egress, ingress
+    return _noted(egress, _forward_note(ev.data, ev, src)), _noted(
+        ingress, _forward_note(ev.data, ev, dst)
+    )
 
 
 def explain_connection(
