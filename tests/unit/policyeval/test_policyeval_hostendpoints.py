@@ -11,11 +11,13 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from calico.model import ResourceKey
 from calico.policyeval.dataset import Dataset
-from calico.policyeval.evaluate import Packet
-from calico.policyeval.hostconfig import FelixConfigs, parse_failsafes
+from calico.policyeval.evaluate import Packet, failsafe_match
+from calico.policyeval.hostconfig import Failsafe, FelixConfigs, parse_failsafes
 from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.report import enforcing_endpoint, explain_connection
 
@@ -450,3 +452,46 @@ def test_forwarded_workload_traffic_notes_the_nodes_forward_policy() -> None:
     # Nor on traffic to the workload's own host (not forwarded).
     report = explain(data, WL_IP, HOST_IP)
     assert [s["step"] for s in report["egress"]["chain"]] == ["rule"]
+
+
+_NETS = st.one_of(
+    st.none(),
+    st.builds(
+        lambda a, n: ipaddress.ip_network(f"{ipaddress.IPv4Address(a)}/{n}", strict=False),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 32),
+    ),
+    st.builds(
+        lambda a, n: ipaddress.ip_network(f"{ipaddress.IPv6Address(a)}/{n}", strict=False),
+        st.integers(0, 2**128 - 1),
+        st.integers(0, 128),
+    ),
+)
+_FAILSAFES = st.lists(
+    st.builds(Failsafe, st.sampled_from(["tcp", "udp"]), st.integers(0, 65535), _NETS),
+    max_size=6,
+)
+
+
+@given(_FAILSAFES)
+def test_failsafe_text_round_trips(entries: list[Failsafe]) -> None:
+    """Felix's v1 text (what the config processor writes, and str() renders) parses back."""
+    text = ",".join(str(f) for f in entries) or "none"
+    assert parse_failsafes(text) == tuple(entries)
+
+
+@given(_FAILSAFES, st.integers(0, 65535), st.sampled_from([TCP, UDP]))
+def test_failsafe_match_is_protocol_port_and_net(
+    entries: list[Failsafe], port: int, proto: int
+) -> None:
+    peer = ipaddress.ip_address("10.1.2.3")
+    pkt = Packet(proto, peer, ipaddress.ip_address(HOST_IP), 40000, port)
+    hit = failsafe_match(entries, pkt, True, "dport")
+    wanted = [
+        f
+        for f in entries
+        if f.port == port
+        and (TCP if f.protocol == "tcp" else UDP) == proto
+        and (f.net is None or (f.net.version == 4 and peer in f.net))
+    ]
+    assert hit == (wanted[0] if wanted else None)
