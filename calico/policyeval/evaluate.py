@@ -32,7 +32,7 @@ from typing import Any
 
 from calico.model import values as v1
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, IPNetwork, PolicyEntry, selector
-from calico.policyeval.hostconfig import Failsafe, HostConfig
+from calico.policyeval.hostconfig import Failsafe, FelixConfigs, HostConfig
 from calico.policyeval.ordering import (
     is_staged,
     policy_sort_key,
@@ -51,7 +51,7 @@ from calico.policyeval.rulesem import (
 )
 
 ALL_SELECTOR = "all()"
-# Host endpoint policy layers before the normal (filter) one: (layer, PolicyMeta flag).
+# The layers a policy is rendered in (raw: untracked, mangle: pre-DNAT, filter: normal).
 UNTRACKED, PRE_DNAT, NORMAL = "untracked", "preDNAT", "normal"
 _STAGED_OF = {
     "StagedNetworkPolicy": "NetworkPolicy",
@@ -287,8 +287,9 @@ class Evaluator:
         self, ep: Endpoint | None, inbound: bool, pkt: Packet, *, staged: bool = False,
         host: HostConfig | None = None,
     ) -> SideResult:  # fmt: skip
-        """One side's chain. A host endpoint's (``host``: its node's Felix parameters) starts
-        with the failsafe ports, then its untracked and (ingress) pre-DNAT layers."""
+        """One side's chain. A host endpoint's (``host``: its node's Felix parameters, None =
+        upstream's defaults) starts with the failsafe ports, then its untracked and (ingress)
+        pre-DNAT layers."""
         direction = "ingress" if inbound else "egress"
         if ep is None:
             return SideResult(
@@ -297,7 +298,8 @@ class Evaluator:
             )  # fmt: skip
         result = SideResult(direction, ep.display, "Deny")
         steps = result.steps
-        if ep.kind == "HostEndpoint" and host is not None:
+        if ep.kind == "HostEndpoint":
+            host = host if host is not None else FelixConfigs().for_node(ep.key.hostname)
             verdict = self._host_layers(ep, inbound, pkt, steps, host, staged)
             if verdict is not None:
                 result.verdict = verdict
