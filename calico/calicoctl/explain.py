@@ -17,9 +17,16 @@ from calico.calicoctl.explain_render import render_connection, render_endpoint, 
 from calico.calicoctl.session import config_option, global_options, open_client
 from calico.gcpause import paused
 from calico.model import PolicyKey
+from calico.model.resources import resource_prefix
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, load
 from calico.policyeval.evaluate import Packet
-from calico.policyeval.report import endpoint_policies, explain_connection, policy_selection
+from calico.policyeval.hostconfig import FelixConfigs
+from calico.policyeval.report import (
+    endpoint_policies,
+    enforcing_endpoint,
+    explain_connection,
+    policy_selection,
+)
 
 PROTOCOLS = {"TCP": 6, "UDP": 17, "SCTP": 132, "ICMP": 1}
 DEFAULT_SRC_PORT = 40000
@@ -49,10 +56,18 @@ def _check_output(output: str) -> str:
 
 
 def _load(config_file: str | None) -> Dataset:
+    return _load_with_configs(config_file)[0]
+
+
+def _load_with_configs(config_file: str | None) -> tuple[Dataset, FelixConfigs]:
+    """The dataset and the stored FelixConfigurations (one more list; converted only for a
+    host endpoint's node)."""
     # ~10^4 stored endpoint texts and 10^3 policy documents, kept to the end: no collector
     # runs over them while they are built, nor after (calico.gcpause).
     with open_client(config_file) as client, paused():
-        return load(client.backend)
+        data = load(client.backend)
+        prefix = resource_prefix("FelixConfiguration")
+        return data, FelixConfigs.from_kvs(prefix, client.backend.list(prefix).kvs)
 
 
 def _unique(spec: str, found: list[Endpoint]) -> Endpoint:
@@ -91,7 +106,7 @@ def resolve(data: Dataset, spec: str, namespace: str) -> tuple[Endpoint | None, 
     except ValueError:
         addr = None
     if addr is not None:
-        found = data.endpoints_at(addr)
+        found = enforcing_endpoint(data.endpoints_at(addr), addr)
         return (_unique(spec, found) if found else None), addr
     kind, sep, rest = spec.partition("/")
     if sep and kind.lower() in ("hostendpoint", "hep", "hostendpoints"):
@@ -240,11 +255,14 @@ def explain_group(
     if ip_version not in (None, 4, 6):
         raise CtlError(f"invalid IP version {ip_version}")
     with paused():  # the read and the first conversions (model imports, schema builds)
-        data = _load(config_file)
+        data, configs = _load_with_configs(config_file)
         s, d, pkt, name = build_packet(
             data, src, dst, namespace, protocol, port, src_port, icmp_type, icmp_code, ip_version
         )
-        report = explain_connection(data, s, d, pkt, name)
+        try:
+            report = explain_connection(data, s, d, pkt, name, configs)
+        except ValueError as exc:  # a FelixConfiguration value Felix itself would refuse
+            raise CtlError(f"cannot evaluate host endpoint policy: {exc}") from None
     if live:
         from calico.calicoctl.explain_live import live as live_trace
 

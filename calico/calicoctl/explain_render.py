@@ -16,6 +16,7 @@ def _step(step: dict[str, Any]) -> str:
     where = " ".join(
         part
         for part in (
+            f"[{step['layer']}]" if "layer" in step else "",
             f"tier {step['tier']}" if "tier" in step else "",
             step.get("policy", ""),
         )
@@ -129,6 +130,10 @@ def render_endpoint(report: dict[str, Any]) -> str:
         lines.append(f"{direction.capitalize()} policies:")
         lines += [_policy_line(ref) for ref in report[direction]] or ["  (none)"]
     lines.append("Profiles: " + (", ".join(report["profiles"]) or "(none)"))
+    for layer, title in (("untracked", "Untracked"), ("preDNAT", "Pre-DNAT")):
+        for direction, refs in report.get(layer, {}).items():  # host endpoints only
+            lines.append(f"{title} {direction} policies:")
+            lines += [_policy_line(ref) for ref in refs] or ["  (none)"]
     return "\n".join(lines) + "\n"
 
 

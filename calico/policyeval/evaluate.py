@@ -12,6 +12,9 @@ endpoint's tiers, policies and profiles the way Felix's rendered chains do
 * then the profiles in order (a missing profile denies; Pass in a profile is no match);
 * then deny.
 
+A host endpoint's side first checks the failsafe ports, then its untracked and (ingress)
+pre-DNAT layers, which only decide on Allow or Deny (design/explain.md "Host endpoints").
+
 Rule matching mirrors the rule scanner (negated selectors folded into positive ones, named
 ports as selector+protocol+name sets, a plain selector set skipped when a side has only named
 ports) and the nft match renderer (family, protocol, nets, ports, ICMP). Service matches have
@@ -29,6 +32,7 @@ from typing import Any
 
 from calico.model import values as v1
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, IPNetwork, PolicyEntry, selector
+from calico.policyeval.hostconfig import Failsafe, FelixConfigs, HostConfig
 from calico.policyeval.ordering import (
     is_staged,
     policy_sort_key,
@@ -47,10 +51,8 @@ from calico.policyeval.rulesem import (
 )
 
 ALL_SELECTOR = "all()"
-HOST_ENDPOINT_NOTE = (
-    "host endpoint: normal policy only; failsafe ports, pre-DNAT, untracked and "
-    "forwarded-traffic policy are not evaluated"
-)
+# The layers a policy is rendered in (raw: untracked, mangle: pre-DNAT, filter: normal).
+UNTRACKED, PRE_DNAT, NORMAL = "untracked", "preDNAT", "normal"
 _STAGED_OF = {
     "StagedNetworkPolicy": "NetworkPolicy",
     "StagedGlobalNetworkPolicy": "GlobalNetworkPolicy",
@@ -80,6 +82,7 @@ _STEP_FIELDS = (
     ("policy", "policy"),
     ("rule_index", "ruleIndex"),
     ("rule", "rule"),
+    ("layer", "layer"),
     ("note", "note"),
 )
 
@@ -95,6 +98,7 @@ class Step:
     rule_index: int | None = None
     rule: Any = None
     note: str = ""
+    layer: str | None = None  # untracked | preDNAT for host endpoint layers; None = normal
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.kind, "action": self.action}
@@ -234,11 +238,12 @@ class Evaluator:
     # -- which policies apply ------------------------------------------------------------------
 
     def tiers_for(
-        self, ep: Endpoint, inbound: bool, *, staged: bool = False
+        self, ep: Endpoint, inbound: bool, *, staged: bool = False, layer: str = NORMAL
     ) -> list[tuple[str, str, list[PolicyEntry]]]:
-        """(tier, end-of-tier action, policies) in enforcement order, for normal (tracked,
-        filter-layer) policy. ``staged``: the would-be view, staged policies enforced in place of
-        the policies they stage."""
+        """(tier, end-of-tier action, policies) in enforcement order, for one layer: normal
+        (tracked, filter) policy by default, or a host endpoint's untracked / pre-DNAT policy.
+        ``staged``: the would-be view, staged policies enforced in place of the policies they
+        stage."""
         replaced = set()
         if staged:  # a staged policy (Set or Delete) stands in for the policy it stages
             replaced = {
@@ -250,7 +255,9 @@ class Evaluator:
         for entry in self.data.candidate_policies(ep):
             key = entry.key
             meta = entry.meta
-            if meta.untracked or meta.pre_dnat or not (meta.ingress if inbound else meta.egress):
+            if (UNTRACKED if meta.untracked else PRE_DNAT if meta.pre_dnat else NORMAL) != layer:
+                continue
+            if not (meta.ingress if inbound else meta.egress):
                 continue
             if is_staged(key.kind):
                 if not staged:
@@ -277,8 +284,12 @@ class Evaluator:
     # -- one side ------------------------------------------------------------------------------
 
     def evaluate_side(
-        self, ep: Endpoint | None, inbound: bool, pkt: Packet, *, staged: bool = False
-    ) -> SideResult:
+        self, ep: Endpoint | None, inbound: bool, pkt: Packet, *, staged: bool = False,
+        host: HostConfig | None = None,
+    ) -> SideResult:  # fmt: skip
+        """One side's chain. A host endpoint's (``host``: its node's Felix parameters, None =
+        upstream's defaults) starts with the failsafe ports, then its untracked and (ingress)
+        pre-DNAT layers."""
         direction = "ingress" if inbound else "egress"
         if ep is None:
             return SideResult(
@@ -288,7 +299,11 @@ class Evaluator:
         result = SideResult(direction, ep.display, "Deny")
         steps = result.steps
         if ep.kind == "HostEndpoint":
-            steps.append(Step("note", None, note=HOST_ENDPOINT_NOTE))
+            host = host if host is not None else FelixConfigs().for_node(ep.key.hostname)
+            verdict = self._host_layers(ep, inbound, pkt, steps, host, staged)
+            if verdict is not None:
+                result.verdict = verdict
+                return result
         if not ep.active:
             steps.append(Step("endpoint-down", "Deny", note="endpoint is not active"))
             return result
@@ -331,7 +346,7 @@ class Evaluator:
 
     def _walk_rules(
         self, rules: Sequence[v1.Rule], v3_rules: Sequence[Any], pkt: Packet, steps: list[Step],
-        tier: str | None, name: str,
+        tier: str | None, name: str, layer: str | None = None,
     ) -> str | None:  # fmt: skip
         """The first deciding rule's action (Allow/Deny/Pass), logging Log rules; None if none."""
         for index, rule in enumerate(rules):
@@ -339,8 +354,94 @@ class Evaluator:
                 continue
             action = v3_action(rule.action)
             shown = v3_rules[index] if index < len(v3_rules) else rule.to_json()
-            steps.append(Step("rule", action, tier=tier, policy=name, rule_index=index, rule=shown))
+            steps.append(
+                Step("rule", action, tier=tier, policy=name, rule_index=index, rule=shown,
+                     layer=layer)
+            )  # fmt: skip
             if action != "Log":
                 return action
-        steps.append(Step("no-match", None, tier=tier, policy=name, note="no rule matched"))
+        steps.append(
+            Step("no-match", None, tier=tier, policy=name, note="no rule matched", layer=layer)
+        )
         return None
+
+    # -- host endpoints ------------------------------------------------------------------------
+
+    def _host_layers(
+        self, ep: Endpoint, inbound: bool, pkt: Packet, steps: list[Step], host: HostConfig,
+        staged: bool,
+    ) -> str | None:  # fmt: skip
+        """Failsafe ports, then untracked (raw) and, inbound, pre-DNAT (mangle) policy, as the
+        chains ``calico.felix.rules.endpoints.host_endpoint_chains`` renders; the verdict if
+        one of them decided, else None (on to the normal layer). Failsafe entries are in every
+        layer's chain first, so a failsafe packet is accepted whatever the policy says; the raw
+        layer also accepts the replies of the other direction's failsafes (no conntrack
+        there), which only skips the untracked policy."""
+        forward, reverse = (
+            (host.failsafe_inbound, host.failsafe_outbound)
+            if inbound
+            else (host.failsafe_outbound, host.failsafe_inbound)
+        )
+        param = "FailsafeInboundHostPorts" if inbound else "FailsafeOutboundHostPorts"
+        hit = failsafe_match(forward, pkt, inbound, "dport")
+        if hit is not None:
+            steps.append(Step("failsafe", "Allow", note=f"failsafe port {hit} ({param})"))
+            return "Allow"
+        layers = [] if ep.value.name == "*" else [UNTRACKED]  # upstream: no `*` doNotTrack
+        layers += [PRE_DNAT] if inbound else []
+        for layer in layers:
+            tiers = self.tiers_for(ep, inbound, staged=staged, layer=layer)
+            if not tiers:
+                continue
+            if layer == UNTRACKED:
+                back = failsafe_match(reverse, pkt, inbound, "sport")
+                if back is not None:
+                    other = "Outbound" if inbound else "Inbound"
+                    steps.append(
+                        Step("failsafe-reply", None, layer=layer, note=f"reply of failsafe port "
+                             f"{back} (Failsafe{other}HostPorts): untracked policy skipped")
+                    )  # fmt: skip
+                    continue
+            verdict = self._walk_layer(tiers, inbound, pkt, steps, layer)
+            if verdict is not None:
+                return verdict
+            steps.append(
+                Step("layer-end", None, layer=layer, note=f"no {layer} policy allowed or denied:"
+                     " on to the next layer")
+            )  # fmt: skip
+        return None
+
+    def _walk_layer(
+        self, tiers: list[tuple[str, str, list[PolicyEntry]]], inbound: bool, pkt: Packet,
+        steps: list[Step], layer: str,
+    ) -> str | None:  # fmt: skip
+        """An allow-only layer: Allow/Deny decide, Pass and a tier's end go to the next tier
+        (no end-of-tier deny, no profiles, no final deny)."""
+        direction = "ingress" if inbound else "egress"
+        for tier, _default, entries in tiers:
+            for entry in entries:
+                rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
+                v3_rules = entry.v3_rules.get(direction, [])
+                verdict = self._walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
+                if verdict in ("Allow", "Deny"):
+                    return verdict
+                if verdict == "Pass":
+                    break
+        return None
+
+
+def failsafe_match(
+    entries: Sequence[Failsafe], pkt: Packet, inbound: bool, port_field: str
+) -> Failsafe | None:
+    """The first failsafe entry the packet matches (protocol, its ``port_field`` port, the
+    peer - source inbound, destination outbound - in the entry's net), as the failsafe chains
+    of ``calico.felix.rules.static`` match."""
+    port = pkt.dst_port if port_field == "dport" else pkt.src_port
+    peer = pkt.src if inbound else pkt.dst
+    for fs in entries:
+        if pkt.protocol != (6 if fs.protocol == "tcp" else 17) or port != fs.port:
+            continue
+        if fs.net is not None and (fs.net.version != peer.version or peer not in fs.net):
+            continue
+        return fs
+    return None

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from calico.api import felixdefaults as fd
 from calico.datastore.config import DEFAULT_LOCAL_PATH
 from calico.felix.config import netparsers as n
 from calico.felix.config import parsers as p
@@ -205,19 +206,19 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     (
         "DefaultEndpointToHostAction",
         oneof("DROP", "RETURN", "ACCEPT"),
-        "DROP",
+        fd.DEFAULT_ENDPOINT_TO_HOST_ACTION,
         "non-zero,die-on-fail",
     ),
     (
         "FailsafeInboundHostPorts",
         n.PortListParser(),
-        "tcp:22,udp:68,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667",
+        fd.FAILSAFE_INBOUND_HOST_PORTS,
         "die-on-fail",
     ),
     (
         "FailsafeOutboundHostPorts",
         n.PortListParser(),
-        "udp:53,udp:67,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667",
+        fd.FAILSAFE_OUTBOUND_HOST_PORTS,
         "die-on-fail",
     ),
     ("DisableConntrackInvalidCheck", BOOL, "false", ""),

@@ -105,7 +105,10 @@ def test_ip_and_host_endpoint_forms_yaml(loaded: Ctl) -> None:
     assert r.code == 0, r
     report = yaml.safe_load(r.out)
     assert report["egress"]["endpoint"] == "hostendpoint node1-eth0"
-    assert report["result"]["verdict"] == "Deny"  # not app == 'front': end of tier default
+    # The host to its own workload (both on node1) is not policed: OUTPUT returns for workload
+    # interfaces, so web's ingress policy (which would deny: not app == 'front') never runs.
+    assert report["result"]["verdict"] == "Allow"
+    assert [s["step"] for s in report["ingress"]["chain"]] == ["host-to-workload"]
     r = loaded("explain", "--from", "hep/node1-eth0", "--to", "203.0.113.9", "--protocol", "icmp")
     assert r.code == 0, r
     assert r.out.startswith("ICMP 192.168.0.1 -> 203.0.113.9 (type 8 code 0)")
@@ -209,3 +212,103 @@ def test_get_show_policies_bad_input(loaded: Ctl, args: list[str], message: str)
     assert r.code == 1, r
     assert r.err.startswith(message), r
     assert "Traceback" not in r.err
+
+
+HEP_MANIFEST = """
+apiVersion: projectcalico.org/v3
+kind: HostEndpoint
+metadata: {name: auto-node1, labels: {role: auto}}
+spec: {node: node1, interfaceName: "*", expectedIPs: [192.168.0.1, 192.168.7.1]}
+---
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: untracked-no-8080}
+spec:
+  selector: role == 'host'
+  doNotTrack: true
+  applyOnForward: true
+  types: [Ingress]
+  ingress: [{action: Deny, protocol: TCP, destination: {ports: [8080]}}]
+---
+apiVersion: projectcalico.org/v3
+kind: FelixConfiguration
+metadata: {name: node.node1}
+spec:
+  failsafeInboundHostPorts: [{protocol: TCP, port: 2222}]
+"""
+
+
+def test_host_endpoint_layers_text_yaml_json(loaded: Ctl) -> None:
+    """The host endpoint layers through the CLI: failsafe from the node's FelixConfiguration,
+    the untracked layer in the text rendering, the named endpoint over the ``*`` one."""
+    assert loaded("apply", "-f", "-", stdin=HEP_MANIFEST).code == 0
+    base = ["explain", "--from", "203.0.113.9", "--to", "192.168.0.1"]
+    r = loaded(*base, "--port", "2222")
+    assert r.code == 0, r
+    assert r.out.splitlines()[1:4] == [
+        "Egress of a non-Calico address: Allow",
+        "  not a Calico endpoint: no policy applies -> Allow",
+        "Ingress of hostendpoint node1-eth0: Allow",  # named, over auto-node1
+    ]
+    assert r.out.splitlines()[4] == "  failsafe port tcp:2222 (FailsafeInboundHostPorts) -> Allow"
+    r = loaded(*base, "--port", "22")  # node1's config replaced the default list
+    assert "failsafe" not in r.out and "Verdict: Deny" in r.out, r
+    r = loaded(*base, "--port", "8080")
+    untracked = (
+        '  [untracked] tier default GlobalNetworkPolicy untracked-no-8080: rule 0 {"action": '
+        '"Deny", "destination": {"ports": [8080]}, "protocol": "TCP"} -> Deny'
+    )
+    assert r.out.splitlines()[4] == untracked, r
+    report = yaml.safe_load(loaded(*base, "--port", "8080", "-o", "yaml").out)
+    assert report["ingress"]["chain"][0]["layer"] == "untracked"
+    report = json.loads(loaded(*base[:-1], "192.168.7.1", "--port", "2222", "-o", "json").out)
+    assert report["ingress"]["endpoint"] == "hostendpoint auto-node1"  # only * holds it
+    assert report["ingress"]["chain"] == [
+        {"step": "failsafe", "action": "Allow",
+         "note": "failsafe port tcp:2222 (FailsafeInboundHostPorts)"}
+    ]  # fmt: skip
+    report = json.loads(loaded(*base[:-1], "192.168.7.1", "--port", "2221", "-o", "json").out)
+    assert [s["step"] for s in report["ingress"]["chain"]] == ["default"]  # no policy: deny
+
+
+def test_bad_failsafe_annotation_is_a_clear_error(loaded: Ctl) -> None:
+    """An annotation override is not validated on write (as upstream); Felix would refuse the
+    value, and so does explain, in one line, when a host endpoint needs it."""
+    bad = """
+apiVersion: projectcalico.org/v3
+kind: FelixConfiguration
+metadata:
+  name: default
+  annotations: {config.projectcalico.org/FailsafeInboundHostPorts: "tcp:1:2:3"}
+spec: {}
+"""
+    assert loaded("apply", "-f", "-", stdin=bad).code == 0
+    r = loaded("explain", "--from", "203.0.113.9", "--to", "192.168.0.1", "--port", "22")
+    assert r.code == 1, r
+    assert r.err.startswith("cannot evaluate host endpoint policy: 'tcp:1:2:3' is not of the"), r
+    assert "Traceback" not in r.err
+    r = loaded("explain", "--from", "prod/front", "--to", "prod/web", "--port", "80")
+    assert r.code == 0, r  # workloads only: the config is never needed
+
+
+def test_explain_endpoint_lists_host_endpoint_layers(loaded: Ctl) -> None:
+    assert loaded("apply", "-f", "-", stdin=HEP_MANIFEST).code == 0
+    r = loaded("explain", "endpoint", "hep/node1-eth0", "-o", "json")
+    assert r.code == 0, r
+    report = json.loads(r.out)
+    assert [p["name"] for p in report["untracked"]["ingress"]] == ["untracked-no-8080"]
+    assert report["untracked"]["egress"] == [] == report["preDNAT"]["ingress"]
+    assert report["ingress"] == []  # an untracked policy is not a normal one
+    text = loaded("explain", "endpoint", "hep/node1-eth0").out.splitlines()
+    assert text[-6:] == [
+        "Untracked ingress policies:",
+        "  tier default: GlobalNetworkPolicy untracked-no-8080  selector: role == 'host'",
+        "Untracked egress policies:",
+        "  (none)",
+        "Pre-DNAT ingress policies:",
+        "  (none)",
+    ]
+    star = json.loads(loaded("explain", "endpoint", "hep/auto-node1", "-o", "json").out)
+    assert "untracked" not in star and star["preDNAT"] == {"ingress": []}
+    wep = json.loads(loaded("explain", "endpoint", "prod/web", "-o", "json").out)
+    assert "untracked" not in wep and "preDNAT" not in wep

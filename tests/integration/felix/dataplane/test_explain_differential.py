@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from felix_dp_fixtures import Cluster, cluster, need_root
-from harness import servers, tcp, udp, workload
+from harness import (
+    EXTERNAL_IP,
+    HOST_UPLINK_IP,
+    HOSTNAME,
+    eventually,
+    servers,
+    tcp,
+    udp,
+    workload,
+)
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from netns_support import probe
@@ -222,3 +231,113 @@ def test_explain_agrees_with_real_traffic(
     finally:
         for doc in reversed(docs):
             c.ds.delete(doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace"))
+
+
+# -- host endpoints -------------------------------------------------------------------------------
+
+
+def _tcp_rule(action: str, *ports: int) -> dict[str, Any]:
+    return {"action": action, "protocol": "TCP", "destination": {"ports": list(ports)}}
+
+
+HEP_DOCS: list[dict[str, Any]] = [
+    # The uplink's own endpoint, and an all-interfaces one holding the same address that would
+    # allow everything: explain must pick the named one, as Felix does.
+    {"kind": "HostEndpoint", "metadata": {"name": "uplink", "labels": {"role": "host"}},
+     "spec": {"node": HOSTNAME, "interfaceName": "uplink0", "expectedIPs": [HOST_UPLINK_IP]}},
+    {"kind": "HostEndpoint", "metadata": {"name": "auto", "labels": {"role": "auto"}},
+     "spec": {"node": HOSTNAME, "interfaceName": "*", "expectedIPs": [HOST_UPLINK_IP]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "auto-allow"},
+     "spec": {"selector": "role == 'auto'", "ingress": [{"action": "Allow"}],
+              "egress": [{"action": "Allow"}]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "host-in"},
+     "spec": {"selector": "role == 'host'", "types": ["Ingress"],
+              "ingress": [{"action": "Allow", "protocol": "TCP",
+                           "destination": {"ports": [8081, 8083]}}]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "host-out"},
+     "spec": {"selector": "role == 'host'", "types": ["Egress"],
+              "egress": [_tcp_rule("Allow", 8081)]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "untracked-8083"},
+     "spec": {"selector": "role == 'host'", "types": ["Ingress"], "doNotTrack": True,
+              "applyOnForward": True,
+              "ingress": [_tcp_rule("Deny", 8083)]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "prednat-8084"},
+     "spec": {"selector": "role == 'host'", "types": ["Ingress"], "preDNAT": True,
+              "applyOnForward": True,
+              "ingress": [_tcp_rule("Allow", 8084)]}},
+    # Workload a denies all ingress: the host still reaches it (host -> own workload).
+    {"kind": "NetworkPolicy", "metadata": {"name": "a-closed", "namespace": "ns1"},
+     "spec": {"selector": "app == 'a'", "types": ["Ingress"], "ingress": [{"action": "Deny"}]}},
+]  # fmt: skip
+
+# (from, to, port): "host" = the host netns, "outside" = the netns behind the uplink.
+HEP_PROBES = [
+    ("outside", "host", 8081),  # normal allow
+    ("outside", "host", 8082),  # normal: no rule -> end of tier deny
+    ("outside", "host", 8083),  # normal allows, the untracked deny comes first
+    ("outside", "host", 8084),  # pre-DNAT allow over the normal deny
+    ("outside", "host", 6667),  # inbound failsafe over the normal deny
+    ("outside", "host", 6668),  # failsafe + 1
+    ("host", "outside", 8081),  # egress allow
+    ("host", "outside", 8082),  # egress deny
+    ("host", "outside", 6667),  # outbound failsafe
+    ("host", "a", 8080),  # host -> own workload: not policed
+    ("a", "host", 8081),  # workload -> own host: DefaultEndpointToHostAction (Drop)
+]
+HOST_PORTS = ("tcp:8081", "tcp:8082", "tcp:8083", "tcp:8084", "tcp:6667", "tcp:6668")
+
+
+def _spec(c: Cluster, who: str) -> tuple[str, str]:
+    """(explain's argument, the probe's netns or address) for a probe end."""
+    if who == "host":
+        return HOST_UPLINK_IP, c.host
+    if who == "outside":
+        return EXTERNAL_IP, c.outside
+    return f"{c.w[who].namespace}/{who}", c.w[who].ns
+
+
+def explained_hep(c: Cluster, src: str, dst: str, port: int) -> str:
+    args = ["ctl", "explain", "--from", _spec(c, src)[0], "--to", _spec(c, dst)[0]]
+    args += ["--port", str(port), "-o", "json"]
+    env = {"DATASTORE_TYPE": "local", "CALICO_DATASTORE_PATH": str(c.workdir / "calico.db")}
+    result = CliRunner().invoke(cli, args, env=env)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return "ok" if json.loads(result.stdout)["result"]["verdict"] == "Allow" else "timeout"
+
+
+def observed_hep(c: Cluster, src: str, dst: str, port: int) -> str:
+    dst_ip = {"host": HOST_UPLINK_IP, "outside": EXTERNAL_IP}.get(dst) or c.w[dst].ip
+    return tcp(_spec(c, src)[1], dst_ip, port, timeout=0.6)
+
+
+def test_explain_agrees_with_host_endpoint_traffic(diff_cluster: Cluster) -> None:
+    """Failsafe ports, untracked before pre-DNAT before normal policy, a named endpoint over
+    the ``*`` one, and the host <-> own workload exceptions: explain's verdicts are the
+    kernel's. Felix's convergence is waited for (every probe as explained, then still so)."""
+    c = diff_cluster
+    with servers(c.host, *HOST_PORTS), servers(c.outside, "tcp:8081", "tcp:8082", "tcp:6667"):
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8082), "ok")
+        for doc in HEP_DOCS:
+            c.ds.apply(doc)
+        try:
+            expected = [explained_hep(c, *p) for p in HEP_PROBES]
+            assert expected == [
+                "ok", "timeout", "timeout", "ok", "ok", "timeout",
+                "ok", "timeout", "ok", "ok", "timeout",
+            ]  # fmt: skip
+            probe_all = lambda: [observed_hep(c, *p) for p in HEP_PROBES]  # noqa: E731
+            deadline = time.monotonic() + 20
+            got = probe_all()
+            while got != expected and time.monotonic() < deadline:
+                time.sleep(0.3)
+                got = probe_all()
+            if got == expected:  # converged: it must stay so
+                time.sleep(1.0)
+                got = probe_all()
+            assert got == expected, list(zip(HEP_PROBES, got, expected, strict=True))
+        finally:
+            for doc in reversed(HEP_DOCS):
+                meta = doc["metadata"]
+                c.ds.delete(doc["kind"], meta["name"], meta.get("namespace"))
+            # The next example starts from an unpoliced host again.
+            assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8082), "ok")
