@@ -36,11 +36,12 @@ from calico.model.processors.common import (
     share,
     split_by_version,
 )
+from calico.model.processors.lean import LeanWorkloadEndpoint, lean_workload_endpoint
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
 
 
-def _wep_labels(res: WorkloadEndpoint, namespace: str) -> dict[str, str]:
+def _wep_labels(res: WorkloadEndpoint | LeanWorkloadEndpoint, namespace: str) -> dict[str, str]:
     labels = {
         share(k): share(v)
         for k, v in (res.metadata.labels or {}).items()
@@ -57,8 +58,19 @@ def _wep_labels(res: WorkloadEndpoint, namespace: str) -> dict[str, str]:
 
 def workload_endpoint(key: ResourceKey, value: Any) -> Output:
     """model.WorkloadEndpoint. A WEP without IPs is not sent: Felix could not render rules
-    for it yet (the CNI plugin fills the IPs in a moment later)."""
-    res = decode(key, value, WorkloadEndpoint)
+    for it yet (the CNI plugin fills the IPs in a moment later). A plain endpoint is read
+    without the model (:func:`calico.model.processors.lean.lean_workload_endpoint`), anything
+    else through it."""
+    return workload_endpoint_v1(key, lean_workload_endpoint(key, value) or decode_wep(key, value))
+
+
+def decode_wep(key: ResourceKey, value: Any) -> WorkloadEndpoint:
+    """The reference read: the stored value validated through the v3 model."""
+    return decode(key, value, WorkloadEndpoint)
+
+
+def workload_endpoint_v1(key: ResourceKey, res: WorkloadEndpoint | LeanWorkloadEndpoint) -> Output:
+    """The v1 key and value of a read endpoint, whichever way it was read."""
     spec = res.spec
     if not spec.ip_networks:
         return {}
