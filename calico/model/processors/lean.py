@@ -48,6 +48,31 @@ _SPEC = frozenset(_SPEC_NAMES) | {
     "ports",
 }
 _PORT = frozenset({"name", "protocol", "port"})
+# Spec names most endpoints share (the node's, the orchestrator's...): checked once each.
+_SHARED_NAMES = frozenset({"orchestrator", "node", "endpoint", "serviceAccountName"})
+_MEMO_MAX = 65536
+_good_subdomains: set[str] = set()
+_good_namespaces: set[str] = set()
+
+
+def _remember(good: set[str], text: str) -> None:
+    if len(good) >= _MEMO_MAX:
+        good.clear()
+    good.add(text)
+
+
+def _subdomain(text: str) -> None:
+    """``dns1123_subdomain`` for a value endpoints repeat, remembering the ones it accepted
+    (a refusal raises afresh each time)."""
+    if text not in _good_subdomains:
+        v.dns1123_subdomain(text)
+        _remember(_good_subdomains, text)
+
+
+def _namespace(text: str) -> None:
+    if text not in _good_namespaces:
+        v.dns1123_label(text, "namespace")
+        _remember(_good_namespaces, text)
 
 
 class LeanPort(NamedTuple):
@@ -115,7 +140,7 @@ def _meta(key: ResourceKey, meta: dict[str, Any]) -> LeanMeta | None:
     if not name or not namespace:  # the model's "name is required" / "" means unset
         return None
     v.dns1123_subdomain(name)
-    v.dns1123_label(namespace, "namespace")
+    _namespace(namespace)
     labels = meta.get("labels")
     if labels is not None:
         if type(labels) is not dict:
@@ -148,7 +173,10 @@ def _spec(spec: dict[str, Any]) -> LeanSpec | None:
         if type(text) is not str:
             return None
         if text:
-            v.dns1123_subdomain(text)
+            if field in _SHARED_NAMES:
+                _subdomain(text)
+            else:
+                v.dns1123_subdomain(text)
     cid = spec.get("containerID")
     if cid is not None:
         if type(cid) is not str:
@@ -172,7 +200,7 @@ def _spec(spec: dict[str, Any]) -> LeanSpec | None:
     if profiles is None:
         return None
     for profile in profiles:
-        v.dns1123_subdomain(profile)
+        _subdomain(profile)
     ports = _ports(spec.get("ports", ()))
     if ports is None:
         return None
