@@ -40,19 +40,37 @@ from calico.model.processors.lean import LeanWorkloadEndpoint, lean_workload_end
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
 
+_LABELS_MEMO_MAX = 16384
+_labels_memo: dict[tuple[Any, ...], dict[str, str]] = {}
+
 
 def _wep_labels(res: WorkloadEndpoint | LeanWorkloadEndpoint, namespace: str) -> dict[str, str]:
+    """The endpoint's v1 labels, a fresh dict each time; endpoints of one workload carry the
+    same labels, so the result for each (labels, namespace, orchestrator, service account)
+    is remembered (bounded) and copied."""
+    raw = res.metadata.labels or {}
+    memo_key = (namespace, res.spec.orchestrator, res.spec.service_account_name, *raw.items())
+    labels = _labels_memo.get(memo_key)
+    if labels is None:
+        labels = _wep_labels_uncached(raw, namespace, res.spec)
+        if len(_labels_memo) >= _LABELS_MEMO_MAX:
+            _labels_memo.clear()
+        _labels_memo[memo_key] = labels
+    return dict(labels)
+
+
+def _wep_labels_uncached(raw: dict[str, str], namespace: str, spec: Any) -> dict[str, str]:
     labels = {
         share(k): share(v)
-        for k, v in (res.metadata.labels or {}).items()
+        for k, v in raw.items()
         if not k.startswith((NAMESPACE_LABEL_PREFIX, SERVICE_ACCOUNT_LABEL_PREFIX))
     }
     # Upstream's client stamps these two on the stored WEP; ours does not, so add them here.
     labels[NAMESPACE_LABEL] = share(namespace)
-    if res.spec.orchestrator:
-        labels[ORCHESTRATOR_LABEL] = share(res.spec.orchestrator)
-    if res.spec.service_account_name:
-        labels[SERVICE_ACCOUNT_LABEL] = share(res.spec.service_account_name)
+    if spec.orchestrator:
+        labels[ORCHESTRATOR_LABEL] = share(spec.orchestrator)
+    if spec.service_account_name:
+        labels[SERVICE_ACCOUNT_LABEL] = share(spec.service_account_name)
     return labels
 
 
