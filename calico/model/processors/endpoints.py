@@ -36,7 +36,7 @@ from calico.model.processors.common import (
     share,
     split_by_version,
 )
-from calico.model.processors.lean import LeanWorkloadEndpoint, lean_workload_endpoint
+from calico.model.processors.lean import LeanPort, LeanWorkloadEndpoint, lean_workload_endpoint
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
 
@@ -57,6 +57,24 @@ def _wep_labels(res: WorkloadEndpoint | LeanWorkloadEndpoint, namespace: str) ->
             _labels_memo.clear()
         _labels_memo[memo_key] = labels
     return dict(labels)
+
+
+_ports_memo: dict[tuple[LeanPort, ...], tuple[v1.EndpointPort, ...]] = {}
+
+
+def _wep_ports(ports: list[Any] | None) -> tuple[v1.EndpointPort, ...]:
+    """The v1 named ports; a lean read's (hashable) ports are converted once per distinct
+    list and the frozen values shared (bounded like the labels)."""
+    if not ports or type(ports[0]) is not LeanPort:
+        return endpoint_ports(ports, named_only=True)
+    memo_key = tuple(ports)
+    out = _ports_memo.get(memo_key)
+    if out is None:
+        out = endpoint_ports(ports, named_only=True)
+        if len(_ports_memo) >= _LABELS_MEMO_MAX:
+            _ports_memo.clear()
+        _ports_memo[memo_key] = out
+    return out
 
 
 def _wep_labels_uncached(raw: dict[str, str], namespace: str, spec: Any) -> dict[str, str]:
@@ -109,7 +127,7 @@ def workload_endpoint_v1(key: ResourceKey, res: WorkloadEndpoint | LeanWorkloadE
         labels=_wep_labels(res, key.namespace),
         ipv4_gateway=ip_str(spec.ipv4_gateway) if spec.ipv4_gateway else None,
         ipv6_gateway=ip_str(spec.ipv6_gateway) if spec.ipv6_gateway else None,
-        ports=endpoint_ports(spec.ports, named_only=True),
+        ports=_wep_ports(spec.ports),
         generate_name=res.metadata.generate_name or "",
         allow_spoofed_source_ips=tuple(
             net_str(p) for p in spec.allow_spoofed_source_prefixes or ()

@@ -1,6 +1,7 @@
-"""The WorkloadEndpoint processor's remembered labels (calico.model.processors.endpoints):
-the same v1 labels as computing them afresh, whatever was remembered before, and a fresh dict
-per endpoint (changing one endpoint's labels cannot reach another's)."""
+"""The WorkloadEndpoint processor's remembered labels and ports (calico.model.processors.
+endpoints): the same v1 labels and ports as computing them afresh, whatever was remembered
+before; a fresh labels dict per endpoint (changing one endpoint's labels cannot reach
+another's); both memos bounded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calico.model.processors import endpoints
+from calico.model.processors.common import endpoint_ports
+from calico.model.processors.lean import LeanPort
 
 _word = st.sampled_from(["web", "db", "a", "b"])
 _labels = st.dictionaries(
@@ -52,3 +55,23 @@ def test_memo_is_bounded(monkeypatch) -> None:
     for i in range(10):
         endpoints._wep_labels(endpoint({"app": f"a{i}"}, None, None), "ns1")
         assert len(endpoints._labels_memo) <= 3
+
+
+_lean_port = st.builds(
+    LeanPort, st.sampled_from(["http", "dns", "metrics"]), st.sampled_from(["TCP", "UDP", 6, 17]),
+    st.sampled_from([53, 80, 8080]),
+)  # fmt: skip
+
+
+@given(st.lists(st.lists(_lean_port, max_size=3), max_size=6))
+def test_remembered_ports_equal_fresh_ones(cases: list[list[LeanPort]]) -> None:
+    for ports in cases:
+        assert endpoints._wep_ports(ports) == endpoint_ports(ports, named_only=True)
+
+
+def test_ports_memo_is_bounded(monkeypatch) -> None:
+    monkeypatch.setattr(endpoints, "_LABELS_MEMO_MAX", 2)
+    monkeypatch.setattr(endpoints, "_ports_memo", {})
+    for port in range(1, 8):
+        endpoints._wep_ports([LeanPort("http", "TCP", port)])
+        assert len(endpoints._ports_memo) <= 2
