@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from calico.api import validators as v
-from calico.api.rules import _parse_protocol, supports_ports
+from calico.api.rules import parse_protocol, supports_ports
 from calico.model.resources import ResourceKey
 
 API_VERSION = "projectcalico.org/v3"
@@ -31,14 +31,9 @@ _META_STRINGS = frozenset(
 )
 _META = _META_STRINGS | {"labels", "annotations"}
 # Spec fields that are DNS-1123 subdomains when not empty (WorkloadEndpointSpec._name_fields).
-_SPEC_NAMES = {
-    "orchestrator": "orchestrator",
-    "workload": "workload",
-    "node": "node",
-    "pod": "pod",
-    "endpoint": "endpoint",
-    "serviceAccountName": "service_account_name",
-}
+_SPEC_NAMES = frozenset(
+    {"orchestrator", "workload", "node", "pod", "endpoint", "serviceAccountName"}
+)
 _SPEC = frozenset(_SPEC_NAMES) | {
     "containerID",
     "ipNetworks",
@@ -168,7 +163,7 @@ def _meta(key: ResourceKey, meta: dict[str, Any]) -> LeanMeta | None:
 def _spec(spec: dict[str, Any]) -> LeanSpec | None:
     if not spec.keys() <= _SPEC:
         return None
-    for field in _SPEC_NAMES.keys() & spec.keys():
+    for field in _SPEC_NAMES & spec.keys():
         text = spec[field]
         if type(text) is not str:
             return None
@@ -236,7 +231,7 @@ def _ports(items: Any) -> list[LeanPort] | None:
         if type(name) is not str or not name or type(port) is not int or not 1 <= port <= 65535:
             return None
         v.port_name(name)
-        protocol = _parse_protocol(item["protocol"])
+        protocol = parse_protocol(item["protocol"])
         if not supports_ports(protocol):
             return None
         out.append(LeanPort(name, protocol, port))
