@@ -194,6 +194,13 @@ def fastpath_bench(tmp: str) -> None:
     * ``bpf_new_flow_ns_per_pkt``: a SYN (always re-policed), walking all 1,000 policies.
     * ``bpf6_established_ns_per_pkt`` / ``bpf6_new_flow_ns_per_pkt``: the same over IPv6 (the
       program's v6 walk, the v6 conntrack and IP set maps).
+    * ``bpf_from_wep_established_ns_per_pkt``: the server workload's ACK of that flow at
+      from-WEP (TC ingress: the fast path also compares the interface the source side was
+      recorded on, and re-checks RPF on the first reply); baseline = the client's ACK at
+      to-WEP (no interface check), same program, same run.
+    * ``bpf_from_wep_new_flow_ns_per_pkt``: a SYN from the workload (profile-only egress)
+      with the workload reverse-path check (one routes-map LPM lookup); baseline = a SYN at
+      to-WEP through the same profile-only policy, without the check.
     """
     from calico.felix.bpf import bpffs
     from calico.felix.bpf.dataplane import BPFDataplane
@@ -223,6 +230,7 @@ def fastpath_bench(tmp: str) -> None:
         dp = BPFDataplane(os.path.join(mnt, "globals"), os.path.join(tmp, "cache"))
         try:
             dp.register("lo", 1)
+            dp.set_workload_routes("lo", (f"{server}/32", f"{server6}/128"))  # from-WEP RPF
             key = ipset_key(ids.get_or_alloc("s:client"), f"{client}/32")
             key6 = ipset6_key(ids.get_or_alloc("s:client"), f"{client6}/128")
             assert key is not None and key6 is not None
@@ -250,6 +258,13 @@ def fastpath_bench(tmp: str) -> None:
                 rc6_ack, ns6_ack = time_run(dp.to_fd, ack6, FAST_REPEAT)
                 assert rc6_syn == rc6_ack == -1, (label, rc6_syn, rc6_ack)
                 results[label] = {"syn": ns_syn, "ack": ns_ack, "syn6": ns6_syn, "ack6": ns6_ack}
+            # "none" is programmed last: from-WEP of the server, egress allowed by profile
+            reply = _packet(server, client, 5201, 40000, 0x10)
+            out_syn = _packet(server, client, 40001, 5201, 0x02)
+            rc_reply, ns_reply = time_run(dp.from_fd, reply, FAST_REPEAT)
+            rc_out, ns_out = time_run(dp.from_fd, out_syn, FAST_REPEAT)
+            assert rc_reply == rc_out == -1, (rc_reply, rc_out)
+            results["from_wep"] = {"ack": ns_reply, "syn": ns_out}
         finally:
             dp.close()
     finally:
@@ -263,6 +278,10 @@ def fastpath_bench(tmp: str) -> None:
          results["none"]["ack6"], target_ratio=1.05, **extra)  # fmt: skip
     emit("bpf", "bpf6_new_flow_ns_per_pkt", results["policies"]["syn6"],
          results["none"]["syn6"], **extra)  # fmt: skip
+    emit("bpf", "bpf_from_wep_established_ns_per_pkt", results["from_wep"]["ack"],
+         results["none"]["ack"], **extra)  # fmt: skip
+    emit("bpf", "bpf_from_wep_new_flow_ns_per_pkt", results["from_wep"]["syn"],
+         results["none"]["syn"], **extra)  # fmt: skip
 
 
 TPUT_POLICIES = 1000

@@ -12,7 +12,13 @@ Uses the Felix test harness (a "host" netns running ``calico component felix``, 
    first successful TCP connect to the server (a prober thread inside the workload's netns
    starts a fresh non-blocking connect every 1 ms, so the resolution is ~1 ms). Baseline: a
    connect from a workload Felix has already programmed. Targets (issue 23): p50 <= 3 ms,
-   p99 <= 11 ms.
+   p99 <= 11 ms. ``--large`` (implies ``--ttfr-only``): the same with 1,000 standing policies
+   and 10,000 remote endpoints (50 other nodes, labels over the policies' source selectors, so
+   their IP sets hold ~1,400 members each) in the datastore before Felix starts
+   (``ttfr_large_*``; target p99 <= 20 ms). ``--bpf``: Felix with ``BPFEnabled=true``
+   (``bpf_ttfr_*``; probers wait 40 s, as on a cold object cache the first workload of each
+   policy set waits for clang on the dataplane thread). The bench also reports workloads 1-9
+   (``first_in_group_*``: each activates its label group's policies) apart from the rest.
 2. Cold apply: Felix stopped, its table and workload routes deleted, 100 local endpoints x 100
    policies in the datastore; time from process start to "Dataplane in sync" (also reported:
    the first apply alone). Baseline: loading the resulting ruleset (as ``nft -j list`` shows it)
@@ -202,6 +208,8 @@ def host_env(tag: str) -> Iterator[tuple[str, Any, Any, Path]]:
             yield host, ds, felix, workdir
         finally:
             felix.kill()
+            if (keep := os.environ.get("BENCH_PYSPY_DIR")) and felix.log_path.exists():
+                shutil.copy(felix.log_path, Path(keep) / f"felix-{tag}.log")  # for the profile
             ds.close()
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -304,15 +312,82 @@ def client_labels(i: int) -> dict[str, str]:
     return {"role": "client", "group": f"g{i % 10}"}
 
 
+N_LARGE_POLICIES = 1000
+N_REMOTE = 10_000
+REMOTE_PER_NODE = 200
+STAMP = "2026-01-01T00:00:00Z"
+
+
+def remote_endpoint(i: int) -> dict[str, Any]:
+    """Remote endpoint ``i`` on node ``rnode<i // 200>``: ``role`` over the noise policies'
+    seven source selectors (so each of their IP sets has ~1,400 members), ``group`` over the
+    ten groups (so the local policy selectors' label index holds them too)."""
+    node = f"rnode{i // REMOTE_PER_NODE}"
+    pod = f"r{i}"
+    labels = {
+        "role": f"r{i % 7}",
+        "group": f"g{i % 10}",
+        "projectcalico.org/namespace": NAMESPACE,
+        "projectcalico.org/orchestrator": "k8s",
+    }
+    spec = {
+        "orchestrator": "k8s",
+        "workload": pod,
+        "pod": pod,
+        "node": node,
+        "endpoint": "eth0",
+        "interfaceName": f"cali{i:011d}",
+        "ipNetworks": [f"10.66.{i // 250}.{1 + i % 250}/32"],
+        "profiles": [f"kns.{NAMESPACE}"],
+    }
+    meta = {"name": f"{node}-k8s-{pod}-eth0", "namespace": NAMESPACE, "labels": labels}
+    return {"kind": "WorkloadEndpoint", "metadata": meta, "spec": spec}
+
+
+def store_remote_endpoints(ds: Any, n: int) -> None:
+    """``n`` remote endpoints in the stored form ``Client.apply`` writes, 1,000 keys per
+    transaction (one WEP at a time through the client would take minutes). Every 1,000th is
+    also parsed through the models and checked equal, so the fast path cannot drift."""
+    from calico.api import parse_resource, resource_to_wire
+    from calico.datastore.client import resource_path
+
+    batch: list[tuple[str, str]] = []
+    for i in range(n):
+        doc = {"apiVersion": "projectcalico.org/v3", **remote_endpoint(i)}
+        meta = {**doc["metadata"], "creationTimestamp": STAMP, "uid": f"remote-{i}"}
+        doc["metadata"] = meta
+        if i % 1000 == 0:
+            wire = resource_to_wire(parse_resource(doc))
+            wire["metadata"].pop("resourceVersion", None)
+            if wire != json.loads(json.dumps(doc)):
+                raise AssertionError(f"remote endpoint {i} differs from Client.apply's form")
+        path = resource_path("WorkloadEndpoint", meta["name"], NAMESPACE)
+        batch.append((path, json.dumps(doc, separators=(",", ":"), sort_keys=True)))
+        if len(batch) == 1000:
+            ds.backend.apply_many(batch)
+            batch = []
+    if batch:
+        ds.backend.apply_many(batch)
+
+
 # --- 1 + 2: TTFR, then cold apply on the same endpoints -----------------------------------------
 
 
-def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> None:
+def bench_ttfr_and_cold_apply(
+    cold: bool = True, stages: Path | None = None, large: bool = False, bpf: bool = False
+) -> None:
     """TTFR, then (``cold``) cold start and unchanged restart on the same endpoints.
-    ``stages``: where the Felix child writes its stage stamps (``--stages``)."""
+    ``stages``: where the Felix child writes its stage stamps (``--stages``); ``large``: 1,000
+    policies and 10,000 remote endpoints standing (``--large``); ``bpf``: BPF dataplane."""
+    n_policies = N_LARGE_POLICIES if large else N_POLICIES
+    prefix = ("bpf_" if bpf else "") + ("ttfr_large" if large else "ttfr")
     with host_env("ttfr") as (host, ds, felix, _):
-        for doc in standing_policies(N_POLICIES):
+        if bpf:
+            felix.env["FELIX_BPFENABLED"] = "true"
+        for doc in standing_policies(n_policies):
             ds.apply(doc)
+        if large:
+            store_remote_endpoints(ds, N_REMOTE)
         with (
             fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
                         labels={"app": "server"}) as server,
@@ -322,13 +397,18 @@ def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> 
             bulk_workloads(host, "c", N_NEW + 1, client_labels) as made,
         ):  # fmt: skip
             felix.start()
-            felix.wait_ready()
-            fh.eventually(lambda: try_connect_from(warm.ns, server.ip), True, timeout=30)
+            felix.wait_ready(120 if large else 40)
+            fh.eventually(lambda: try_connect_from(warm.ns, server.ip), True, timeout=60)
+            if bpf and "BPF dataplane enabled" not in felix.log_path.read_text():
+                raise AssertionError("--bpf: Felix did not enable its BPF dataplane")
             base = connect_times(warm.ns, server.ip)
             new, unwritten = made[:N_NEW], made[N_NEW]
             # Control: a workload whose WEP is never written must never connect.
             control = Prober(unwritten.ns, server.ip, limit=N_NEW / RATE + 1, every=0.005)
-            probers = [Prober(w.ns, server.ip) for w in new]
+            # BPF mode compiles a program per new policy set (clang, seconds under load) on
+            # the dataplane thread, so later workloads queue behind it: wait longer there.
+            limit = 40.0 if bpf else 10.0
+            probers = [Prober(w.ns, server.ip, limit=limit) for w in new]
             control.start()
             control.ready.wait(5)
             control.go.set()
@@ -350,7 +430,7 @@ def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> 
                 writes.append(time.perf_counter() - t0)
                 starts.append(t0)
             for p in [*probers, control]:
-                p.join(15)
+                p.join(limit + 5)
             felix_cpu = process_cpu_s(felix.proc.pid) - cpu_before
             if spy is not None:
                 spy.wait(60)
@@ -360,7 +440,9 @@ def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> 
                 "n": N_NEW,
                 "failed": failed,
                 "control_connected": control.done is not None,
-                "policies": N_POLICIES,
+                "policies": n_policies,
+                "remote_endpoints": N_REMOTE if large else 0,
+                "dataplane": "bpf" if bpf else "nftables",
                 "wep_write_p50_s": round(pct(writes, 0.5), 6),
                 # Felix's CPU (all threads) over the writes, per workload: load moves it far
                 # less than the wall-clock percentiles.
@@ -376,12 +458,24 @@ def bench_ttfr_and_cold_apply(cold: bool = True, stages: Path | None = None) -> 
                     key=lambda it: -it[1],
                 )[:3],
             }
+            # Workloads 1-9 are the first of their label group (the warm one is in g0): each
+            # activates its group's policies (10 of 100, 100 of 1,000), the rest only join.
+            times = [
+                p.done - t0 if p.done else float("inf")
+                for p, t0 in zip(probers, starts, strict=True)
+            ]
+            first, steady = times[1:10], times[:1] + times[10:]
+            extra["first_in_group_p50_s"] = round(pct(first, 0.5), 4)
+            extra["first_in_group_max_s"] = round(max(first), 4)
+            extra["steady_p50_s"] = round(pct(steady, 0.5), 4)
+            extra["steady_p99_s"] = round(pct(steady, 0.99), 4)
             if stages is not None:
                 extra["stages_p50_ms"] = stage_breakdown(stages, starts, probers)
             ttfr += [float("inf")] * failed
             b50 = statistics.median(base)
-            emit(BENCH, "ttfr_p50_s", pct(ttfr, 0.5), b50, target=0.003, **extra)
-            emit(BENCH, "ttfr_p99_s", pct(ttfr, 0.99), b50, target=0.011, **extra)
+            p50_target, p99_target = (None, 0.020) if large else (0.003, 0.011)
+            emit(BENCH, f"{prefix}_p50_s", pct(ttfr, 0.5), b50, target=p50_target, **extra)
+            emit(BENCH, f"{prefix}_p99_s", pct(ttfr, 0.99), b50, target=p99_target, **extra)
             if not cold:
                 return
 
@@ -409,6 +503,94 @@ def bench_cold_only() -> None:
             felix.start()
             felix.wait_ready(60)  # a first start writes the bytecode cache of everything
             bench_cold_and_restart(host, felix)
+
+
+def bench_cold_compare(old_tree: Path, rounds: int) -> None:
+    """``--cold-compare DIR [--rounds N]``: the cold start and the unchanged restart, ``rounds``
+    times each for the tree in DIR (an older ``calico`` checkout, first on the child's
+    ``PYTHONPATH``) and for this one, alternating in the same minutes (load moves the figures
+    2x from one minute to the next, so only alternating pairs compare). One line per start, then
+    min / median / max of CPU and wall per tree and kind. ``BENCH_FELIX_LOG_DIR`` keeps each
+    start's Felix log (e.g. with ``PYTHONPROFILEIMPORTTIME=1`` for the import tree)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(old_tree / "calico")], check=True)
+    keep = os.environ.get("BENCH_FELIX_LOG_DIR")
+    base_path = os.environ.get("PYTHONPATH")
+    trees = {"old": str(old_tree), "new": None}
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with host_env("cmp") as (host, ds, felix, _):
+        for doc in standing_policies(N_POLICIES):
+            ds.apply(doc)
+        with (
+            fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
+                        labels={"app": "server"}),
+            fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
+                        labels=client_labels(0)),
+            bulk_workloads(host, "c", N_NEW - 2, client_labels) as made,
+        ):  # fmt: skip
+            for w in made:
+                ds.apply(fh.wep_doc(w))
+            for tree in trees.values():  # warm-up: page cache, bytecode of both trees
+                set_child_path(felix, tree, base_path)
+                felix.start()
+                felix.wait_ready(60)
+                felix.stop()
+            for rnd in range(rounds):
+                order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
+                for name, tree in order:
+                    set_child_path(felix, tree, base_path)
+                    for kind in ("cold", "restart"):
+                        if kind == "cold":
+                            fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
+                            fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
+                        before = rule_handles(host) if kind == "restart" else set()
+                        t_start = time.time()
+                        felix.start()
+                        felix.wait_ready(60)
+                        cpu = process_cpu(felix.proc.pid)
+                        phases = timeline(felix.log_path, t_start)
+                        extra: dict[str, Any] = {}
+                        if kind == "restart":
+                            after = rule_handles(host)
+                            extra = {"rules": len(before), "rules_rewritten": len(before - after)}
+                        felix.stop()
+                        if keep:
+                            shutil.copy(felix.log_path, Path(keep) / f"{name}-{kind}-{rnd}.log")
+                        results.setdefault((name, kind), []).append((cpu, phases["in_sync"]))
+                        print(json.dumps({"round": rnd, "tree": name, "start": kind,
+                                          "cpu_to_ready_s": cpu, "phases": phases, **extra}),
+                              flush=True)  # fmt: skip
+    for kind in ("cold", "restart"):
+        old = results[("old", kind)]
+        new = results[("new", kind)]
+        emit(
+            BENCH,
+            f"{kind}_compare_cpu_to_ready_s",
+            statistics.median(c for c, _ in new),
+            statistics.median(c for c, _ in old),
+            target=1.0,
+            rounds=rounds,
+            baseline_is=f"the tree in {old_tree}, alternating with this one",
+            **{f"{t}_{m}": spread([r[i] for r in results[(t, kind)]])
+               for t in trees for i, m in ((0, "cpu"), (1, "wall"))},
+        )  # fmt: skip
+
+
+def set_child_path(felix: Any, tree: str | None, base: str | None) -> None:
+    """Felix's ``PYTHONPATH``: ``tree`` first (so its ``calico`` wins over the editable
+    install, whose finder comes after the path), then what the bench itself was given."""
+    paths = [p for p in (tree, base) if p]
+    if paths:
+        felix.env["PYTHONPATH"] = os.pathsep.join(paths)
+    else:
+        felix.env.pop("PYTHONPATH", None)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "min": min(values),
+        "median": round(statistics.median(values), 3),
+        "max": max(values),
+    }
 
 
 def bench_cold_and_restart(host: str, felix: Any) -> None:
@@ -475,18 +657,19 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
     """Median per stage of a new workload's path, in ms, from the stamps
     ``benchmarks/ttfr_stages/sitecustomize.py`` wrote: for each workload, the first stamp of
     each stage after its write (the nft and route applies: inside the first dataplane apply
-    after the hand-over), up to the prober's first connect."""
-    spans: dict[str, list[tuple[float, float]]] = {}
+    after the hand-over), up to the prober's first connect. ``cpu_*``: the stamping thread's
+    CPU over that span (the rest of the span's wall time it waited for the GIL or a core)."""
+    spans: dict[str, list[tuple[float, float, float]]] = {}
     for path in stage_dir.glob("felix.*"):
         for line in path.read_text().splitlines():
-            stage, start, end = line.split()
-            spans.setdefault(stage, []).append((float(start), float(end)))
+            stage, start, end, cpu = line.split()
+            spans.setdefault(stage, []).append((float(start), float(end), float(cpu)))
     for values in spans.values():
         values.sort()
 
-    def after(stage: str, t: float) -> tuple[float, float] | None:
+    def after(stage: str, t: float) -> tuple[float, float, float] | None:
         values = spans.get(stage, [])
-        i = bisect.bisect_left(values, (t, 0.0))
+        i = bisect.bisect_left(values, (t, 0.0, 0.0))
         return values[i] if i < len(values) else None
 
     rows: dict[str, list[float]] = {}
@@ -498,19 +681,46 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
         apply = to_dp and after("dp_apply", to_dp[0])
         nft = apply and after("nft_apply", apply[0])
         routes = nft and after("route_apply", nft[1])
-        if not (p.done and deliver and to_calc and calc and to_dp and apply and nft and routes):
+        if not (p.done and deliver and to_calc and calc and to_dp and apply):
             continue
         marks = {
             "write_to_watch": deliver[0] - t0,
             "watch_to_calc": calc[0] - deliver[0],
             "calc": calc[1] - calc[0],
             "calc_to_apply": apply[0] - calc[1],
-            "render": nft[0] - apply[0],
-            "nftables": nft[1] - nft[0],
-            "nft_to_routes": routes[0] - nft[1],
-            "routes": routes[1] - routes[0],
-            "routes_to_connect": p.done - routes[1],
+            "apply_start_to_connect": p.done - apply[0],
         }
+        # CPU of the dataplane thread over the whole apply, and of the calc graph's apply
+        marks |= {"cpu_calc": calc[2], "cpu_dp_apply": apply[2]}
+        # The hand-overs in between: watch -> watcher thread (decode, validate, convert) ->
+        # syncer's dispatcher -> calc graph; calc graph flush -> dataplane thread.
+        convert = after("convert", deliver[0])
+        dispatch = convert and after("dispatch", convert[1])
+        if convert and dispatch and dispatch[0] <= calc[0]:
+            marks |= {
+                "hop_watch_to_convert": convert[0] - deliver[1],
+                "convert": convert[1] - convert[0],
+                "cpu_convert": convert[2],
+                "hop_convert_to_dispatch": dispatch[0] - convert[1],
+                "hop_dispatch_to_calc": calc[0] - dispatch[0],
+            }
+        marks |= {"calc_flush": to_dp[0] - calc[1], "hop_to_dataplane": apply[0] - to_dp[0]}
+        ep_render = after("ep_render", apply[0])
+        if ep_render and ep_render[1] <= apply[1]:
+            marks |= {"ep_render": ep_render[1] - ep_render[0], "cpu_ep_render": ep_render[2]}
+        status = after("status", apply[0])  # this workload's status files, after its apply
+        if status:
+            marks |= {"status_after_apply": status[0] - apply[1], "cpu_status": status[2]}
+        if nft and routes:  # nftables mode (BPF mode stamps no route apply inside its apply)
+            marks |= {
+                "cpu_nftables": nft[2],
+                "cpu_routes": routes[2],
+                "render": nft[0] - apply[0],
+                "nftables": nft[1] - nft[0],
+                "nft_to_routes": routes[0] - nft[1],
+                "routes": routes[1] - routes[0],
+                "routes_to_connect": p.done - routes[1],
+            }
         for name, value in marks.items():
             rows.setdefault(name, []).append(value)
     return {name: round(1000 * statistics.median(v), 3) for name, v in rows.items()}
@@ -735,10 +945,19 @@ def main() -> int:
         print("bench_felix needs root (network namespaces, nftables)", file=sys.stderr)
         return 1
     compile_bytecode()
+    # Felix runs as an installed package does: it may write its caches (calico.codecache).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if "--cold-compare" in sys.argv[1:]:
+        args = sys.argv[1:]
+        rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 7
+        bench_cold_compare(Path(args[args.index("--cold-compare") + 1]).resolve(), rounds)
+        return 0
     if "--cold-only" in sys.argv[1:]:
         bench_cold_only()
         return 0
-    ttfr_only = "--ttfr-only" in sys.argv[1:]  # the TTFR measurement alone (profiling it)
+    large = "--large" in sys.argv[1:]  # 1,000 policies + 10,000 remote endpoints standing
+    bpf = "--bpf" in sys.argv[1:]  # BPFEnabled=true
+    ttfr_only = large or bpf or "--ttfr-only" in sys.argv[1:]  # the TTFR measurement alone
     stages = None
     if "--stages" in sys.argv[1:]:  # per-stage medians of the TTFR path (stamped in Felix)
         stages = Path(tempfile.mkdtemp(prefix="bench-felix-stages-"))
@@ -747,7 +966,7 @@ def main() -> int:
         os.environ["PYTHONPATH"] = os.pathsep.join(paths)
         os.environ["TTFR_STAGES_DIR"] = str(stages)
     try:
-        bench_ttfr_and_cold_apply(cold=not ttfr_only, stages=stages)
+        bench_ttfr_and_cold_apply(cold=not ttfr_only, stages=stages, large=large, bpf=bpf)
     finally:
         if stages is not None:
             shutil.rmtree(stages, ignore_errors=True)

@@ -22,6 +22,9 @@
 #ifndef CALI_RULE_CTRS_MAP_SIZE
 #define CALI_RULE_CTRS_MAP_SIZE 10000
 #endif
+#ifndef CALI_ROUTES_MAP_SIZE
+#define CALI_ROUTES_MAP_SIZE 262144
+#endif
 #ifndef CALI_JUMP_MAP_SIZE
 #define CALI_JUMP_MAP_SIZE 16384
 #endif
@@ -59,6 +62,24 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cpy_v4_ipsets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_rt_key);
+	__type(value, struct cali_rt);
+	__uint(max_entries, CALI_ROUTES_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v4_routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct cali_rt6_key);
+	__type(value, struct cali_rt);
+	__uint(max_entries, CALI_ROUTES_MAP_SIZE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cpy_v6_routes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -178,6 +199,22 @@ static __always_inline void cali_count(__u32 ifindex, __u32 hook, __u32 idx)
 
 	if (v && idx < CALI_CTR_N)
 		v->c[idx]++; /* per-CPU: no atomics needed */
+}
+
+/* Is the packet's source / destination one of the host's addresses? (The main programs and,
+ * for the all-interfaces host endpoint's forward policy on workloads, the policy programs.) */
+static __always_inline int cali_from_host(const struct cali_state *st)
+{
+	if (st->ip_ver == 6)
+		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_src) != 0;
+	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src) != 0;
+}
+
+static __always_inline int cali_to_host(const struct cali_state *st)
+{
+	if (st->ip_ver == 6)
+		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_dst) != 0;
+	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_dst) != 0;
 }
 
 static __always_inline struct cali_state *cali_state_get(void)

@@ -38,10 +38,15 @@ struct cali_ct6_key {
 #define CALI_CT_FIN_SEEN 0x4
 #define CALI_CT_RST_SEEN 0x8
 
+/* ifindex_a / ifindex_b: the interface side A's / B's packets last arrived on at a to-host hook
+ * (TC ingress: from-WEP, from-HEP), 0 = not seen there yet (upstream's per-leg ifindex). A
+ * conntrack hit arriving on another interface is reverse-path checked again. */
 struct cali_ct_value {
 	__u64 created;   /* bpf_ktime_get_ns() */
 	__u64 last_seen;
 	__u32 legs;      /* CALI_CT_* bits */
+	__u32 ifindex_a;
+	__u32 ifindex_b;
 	__u32 pad;
 };
 
@@ -53,6 +58,24 @@ struct cali_iface {
 	__u32 flags;
 	__s32 ingress_slot; /* TC ingress hook (pod egress policy) */
 	__s32 egress_slot;  /* TC egress hook (pod ingress policy) */
+};
+
+/* Routes LPM (upstream's cali_v4_routes / cali_v6_routes, simplified value): Felix writes each
+ * local workload's addresses LOCAL|WORKLOAD with its interface; from-WEP's reverse-path check
+ * looks the source up at full prefix. */
+#define CALI_RT_WORKLOAD 0x4
+#define CALI_RT_LOCAL 0x8
+struct cali_rt_key {
+	__u32 prefixlen; /* host order: the address bits that count */
+	__u32 addr;      /* network order */
+};
+struct cali_rt6_key {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+struct cali_rt {
+	__u32 flags;   /* CALI_RT_* */
+	__u32 ifindex; /* LOCAL|WORKLOAD: the workload's host-side interface */
 };
 
 /* IP set LPM key: prefixlen counts the bits after it; set id big-endian (two NBO words). */
@@ -88,7 +111,7 @@ struct cali_state {
 	__u8 ip_ver;     /* 4 or 6: which addresses, conntrack key and maps apply */
 	__u8 hep;        /* 1 on a host endpoint's hooks */
 	__u8 host_flags; /* CALI_ST_*: HEP hooks only */
-	__u8 pad;
+	__u8 flags;      /* CALI_ST_LOG_PACKET: per packet, reset by the main program */
 	__u16 sport;
 	__u16 dport;
 	__u8 proto;
@@ -108,6 +131,10 @@ struct cali_state {
  * with neither is forwarded through the host (applyOnForward policy). */
 #define CALI_ST_DEST_IS_HOST 0x1
 #define CALI_ST_SRC_IS_HOST 0x2
+
+/* cali_state.flags: a matching log rule marked the packet (upstream's LOG_PACKET; our own bit
+ * in a byte of our own, since host_flags == 0 means forwarded). */
+#define CALI_ST_LOG_PACKET 0x1
 
 /* skb mark bit (upstream's SEEN, outside NftablesMarkMask's Felix bits): a workload's
  * from-WEP hook allowed the packet, so a to-HEP hook seeing it after SNAT to a host address
@@ -132,7 +159,7 @@ struct cali_ctr_key {
 #define CALI_CTR_HOST_BYPASS 6     /* from a host address: not policed */
 #define CALI_CTR_FAILSAFE 7        /* HEP: failsafe port, allowed ahead of policy */
 #define CALI_CTR_HEP_NO_POLICY 8   /* HEP: no host endpoint (or no program): allowed */
-#define CALI_CTR_DROP_RPF 9        /* HEP: source fails BPFEnforceRPF (new flows) */
+#define CALI_CTR_DROP_RPF 9        /* reverse-path check failed (WEP: strict; HEP: BPFEnforceRPF) */
 #define CALI_CTR_N 10
 struct cali_ctr_value {
 	__u64 c[CALI_CTR_N];

@@ -134,16 +134,28 @@ static __always_inline long cali_ct_create(struct cali_state *st, struct cali_ct
 	return bpf_map_update_elem(&cpy_v4_ct, &st->ct_key, nv, BPF_NOEXIST);
 }
 
-/* Policy said allow: approve this hook's leg, creating the entry if the flow is new. */
-static __always_inline int cali_ct_allow(struct cali_state *st)
+/* The source side's recorded ingress interface (to-host hooks only: there, this hook approves
+ * the source's leg, so my_leg names the source side). */
+static __always_inline __u32 *cali_ct_src_ifindex(struct cali_state *st, struct cali_ct_value *v)
+{
+	return st->my_leg == CALI_CT_LEG_A ? &v->ifindex_a : &v->ifindex_b;
+}
+
+/* Policy said allow: approve this hook's leg, creating the entry if the flow is new. On a
+ * to-host hook (TC ingress) the packet passed the reverse-path check before policy, so its
+ * interface becomes the source side's recorded one. */
+static __always_inline int cali_ct_allow(struct cali_state *st, __u32 ifindex)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct cali_ct_value *v = cali_ct_lookup(st);
+	int to_host = st->hook == CALI_HOOK_FROM_WEP;
 
 	st->pol_rc = CALI_POL_ALLOW;
 	if (v) {
 		__sync_fetch_and_or(&v->legs, st->my_leg | cali_tcp_bits(st));
 		v->last_seen = now;
+		if (to_host)
+			*cali_ct_src_ifindex(st, v) = ifindex;
 		return TC_ACT_UNSPEC;
 	}
 	struct cali_ct_value nv = {
@@ -151,10 +163,15 @@ static __always_inline int cali_ct_allow(struct cali_state *st)
 		.last_seen = now,
 		.legs = st->my_leg | cali_tcp_bits(st),
 	};
+	if (to_host)
+		*cali_ct_src_ifindex(st, &nv) = ifindex;
 	if (cali_ct_create(st, &nv) != 0) {
 		v = cali_ct_lookup(st);
-		if (v)
+		if (v) {
 			__sync_fetch_and_or(&v->legs, st->my_leg);
+			if (to_host)
+				*cali_ct_src_ifindex(st, v) = ifindex;
+		}
 	}
 	return TC_ACT_UNSPEC;
 }

@@ -45,6 +45,24 @@ static __noinline int cali_ipset6_has(__u32 id_hi, __u32 id_lo, const __u32 *add
 #define CALI_SRC_PORT(st) ((st)->has_ports ? (st)->sport : 0)
 #define CALI_DST_PORT(st) ((st)->has_ports ? (st)->dport : 0)
 
+/* A log rule matched: set LOG_PACKET and continue (upstream); with BPFLogLevel Info or Debug
+ * also one trace-pipe record naming the rule by its prefix (LogPrefix, nftables' log text) and
+ * rule ID. The prefix is a string literal pasted into the format by the generator. */
+#define CALI_LOG_RULE_V4(prefix, id)                                                          \
+	do {                                                                                  \
+		st->flags |= CALI_ST_LOG_PACKET;                                              \
+		CALI_LOG_INFO("log " prefix "rule %llx if %d hook %d proto %d src %pI4:%d "     \
+			      "dst %pI4:%d", (__u64)(id), skb->ifindex, st->hook, st->proto,  \
+			      &st->ip_src, CALI_SRC_PORT(st), &st->ip_dst, CALI_DST_PORT(st)); \
+	} while (0)
+#define CALI_LOG_RULE_V6(prefix, id)                                                          \
+	do {                                                                                  \
+		st->flags |= CALI_ST_LOG_PACKET;                                              \
+		CALI_LOG_INFO("log " prefix "rule %llx if %d hook %d proto %d src [%pI6]:%d "   \
+			      "dst [%pI6]:%d", (__u64)(id), skb->ifindex, st->hook, st->proto, \
+			      st->ip6_src, CALI_SRC_PORT(st), st->ip6_dst, CALI_DST_PORT(st)); \
+	} while (0)
+
 static __always_inline int cali_policy_deny(struct __sk_buff *skb, struct cali_state *st)
 {
 	st->pol_rc = CALI_POL_DENY;
@@ -59,7 +77,7 @@ static __always_inline int cali_policy_allow(struct __sk_buff *skb, struct cali_
 	CALI_LOG_DEBUG("if %d hook %d: policy allow proto %d", skb->ifindex, st->hook, st->proto);
 	if (!st->hep && st->hook == CALI_HOOK_FROM_WEP)
 		skb->mark = skb->mark | CALI_MARK_SEEN;
-	return cali_ct_allow(st);
+	return cali_ct_allow(st, skb->ifindex);
 }
 
 /* Untracked (doNotTrack) host endpoint policy allowed the packet: no conntrack entry, so the

@@ -12,7 +12,9 @@
  * without policy; failsafe ports (cpy_v4_fsafes / cpy_v6_fsafes) to (from-HEP) or from
  * (to-HEP) the host's own addresses pass ahead of policy and are tracked; the policy program
  * learns from st->host_flags whether the host itself is the destination / source. New flows
- * arriving on a data interface are reverse-path checked first (BPFEnforceRPF, CALI_RPF).
+ * arriving on a data interface are reverse-path checked first (BPFEnforceRPF, CALI_RPF), new
+ * flows from a workload strictly against the routes map (cpy_v4_routes / cpy_v6_routes);
+ * conntrack hits at TC ingress arriving on another interface than recorded are re-checked.
  *
  * ARP and ICMPv6 ND/MLD pass; IPv4 and IPv6 are policed; anything else is dropped. A conntrack hit whose leg this hook already approved
  * passes without policy (TCP SYNs are always re-policed). Otherwise the packet is parsed into
@@ -56,6 +58,7 @@ static __always_inline void cali_state_reset(struct cali_state *st, __u8 proto)
 	st->tcp_flags = 0;
 	st->icmp_id = 0;
 	st->pol_rc = 0;
+	st->flags = 0;
 }
 
 /* Ports / TCP flags / ICMP (icmp_proto: IPPROTO_ICMP or IPPROTO_ICMPV6) at l4off. */
@@ -166,20 +169,6 @@ static __always_inline int cali_icmp6_nd(const struct cali_state *st)
 	return (st->icmp_type >= 130 && st->icmp_type <= 137) || st->icmp_type == 143;
 }
 
-static __always_inline int cali_from_host(struct cali_state *st)
-{
-	if (st->ip_ver == 6)
-		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_src) != 0;
-	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_src) != 0;
-}
-
-static __always_inline int cali_to_host(struct cali_state *st)
-{
-	if (st->ip_ver == 6)
-		return bpf_map_lookup_elem(&cpy_v6_hostips, st->ip6_dst) != 0;
-	return bpf_map_lookup_elem(&cpy_v4_hostips, &st->ip_dst) != 0;
-}
-
 /* A failsafe port: TCP/UDP to the host (from-HEP: FailsafeInboundHostPorts, keyed on the
  * source) or from it (to-HEP: FailsafeOutboundHostPorts, keyed on the destination). */
 static __always_inline int cali_failsafe(const struct cali_state *st, __u8 hook)
@@ -249,6 +238,39 @@ static __always_inline int cali_hep_rpf_ok(struct __sk_buff *skb, const struct c
 	return CALI_RPF == 2 && fib.ifindex != 0;
 }
 
+/* Workload reverse-path check (upstream's wep_rpf_check, always strict): the route to the
+ * source (cpy_v4_routes / cpy_v6_routes, full-prefix LPM lookup) must exist, be a local
+ * workload's and name the interface the packet came in on. ICMPv6 needs only some route (as
+ * upstream; ND/MLD skipped this before). */
+static __always_inline int cali_wep_rpf_ok(const struct cali_state *st, __u32 ifindex)
+{
+	struct cali_rt *r;
+
+	if (st->ip_ver == 6) {
+		struct cali_rt6_key k6 = {.prefixlen = 128};
+
+		__builtin_memcpy(k6.addr, st->ip6_src, 16);
+		r = bpf_map_lookup_elem(&cpy_v6_routes, &k6);
+		if (r && st->proto == IPPROTO_ICMPV6)
+			return 1;
+	} else {
+		struct cali_rt_key k = {.prefixlen = 32, .addr = st->ip_src};
+
+		r = bpf_map_lookup_elem(&cpy_v4_routes, &k);
+	}
+	if (!r)
+		return 0;
+	return (r->flags & (CALI_RT_LOCAL | CALI_RT_WORKLOAD)) ==
+		       (CALI_RT_LOCAL | CALI_RT_WORKLOAD) &&
+	       r->ifindex == ifindex;
+}
+
+static __always_inline int cali_rpf_ok(struct __sk_buff *skb, const struct cali_state *st,
+				       const int hep, __u32 ifindex)
+{
+	return hep ? cali_hep_rpf_ok(skb, st) : cali_wep_rpf_ok(st, ifindex);
+}
+
 static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int hep)
 {
 	struct cali_state *st;
@@ -292,6 +314,18 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int
 	if (ct && (ct->legs & st->my_leg)) {
 		int syn = st->proto == IPPROTO_TCP && (st->tcp_flags & 0x12) == 0x02;
 		if (!syn) {
+			/* To-host hook: a hit arriving on another interface than the source side's
+			 * recorded one (or the first there, e.g. a reply) is reverse-path checked
+			 * again (upstream's CT RPF re-check); on success it is recorded. */
+			if (hook == CALI_HOOK_FROM_WEP) {
+				__u32 *rec = cali_ct_src_ifindex(st, ct);
+
+				if (*rec != ifindex) {
+					if (!cali_rpf_ok(skb, st, hep, ifindex))
+						goto rpf_drop;
+					*rec = ifindex;
+				}
+			}
 			ct->last_seen = bpf_ktime_get_ns();
 			if (cali_tcp_bits(st))
 				__sync_fetch_and_or(&ct->legs, cali_tcp_bits(st));
@@ -303,12 +337,10 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int
 		}
 	}
 
-	/* Upstream checks every new flow on a data interface, host endpoint or not. */
-	if (hep && hook == CALI_HOOK_FROM_HEP && !cali_hep_rpf_ok(skb, st)) {
-		cali_count(ifindex, hook, CALI_CTR_DROP_RPF);
-		CALI_LOG_INFO("if %d hook %d: reverse-path check failed, drop", ifindex, hook);
-		return TC_ACT_SHOT;
-	}
+	/* Upstream checks every new flow on a data interface, host endpoint or not, and every
+	 * new flow from a workload (strictly, against the routes map). */
+	if (hook == CALI_HOOK_FROM_WEP && !cali_rpf_ok(skb, st, hep, ifindex))
+		goto rpf_drop;
 	iface = bpf_map_lookup_elem(&cpy_iface, &ifindex);
 	if (!iface || !(iface->flags & CALI_IFACE_READY)) {
 		if (hep)
@@ -318,13 +350,13 @@ static __always_inline int cali_main(struct __sk_buff *skb, __u8 hook, const int
 	if (hep && cali_failsafe(st, hook)) {
 		cali_count(ifindex, hook, CALI_CTR_FAILSAFE);
 		CALI_LOG_DEBUG("if %d hook %d: failsafe port %d, allow", ifindex, hook, st->dport);
-		return cali_ct_allow(st);
+		return cali_ct_allow(st, ifindex);
 	}
 	/* From the host itself (not forwarded): allowed without policy; the entry approves the
 	 * workload's leg so its replies pass from-WEP without its egress policy. */
 	if (!hep && hook == CALI_HOOK_TO_WEP && cali_from_host(st)) {
 		cali_count(ifindex, hook, CALI_CTR_HOST_BYPASS);
-		return cali_ct_allow(st);
+		return cali_ct_allow(st, ifindex);
 	}
 	if (hook == CALI_HOOK_FROM_WEP) {
 		slot = iface->ingress_slot;
@@ -345,6 +377,10 @@ no_policy:
 hep_no_policy:
 	cali_count(ifindex, hook, CALI_CTR_HEP_NO_POLICY);
 	return TC_ACT_UNSPEC;
+rpf_drop:
+	cali_count(ifindex, hook, CALI_CTR_DROP_RPF);
+	CALI_LOG_INFO("if %d hook %d: reverse-path check failed, drop", ifindex, hook);
+	return TC_ACT_SHOT;
 unsupported:
 	cali_count(ifindex, hook, CALI_CTR_DROP_UNSUPPORTED);
 	CALI_LOG_INFO("if %d hook %d: unsupported packet, drop", ifindex, hook);

@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -196,3 +197,22 @@ def worker_netns(
             yield worker
         finally:
             worker.close()
+
+
+@contextlib.contextmanager
+def trace_buffer() -> Iterator[Callable[[], str]]:
+    """A reader of the kernel trace buffer (``bpf_printk`` records) that does not consume it:
+    tracefs mounted on a private temp dir (the one tracefs instance, so others' records are in
+    it too: match on something unique), unmounted after. Poll it; never read once and assert."""
+    mnt = tempfile.mkdtemp(prefix="caltrace")
+    run("mount", "-t", "tracefs", "nodev", mnt)
+    try:
+
+        def read() -> str:
+            with open(os.path.join(mnt, "trace"), errors="replace") as f:
+                return f.read()
+
+        yield read
+    finally:
+        subprocess.run(["umount", mnt], check=False, capture_output=True)
+        os.rmdir(mnt)

@@ -4,8 +4,10 @@
 ``TTFR_STAGES_DIR`` set, so Python imports this module at start-up. In a Felix process it wraps
 the methods at the stage boundaries of a new workload's path (watch delivery, syncer to calc
 graph, calc graph apply, calc graph to dataplane, dataplane apply, nftables apply, route apply)
-and appends ``<stage> <start> <end>`` lines, in CLOCK_MONOTONIC seconds (``time.perf_counter``,
-comparable across processes on Linux), to ``$TTFR_STAGES_DIR/felix.<pid>``. Anything else
+and appends ``<stage> <start> <end> <cpu>`` lines, in CLOCK_MONOTONIC seconds
+(``time.perf_counter``, comparable across processes on Linux) and the calling thread's CPU
+seconds over the span (``time.thread_time``: wall minus CPU is waiting, for the GIL or a core),
+to ``$TTFR_STAGES_DIR/felix.<pid>``. Anything else
 (the bench, probe helpers) is left untouched.
 """
 
@@ -20,12 +22,21 @@ from typing import Any
 
 STAGES = (
     ("calico.datastore.local.watch", "LocalWatch", "deliver", "deliver"),
+    ("calico.syncer.watchersyncer", "_WatcherCache", "_apply", "convert"),
+    ("calico.syncer.watchersyncer", "WatcherSyncer", "_deliver", "dispatch"),
     ("calico.felix.calc.async_calc_graph", "AsyncCalcGraph", "on_updates", "syncer_to_calc"),
     ("calico.felix.calc.async_calc_graph", "AsyncCalcGraph", "_apply_updates", "calc_apply"),
     ("calico.felix.dataplane.loop", "InternalDataplane", "on_messages", "to_dataplane"),
     ("calico.felix.dataplane.loop", "InternalDataplane", "_apply", "dp_apply"),
+    (
+        "calico.felix.dataplane.managers.endpoints",
+        "EndpointManager",
+        "complete_deferred_work",
+        "ep_render",
+    ),
     ("calico.felix.nftables.table", "NftablesTable", "apply", "nft_apply"),
     ("calico.felix.routetable.table", "RouteTable", "apply", "route_apply"),
+    ("calico.felix.dataplane.loop", "InternalDataplane", "_publish_status", "status"),
 )
 
 
@@ -38,13 +49,13 @@ def _install(out_dir: str) -> None:
         original = getattr(owner, method)
 
         def stamped(self: Any, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 return original(self, *args, **kwargs)
             finally:
-                end = time.perf_counter()
+                end, cpu = time.perf_counter(), time.thread_time() - cpu
                 with lock:
-                    out.write(f"{stage} {start:.6f} {end:.6f}\n")
+                    out.write(f"{stage} {start:.6f} {end:.6f} {cpu:.6f}\n")
 
         setattr(owner, method, stamped)
 

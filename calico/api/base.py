@@ -9,7 +9,7 @@ which is what makes "field ... is not recognized" errors possible.
 from __future__ import annotations
 
 import importlib
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, get_args
 
 from calico.api.pydantic_plugins import disable_plugin_scan
 
@@ -41,9 +41,53 @@ class CalicoModel(BaseModel):
         defer_build=True,
     )
 
+    @classmethod
+    def model_rebuild(
+        cls,
+        *,
+        force: bool = False,
+        raise_errors: bool = True,
+        _parent_namespace_depth: int = 2,
+        _types_namespace: Any = None,
+    ) -> bool | None:
+        """pydantic's build of a deferred model (first use), with the models its fields hold
+        built first, each on its own: a parent then reuses their schemas. Built inside the
+        parent instead, a shared model (ObjectMeta, Rule, EntityRule...) would be generated
+        again for every kind that holds it (design/performance.md "Schema builds")."""
+        if not cls.__pydantic_complete__ or force:
+            for sub in _held_models(cls, {cls}):
+                if not sub.__pydantic_complete__:
+                    sub.model_rebuild(raise_errors=False)
+        return super().model_rebuild(
+            force=force,
+            raise_errors=raise_errors,
+            _parent_namespace_depth=_parent_namespace_depth + 1,
+            _types_namespace=_types_namespace,
+        )
+
     def to_wire(self) -> dict[str, Any]:
         """The upstream JSON/YAML shape: aliases, no unset optional fields."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _held_models(cls: type[CalicoModel], seen: set[type]) -> list[type[CalicoModel]]:
+    """The CalicoModels ``cls``'s fields hold (through lists, unions, ``Annotated``...),
+    innermost first, each once."""
+    found: list[type[CalicoModel]] = []
+
+    def visit(annotation: Any) -> None:
+        if isinstance(annotation, type) and issubclass(annotation, CalicoModel):
+            if annotation not in seen:
+                seen.add(annotation)
+                found.extend(_held_models(annotation, seen))
+                found.append(annotation)
+            return
+        for arg in get_args(annotation):
+            visit(arg)
+
+    for field in cls.__pydantic_fields__.values():
+        visit(field.annotation)
+    return found
 
 
 class ObjectMeta(CalicoModel):

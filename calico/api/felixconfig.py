@@ -7,8 +7,6 @@ upstream's spelling (durations as Go duration text, case-insensitive enums as wr
 what the user wrote round-trips exactly.
 """
 
-from __future__ import annotations
-
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -137,7 +135,7 @@ class ProtoPort(CalicoModel):
         return value
 
     @classmethod
-    def parse(cls, text: str) -> ProtoPort:
+    def parse(cls, text: str) -> "ProtoPort":
         """Parse the ``proto:[net:]port`` shorthand Felix's env/config file uses."""
         return cls.model_validate(_split_proto_port(text))
 
@@ -185,7 +183,7 @@ class RouteTableRange(CalicoModel):
     max: int
 
     @model_validator(mode="after")
-    def _bounds(self) -> RouteTableRange:
+    def _bounds(self) -> "RouteTableRange":
         if not 1 <= self.min <= self.max <= 250:
             raise ValueError("must be a range of route table indices within 1..250")
         return self
@@ -196,7 +194,7 @@ class RouteTableIDRange(CalicoModel):
     max: Annotated[int, Field(le=4294967295)]
 
     @model_validator(mode="after")
-    def _bounds(self) -> RouteTableIDRange:
+    def _bounds(self) -> "RouteTableIDRange":
         if self.min < 1:
             v.raise_at(("min",), "min must be >= 1", self.min)
         if self.min > self.max:
@@ -452,7 +450,7 @@ class FelixConfigurationSpec(CalicoModel):
     xdp_refresh_interval: Duration | None = None
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> FelixConfigurationSpec:
+    def _cross_checks(self) -> "FelixConfigurationSpec":
         if self.route_table_range is not None and self.route_table_ranges is not None:
             v.raise_at(
                 ("routeTableRanges",), "routeTableRange and routeTableRanges cannot both be set"
@@ -486,7 +484,7 @@ class FelixConfiguration(Resource):
         return super().name_problem(name)
 
     @model_validator(mode="after")
-    def _selector_only_when_scoped(self) -> FelixConfiguration:
+    def _selector_only_when_scoped(self) -> "FelixConfiguration":
         # Upstream's CRD rule: 'default' and 'node.*' configs are placed by name, never by
         # selector, so a nodeSelector there would be silently meaningless.
         name = self.metadata.name

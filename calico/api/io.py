@@ -28,7 +28,6 @@ from calico.api.errors import (
     ResourceValidationError,
     UnknownKindError,
 )
-from calico.api.godecode import GoDecodeError, decode_model
 
 Format = Literal["yaml", "json"]
 UNKNOWN_FIELD = "field in document is not recognized or is in the wrong location"
@@ -237,6 +236,9 @@ def parse_resource(
     meta = data.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     if go_decode:
+        # Imported for user input only: readers of stored data never define its dataclasses.
+        from calico.api.godecode import GoDecodeError, decode_model
+
         label = f"{kind}({name})" if isinstance(name, str) and name else kind
         at = f"{where}, {label}" if where else label
         try:

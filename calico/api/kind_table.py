@@ -23,6 +23,8 @@ class KindInfo(NamedTuple):
 
 
 _POLICY = "calico.api.policy"
+_STAGED = "calico.api.stagedpolicy"
+_QOS = "calico.api.qos"
 _ENDPOINTS = "calico.api.endpoints"
 _IPAM = "calico.api.ipam"
 _BGP = "calico.api.bgp"
@@ -112,26 +114,26 @@ _KINDS: tuple[KindInfo, ...] = (
     KindInfo("NetworkSet", "networksets", True, _ENDPOINTS, ("networksets", "netset", "netsets")),
     KindInfo("Node", "nodes", False, _CLUSTER, ("nodes", "no", "nos")),
     KindInfo("Profile", "profiles", False, _ENDPOINTS, ("profiles", "pro", "pros")),
-    KindInfo("QoSPolicy", "qospolicies", False, _POLICY, ("qospolicies",)),
+    KindInfo("QoSPolicy", "qospolicies", False, _QOS, ("qospolicies",)),
     KindInfo(
         "StagedGlobalNetworkPolicy",
         "stagedglobalnetworkpolicies",
         False,
-        _POLICY,
+        _STAGED,
         ("stagedglobalnetworkpolicies", "sgnp"),
     ),
     KindInfo(
         "StagedKubernetesNetworkPolicy",
         "stagedkubernetesnetworkpolicies",
         True,
-        _POLICY,
+        _STAGED,
         ("stagedkubernetesnetworkpolicies", "sknp"),
     ),
     KindInfo(
         "StagedNetworkPolicy",
         "stagednetworkpolicies",
         True,
-        _POLICY,
+        _STAGED,
         ("stagednetworkpolicies", "snp"),
     ),
     KindInfo("Tier", "tiers", False, _POLICY, ("tiers",)),

@@ -23,6 +23,9 @@ def main(prog: str | None = None) -> None:
         sys.argv[0] = prog
     decision = decide(sys.argv, os.environ.get("CNI_COMMAND"))
     if decision.mode is Mode.CLI:
+        from calico.codecache import install
+
+        install()  # before the click tree's dataclasses: see calico.codecache
         from calico.gcpause import pause
 
         pause()  # until the root command's callback: see calico.gcpause

@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from calico.backoff import Backoff
+from calico.codecache import flush as flush_code_cache
 from calico.datastore import Backend
 from calico.datastore.config import DatastoreConfig
 from calico.datastore.errors import DatastoreConfigError
@@ -386,6 +387,7 @@ class FelixDaemon:
     def _on_dataplane_in_sync() -> None:
         log.info("Dataplane is in sync with the datastore")
         resume_gc()  # start-up's objects are built: freeze them, collect normally from here
+        flush_code_cache()  # start-up's classes exist: keep their code for the next start
 
     def _supervise(self) -> None:
         gc_deadline = time.monotonic() + GC_PAUSE_LIMIT

@@ -6,13 +6,14 @@ thread and freed in another leave their arena fragmented, and a freed arena is r
 back. At 250,000 remote endpoints this alone cost ~150 MB of peak RSS. Two arenas is what
 ``MALLOC_ARENA_MAX=2`` would give; the call has to run before the threads start. An explicit
 ``MALLOC_ARENA_MAX`` in the environment wins (glibc read it at start), and a libc without
-``mallopt`` (musl) is left alone.
+``mallopt`` (musl) is left alone. ``mallopt`` is looked up in the process's own symbols
+(``CDLL(None)``: the C library the interpreter runs on), not by ``ctypes.util.find_library``,
+which runs ``ldconfig -p`` in a subprocess (~12 ms of every start).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 
@@ -27,7 +28,7 @@ def cap_arenas(arenas: int = FELIX_ARENAS) -> bool:
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False

@@ -22,16 +22,15 @@ import ctypes
 import errno
 import ipaddress
 import os
-import select
 import socket
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from calico.felix import nlmsg
+from calico.felix.nlmsg import NLM_F_ACK, NLM_F_REQUEST, parse_attrs
+
 NETLINK_ROUTE = 0
-NLMSG_ERROR = 2
-NLM_F_REQUEST = 0x1
-NLM_F_ACK = 0x4
 NLM_F_REPLACE = 0x100
 NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
@@ -44,7 +43,6 @@ RTM_NEWLINK, RTM_GETLINK = 16, 18
 IFLA_IFNAME, IFLA_MTU = 3, 4
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
 TCA_KIND = 1
-NLMSG_DONE = 3
 NLM_F_DUMP = 0x300
 NUD_PERMANENT = 0x80
 NTF_SELF = 0x02
@@ -52,8 +50,8 @@ RTNH_F_ONLINK = 0x4
 RTN_UNSPEC, RTN_UNICAST, RTN_BLACKHOLE = 0, 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
 MAIN_TABLE = 254
+IP6_RT_PRIO_USER = 1024  # the metric the kernel gives an IPv6 route asked with 0
 CLONE_NEWNET = 0x40000000
-_HDR = struct.Struct("=IHHII")
 ACK_TIMEOUT = 10.0  # seconds without any ack before the batch is failed (NetlinkTimeoutSecs)
 _CHUNK = 256  # requests per sendmsg; keeps the ack backlog well inside the receive buffer
 
@@ -105,8 +103,7 @@ class Request:
     body: bytes
 
     def encode(self, seq: int) -> bytes:
-        flags = NLM_F_REQUEST | NLM_F_ACK | self.flags
-        return _HDR.pack(_HDR.size + len(self.body), self.msg_type, flags, seq, 0) + self.body
+        return nlmsg.message(self.msg_type, NLM_F_REQUEST | NLM_F_ACK | self.flags, seq, self.body)
 
 
 # -- encoding (struct, not pyroute2's message classes: ~20x cheaper per message) ------------
@@ -115,27 +112,25 @@ _NDMSG = struct.Struct("=BBHiHBB")
 _RTMSG = struct.Struct("=BBBBBBBBI")
 _IFINFOMSG = struct.Struct("=BxHiII")  # family, type, index, flags, change
 _TCMSG = struct.Struct("=BxxxiIII")  # family, ifindex, handle, parent, info
-_RTA = struct.Struct("=HH")
 NDA_DST, NDA_LLADDR = 1, 2
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_METRICS, RTA_TABLE = 1, 4, 5, 6, 8, 15
 RTAX_MTU = 2
 
 
-def _attr(kind: int, data: bytes) -> bytes:
-    length = _RTA.size + len(data)
-    return _RTA.pack(length, kind) + data + b"\0" * (-length % 4)
+_attr = nlmsg.attr
 
 
 def _u32(value: int) -> bytes:
     return struct.pack("=I", value)
 
 
-def _family(ip: str) -> int:
+def family_of(ip: str) -> int:
+    """AF_INET6 for an address or CIDR with a colon, else AF_INET."""
     return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
 def _addr(ip: str) -> bytes:
-    return socket.inet_pton(_family(ip), ip)
+    return socket.inet_pton(family_of(ip), ip)
 
 
 def _mac(mac: str) -> bytes:
@@ -146,15 +141,18 @@ def _ndmsg(family: int, ifindex: int, state: int = 0, flags: int = 0, ntype: int
     return _NDMSG.pack(family, 0, 0, ifindex, state, flags, ntype)
 
 
-def neigh_replace(ifindex: int, ip: str, mac: str) -> Request:
-    """Permanent ARP/NDP entry ``ip -> mac`` on ``ifindex``."""
-    body = _ndmsg(_family(ip), ifindex, NUD_PERMANENT, 0, RTN_UNICAST)
+def neigh_replace(ifindex: int, ip: str, mac: str, *, ntype: int = RTN_UNICAST) -> Request:
+    """Permanent ARP/NDP entry ``ip -> mac`` on ``ifindex``. ``ntype`` is the ndmsg type,
+    which the kernel ignores for a neighbour; the route table sends 0, as pyroute2 did."""
+    body = _ndmsg(family_of(ip), ifindex, NUD_PERMANENT, 0, ntype)
     body += _attr(NDA_DST, _addr(ip)) + _attr(NDA_LLADDR, _mac(mac))
     return Request(f"set neighbour {ip}", RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
-def neigh_delete(ifindex: int, ip: str) -> Request:
-    body = _ndmsg(_family(ip), ifindex) + _attr(NDA_DST, _addr(ip))
+def neigh_delete(ifindex: int, ip: str, *, state: int = 0) -> Request:
+    """Delete the entry for ``ip``; ``state`` is ignored by the kernel on delete (the route
+    table sends NUD_PERMANENT, as pyroute2 did)."""
+    body = _ndmsg(family_of(ip), ifindex, state) + _attr(NDA_DST, _addr(ip))
     return Request(f"delete neighbour {ip}", RTM_DELNEIGH, 0, body)
 
 
@@ -171,16 +169,26 @@ def fdb_delete(ifindex: int, mac: str, dst: str) -> Request:
     return Request(f"delete FDB {mac}", RTM_DELNEIGH, 0, body)
 
 
-def _route_body(
-    cidr: str, *, proto: int, scope: int, rtype: int, flags: int, priority: int
-) -> bytes:
+def route_request(
+    msg_type: int,
+    nl_flags: int,
+    what: str,
+    cidr: str,
+    *,
+    proto: int,
+    scope: int,
+    rtype: int,
+    flags: int = 0,
+    attrs: Iterable[tuple[int, bytes]] = (),
+) -> Request:
+    """A main-table rtmsg for ``cidr``: the header, RTA_DST and RTA_TABLE, then ``attrs``
+    (kind, value) in the order given; the order is the caller's so that the route table's
+    writes stay byte for byte what pyroute2 sent (``calico.felix.routetable.rtnl``)."""
     addr, _, plen = cidr.partition("/")
-    family = _family(addr)
-    body = _RTMSG.pack(family, int(plen), 0, 0, MAIN_TABLE, proto, scope, rtype, flags)
+    body = _RTMSG.pack(family_of(addr), int(plen), 0, 0, MAIN_TABLE, proto, scope, rtype, flags)
     body += _attr(RTA_DST, _addr(addr)) + _attr(RTA_TABLE, _u32(MAIN_TABLE))
-    if priority:
-        body += _attr(RTA_PRIORITY, _u32(priority))
-    return body
+    body += b"".join(_attr(kind, value) for kind, value in attrs)
+    return Request(f"{what} {cidr}", msg_type, nl_flags, body)
 
 
 def route_replace(
@@ -195,40 +203,43 @@ def route_replace(
     mtu: int = 0,
     priority: int = 0,
 ) -> Request:
-    flags = RTNH_F_ONLINK if onlink else 0
-    body = _route_body(cidr, proto=proto, scope=scope, rtype=rtype, flags=flags, priority=priority)
+    """Create or replace; the optional attributes are sent only when set."""
+    attrs = [(RTA_PRIORITY, _u32(priority))] if priority else []
     if oif:
-        body += _attr(RTA_OIF, _u32(oif))
+        attrs.append((RTA_OIF, _u32(oif)))
     if gateway:
-        body += _attr(RTA_GATEWAY, _addr(gateway))
+        attrs.append((RTA_GATEWAY, _addr(gateway)))
     if mtu:
-        body += _attr(RTA_METRICS, _attr(RTAX_MTU, _u32(mtu)))
-    return Request(f"replace route {cidr}", RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body)
+        attrs.append((RTA_METRICS, _attr(RTAX_MTU, _u32(mtu))))
+    return route_request(
+        RTM_NEWROUTE,
+        NLM_F_CREATE | NLM_F_REPLACE,
+        "replace route",
+        cidr,
+        proto=proto,
+        scope=scope,
+        rtype=rtype,
+        flags=RTNH_F_ONLINK if onlink else 0,
+        attrs=attrs,
+    )
 
 
 def route_delete(cidr: str, priority: int = 0) -> Request:
     """Delete by destination and priority; protocol, scope and type are wildcards (as
     upstream: anything at that key goes)."""
-    body = _route_body(
-        cidr, proto=0, scope=RT_SCOPE_NOWHERE, rtype=RTN_UNSPEC, flags=0, priority=priority
+    return route_request(
+        RTM_DELROUTE,
+        0,
+        "delete route",
+        cidr,
+        proto=0,
+        scope=RT_SCOPE_NOWHERE,
+        rtype=RTN_UNSPEC,
+        attrs=[(RTA_PRIORITY, _u32(priority))] if priority else [],
     )
-    return Request(f"delete route {cidr}", RTM_DELROUTE, 0, body)
 
 
 # -- decoding dumps ------------------------------------------------------------------------
-
-
-def parse_attrs(data: bytes, offset: int) -> dict[int, bytes]:
-    """rtattrs from ``offset`` to the end of ``data`` (last one of a type wins)."""
-    out: dict[int, bytes] = {}
-    end = len(data)
-    while offset + _RTA.size <= end:
-        length, kind = _RTA.unpack_from(data, offset)
-        if length < _RTA.size:
-            break
-        out[kind & 0x3FFF] = data[offset + _RTA.size : offset + length]
-        offset += (length + 3) & ~3
-    return out
 
 
 def ip_text(raw: bytes) -> str:
@@ -371,32 +382,14 @@ class BatchWriter:
         sock = self._socket()
         self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
         seq = self._seq
-        header = _HDR.pack(
-            _HDR.size + len(request.body), request.msg_type, NLM_F_REQUEST | request.flags, seq, 0
-        )
         try:
-            sock.sendall(header + request.body)
-            out: list[tuple[int, bytes]] = []
-            while True:
-                ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
-                if not ready:
-                    raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply")
-                data = sock.recv(1 << 20)
-                off = 0
-                while off + _HDR.size <= len(data):
-                    length, mtype, _flags, mseq, _pid = _HDR.unpack_from(data, off)
-                    if length < _HDR.size:
-                        break
-                    if mseq == seq:
-                        if mtype == NLMSG_DONE:
-                            return out
-                        if mtype == NLMSG_ERROR:
-                            (code,) = struct.unpack_from("=i", data, off + _HDR.size)
-                            if code:
-                                raise OSError(-code, f"{request.what}: {os.strerror(-code)}")
-                        else:
-                            out.append((mtype, data[off + _HDR.size : off + length]))
-                    off += (length + 3) & ~3
+            sock.sendall(
+                nlmsg.message(request.msg_type, NLM_F_REQUEST | request.flags, seq, request.body)
+            )
+            return nlmsg.dump_replies(nlmsg.receive(sock, ACK_TIMEOUT), seq, request.what)
+        except TimeoutError:
+            self.close()
+            raise OSError(errno.ETIMEDOUT, f"{request.what}: no reply") from None
         except OSError:
             self.close()
             raise
@@ -410,24 +403,11 @@ class BatchWriter:
             out += req.encode(self._seq)
             pending[self._seq] = req
         sock.sendall(bytes(out))
-        failures: list[Failure] = []
-        while pending:
-            ready, _, _ = select.select([sock], [], [], ACK_TIMEOUT)
-            if not ready:
-                raise OSError(errno.ETIMEDOUT, f"no netlink ack for {len(pending)} requests")
-            data = sock.recv(1 << 20)
-            off = 0
-            while off + _HDR.size <= len(data):
-                length, mtype, _flags, seq, _pid = _HDR.unpack_from(data, off)
-                if length < _HDR.size:
-                    break
-                if mtype == NLMSG_ERROR and seq in pending:
-                    (code,) = struct.unpack_from("=i", data, off + _HDR.size)
-                    req = pending.pop(seq)
-                    if code:
-                        failures.append(Failure(req, -code))
-                off += (length + 3) & ~3
-        return failures
+        try:
+            refused = nlmsg.refusals(nlmsg.receive(sock, ACK_TIMEOUT), pending)
+            return [Failure(pending[seq], code) for seq, code in refused]
+        except nlmsg.AckTimeout as e:
+            raise OSError(errno.ETIMEDOUT, f"no netlink ack for {e.missing} requests") from None
 
 
 __all__ = [
@@ -438,6 +418,7 @@ __all__ = [
     "Route",
     "decode_neigh",
     "decode_route",
+    "family_of",
     "fdb_delete",
     "fdb_replace",
     "ip_text",
@@ -450,4 +431,5 @@ __all__ = [
     "route_delete",
     "route_dump_request",
     "route_replace",
+    "route_request",
 ]

@@ -95,6 +95,36 @@ def test_cli_process_collects_again_once_the_command_runs(group: str, argv0: str
     assert out.stdout.split() == ["True", "True"], out.stderr
 
 
+def test_calicoctl_subcommand_modules_are_imported_under_the_start_up_pause() -> None:
+    """``calicoctl explain`` runs the ctl group directly (not the ``calico`` root, whose
+    callback resumes before a subcommand is resolved): the pause must still cover explain's
+    module tree, which is most of what the pause saves (design/performance.md "Schema
+    builds"). At the first resume those modules are already imported."""
+    probe = (
+        "import json, sys\n"
+        "from calico import gcpause\n"
+        "seen = []\n"
+        "orig = gcpause.resume\n"
+        "def resume():\n"
+        "    if gcpause._paused:\n"
+        "        seen.append([m in sys.modules for m in\n"
+        "                     ('calico.calicoctl.explain', 'calico.policyeval.dataset')])\n"
+        "    orig()\n"
+        "gcpause.resume = resume\n"
+        "from calico.cli.main import main\n"
+        "sys.argv = ['calicoctl', 'explain', '--help']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(json.dumps(seen), file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stderr.strip().splitlines()[-1] == "[[true, true]]", out.stderr
+    assert "Usage: calicoctl explain" in out.stdout
+
+
 def _run_component_probe(name: str) -> list[str]:
     """``calico component <name>`` through the real entry point, with <name> pointed at a probe
     command that prints whether the collector runs in the command body, then runs Felix's

@@ -140,16 +140,8 @@ def attached_programs(iface: str, netns: str | None = None) -> dict[str, str]:
     """Hook -> BPF program name of our programs, TCX links first, then tc filters (for
     tests and debug output)."""
     out = _tc_programs(iface, netns)
-    if tcx.supported():
-        ipr = _ipr(netns)
-        try:
-            idx = _index(ipr, iface)
-        finally:
-            ipr.close()
-        for hook, progs in tcx.programs(idx, netns).items():
-            ours = [name for name, _ in progs if name in OUR_PROGRAMS]
-            if ours:
-                out[hook] = ours[0]
+    for hook, ours in _tcx_ours(iface, netns).items():
+        out[hook] = ours[0]
     return out
 
 
@@ -157,15 +149,25 @@ def attach_mode(iface: str, netns: str | None = None) -> dict[str, str]:
     """Hook -> "tcx" or "tc": how our program is attached there."""
     tc = _tc_programs(iface, netns)
     out = {hook: "tc" for hook, name in tc.items() if name in OUR_PROGRAMS}
-    if tcx.supported():
-        ipr = _ipr(netns)
-        try:
-            idx = _index(ipr, iface)
-        finally:
-            ipr.close()
-        for hook, progs in tcx.programs(idx, netns).items():
-            if any(name in OUR_PROGRAMS for name, _ in progs):
-                out[hook] = "tcx"
+    out.update((hook, "tcx") for hook in _tcx_ours(iface, netns))
+    return out
+
+
+def _tcx_ours(iface: str, netns: str | None) -> dict[str, list[str]]:
+    """Hook -> names of our programs on the interface's TCX hooks, in order (hooks without
+    one left out; nothing without TCX)."""
+    if not tcx.supported():
+        return {}
+    ipr = _ipr(netns)
+    try:
+        idx = _index(ipr, iface)
+    finally:
+        ipr.close()
+    out = {}
+    for hook, progs in tcx.programs(idx, netns).items():
+        ours = [name for name, _ in progs if name in OUR_PROGRAMS]
+        if ours:
+            out[hook] = ours
     return out
 
 

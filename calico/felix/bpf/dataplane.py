@@ -28,9 +28,12 @@ from calico.felix.bpf.maps import (
     IFACE_VALUE,
     IFACE_WEP,
     PROG_FD,
+    ROUTE_VALUE,
     RULE_ID,
     Maps,
     MapSizes,
+    route_key,
+    workload_route,
 )
 from calico.felix.bpf.polprog import RuleInfo
 
@@ -85,6 +88,7 @@ class BPFDataplane:
         self._slots: dict[str, int] = {}  # iface -> slot (same index in both jump maps)
         self._ifindex: dict[str, int] = {}
         self._rules: dict[tuple[str, str], frozenset[int]] = {}  # (iface, hook) -> rule IDs
+        self._routes: dict[str, tuple[int, frozenset[bytes]]] = {}  # iface -> ifindex, keys
         self.compile_seconds = 0.0
         self.load_seconds = 0.0
         self.adopted = self._adopt()
@@ -114,9 +118,26 @@ class BPFDataplane:
             if slot not in live:  # never a slot a live interface still uses
                 for hook in HOOKS:
                     self.maps.jump[hook].delete(PROG_FD.pack(slot))
+        self._adopt_routes()
         if adopted:
             log.info("Adopted BPF state of %d interfaces from a previous run", len(adopted))
         return sorted(adopted)
+
+    def _adopt_routes(self) -> None:
+        """A predecessor's workload routes: those of adopted interfaces stay (no RPF gap until
+        :meth:`set_workload_routes` restates them), the others are deleted."""
+        names = {idx: name for name, idx in self._ifindex.items()}
+        owned: dict[str, set[bytes]] = {}
+        for rmap in (self.maps.routes, self.maps.routes6):
+            for key, value in list(rmap.items()):
+                _, idx = ROUTE_VALUE.unpack(value)
+                name = names.get(idx)
+                if name is None:
+                    rmap.delete(key)
+                else:
+                    owned.setdefault(name, set()).add(key)
+        for name, keys in owned.items():
+            self._routes[name] = (self._ifindex[name], frozenset(keys))
 
     def close(self) -> None:
         self.maps.close()
@@ -153,6 +174,32 @@ class BPFDataplane:
         if self.maps.read_counters(idx) is None:  # kept across re-attach and restarts
             for hook in HOOKS:
                 self.maps.reset_counters(idx, hook)
+
+    def set_workload_routes(self, iface: str, nets: Sequence[str]) -> None:
+        """The workload's addresses (CIDRs, either family) -> LOCAL|WORKLOAD routes on its
+        interface, replacing the ones written for it before: from-WEP's reverse-path check
+        drops any source without one. Call before :meth:`set_policies` makes it ready."""
+        idx = self._ifindex.get(iface)
+        if idx is None:
+            raise BPFError(f"{iface}: set_workload_routes before attach_iface")
+        keys = set()
+        for net in nets:
+            try:
+                keys.add(route_key(net))
+            except ValueError:
+                log.error("%s: ignoring unparseable workload address %r", iface, net)
+        old_idx, old = self._routes.get(iface, (idx, frozenset()))
+        value = workload_route(idx)
+        for key in keys if old_idx != idx else keys - old:
+            self.maps.route_map(key).update(key, value)
+        self._routes[iface] = (idx, frozenset(keys))
+        self._drop_routes(old - keys)
+
+    def _drop_routes(self, keys: frozenset[bytes]) -> None:
+        """Delete routes no interface claims any more (a moved address keeps its new owner)."""
+        live = frozenset().union(*(k for _, k in self._routes.values()))
+        for key in keys - live:
+            self.maps.route_map(key).delete(key)
 
     def set_policies(
         self,
@@ -230,6 +277,8 @@ class BPFDataplane:
     def remove_iface(self, iface: str) -> None:
         """Detach, then drop the interface's map entries and free its slot."""
         attach.detach(iface, self.netns, self.link_dir)
+        _, routes = self._routes.pop(iface, (0, frozenset()))
+        self._drop_routes(routes)
         idx = self._ifindex.pop(iface, None)
         if idx is not None:
             self.maps.iface.delete(PROG_FD.pack(idx))

@@ -89,7 +89,8 @@ def conntrack_group() -> None:
 @pin_dir_option
 @json_option
 def conntrack_dump(pin_dir: str | None, output: str) -> None:
-    """Every conntrack entry: flow, approved legs, FIN/RST seen, age and idle time."""
+    """Every conntrack entry: flow, approved legs, FIN/RST seen, each side's recorded ingress
+    interface (ifindex, 0 = none), age and idle time."""
     from calico.felix.bpf.maps import CT_FIN_SEEN, CT_LEG_A, CT_LEG_B, CT_RST_SEEN
 
     now = time.monotonic_ns()  # bpf_ktime_get_ns() is CLOCK_MONOTONIC
@@ -114,6 +115,8 @@ def conntrack_dump(pin_dir: str | None, output: str) -> None:
                 "a": _endpoint(e.addr_a, e.port_a),
                 "b": _endpoint(e.addr_b, e.port_b),
                 "flags": flags,
+                "ifindex_a": e.ifindex_a,
+                "ifindex_b": e.ifindex_b,
                 "age_s": round((now - e.created_ns) / 1e9, 1),
                 "idle_s": round((now - e.last_seen_ns) / 1e9, 1),
             }
@@ -124,7 +127,7 @@ def conntrack_dump(pin_dir: str | None, output: str) -> None:
     for r in rows:
         click.echo(
             f"{r['proto']} {r['a']} <-> {r['b']} legs={'|'.join(r['flags']) or '-'} "
-            f"age={r['age_s']}s idle={r['idle_s']}s"
+            f"if={r['ifindex_a']}/{r['ifindex_b']} age={r['age_s']}s idle={r['idle_s']}s"
         )
     click.echo(f"{len(rows)} entries")
 
@@ -168,6 +171,42 @@ def ipsets_dump(pin_dir: str | None, output: str) -> None:
         click.echo(f"IP set {sid}: {len(members)} members")
         for m in members:
             click.echo(f"  {m}")
+
+
+@bpf_group.group("routes")
+def routes_group() -> None:
+    """The workload routes map (from-WEP's reverse-path check)."""
+
+
+@routes_group.command("dump")
+@pin_dir_option
+@json_option
+def routes_dump(pin_dir: str | None, output: str) -> None:
+    """Per CIDR (both families): flags and the interface a workload may send it from."""
+    from calico.felix.bpf.maps import ROUTE_VALUE, RT_LOCAL, RT_WORKLOAD, decode_route
+
+    flag_names = ((RT_LOCAL, "local"), (RT_WORKLOAD, "workload"))
+    names = _iface_names()
+    with _maps(pin_dir) as maps:
+        items = [*maps.routes.items(), *maps.routes6.items()]  # type: ignore[attr-defined]
+    rows = []
+    for key, value in items:
+        flags, idx = ROUTE_VALUE.unpack(value)
+        rows.append(
+            {
+                "cidr": decode_route(key),
+                "flags": [n for b, n in flag_names if flags & b],
+                "ifindex": idx,
+                "iface": names.get(idx, "?"),
+            }
+        )
+    rows.sort(key=lambda r: (":" in r["cidr"], r["cidr"]))
+    if output == "json":
+        _echo_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['cidr']:<44} {','.join(r['flags']) or '-'} {r['iface']} ({r['ifindex']})")
+    click.echo(f"{len(rows)} routes")
 
 
 @bpf_group.group("ifstate")

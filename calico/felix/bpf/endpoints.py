@@ -15,6 +15,7 @@ interface stays attached with its previous programs (a new workload: deny-all).
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import re
@@ -24,7 +25,7 @@ from calico.felix.bpf.idalloc import IDAllocator
 from calico.felix.bpf.ipsets import BPFIPSets
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.polprog import EndpointPolicy, Generator, RuleInfo
-from calico.felix.hostendpoints import resolve_host_endpoints
+from calico.felix.hostendpoints import all_interfaces_endpoint, resolve_host_endpoints
 from calico.felix.messages import (
     ActivePolicyRemove,
     ActivePolicyUpdate,
@@ -64,8 +65,10 @@ class BPFEndpointManager:
         *,
         policy_debug: bool = False,
         data_ifaces: re.Pattern[str] | None = None,
+        log_template: str = "calico-packet",
     ) -> None:
         self.dp = dp
+        self.log_template = log_template  # LogPrefix: log rules' trace-pipe records
         self.data_ifaces = data_ifaces  # BPFDataIfacePattern; None: no host endpoints in BPF
         self.heps: dict[HostEndpointID, HostEndpoint] = {}
         self._data_present: set[str] = set()
@@ -125,6 +128,9 @@ class BPFEndpointManager:
     def _heps_changed(self) -> None:
         self._resolved = None
         self._dirty.update(self._data_present)
+        # Workload programs carry the all-interfaces endpoint's pre-DNAT / forward policy
+        # (unchanged sources are not reloaded).
+        self._dirty.update(ep.name for ep in self.weps.values())
 
     def _by_ips(self) -> bool:
         return any(not h.name for h in self.heps.values())
@@ -253,8 +259,11 @@ class BPFEndpointManager:
         hep = self._resolved.get(iface)
         if hep is not None:
             return hep
-        wild = [i for i in sorted(self.heps) if self.heps[i].name == "*"]
-        return self.heps[wild[0]] if wild else None
+        return self.wildcard_hep()
+
+    def wildcard_hep(self) -> HostEndpoint | None:
+        """The all-interfaces (``*``) host endpoint in force: the lowest ID's."""
+        return all_interfaces_endpoint(self.heps)
 
     def _sync_data_iface(self, iface: str) -> None:
         if iface not in self._data_present:
@@ -279,14 +288,19 @@ class BPFEndpointManager:
             self.dp.set_policies(iface, sources, rules, hep=True)
             self._programmed[iface] = sources
 
-    def host_programs(self, hep: HostEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
-        """hook -> C source and rules for a host endpoint: TC ingress = its ingress policy."""
-        gen = Generator(
+    def _generator(self) -> Generator:
+        """A policy-program generator over the current policies, profiles and IP set ids."""
+        return Generator(
             self.policies,
             self.profiles,
             self.ipsets.ids.get_or_alloc,
             rule_counters=self.policy_debug,
+            log_template=self.log_template,
         )
+
+    def host_programs(self, hep: HostEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
+        """hook -> C source and rules for a host endpoint: TC ingress = its ingress policy."""
+        gen = self._generator()
         sources, rules = {}, {}
         for hook, inbound in (("ingress", True), ("egress", False)):
             ep = EndpointPolicy(
@@ -320,6 +334,10 @@ class BPFEndpointManager:
             self.dp.attach_iface(iface)
             self._attached.add(iface)
             self._programmed.pop(iface, None)
+        # Routes before policy: from-WEP's reverse-path check drops sources without one. The
+        # calc graph passes allowSpoofedSourcePrefixes only with WorkloadSourceSpoofing=Any.
+        nets = (*ep.ipv4_nets, *ep.ipv6_nets, *ep.allow_spoofed_source_prefixes)
+        self.dp.set_workload_routes(iface, nets)
         sources, rules = self.programs(ep)
         if self._programmed.get(iface) != sources:
             self.dp.set_policies(iface, sources, rules)
@@ -330,16 +348,16 @@ class BPFEndpointManager:
 
     def programs(self, ep: WorkloadEndpoint) -> tuple[dict[str, str], dict[str, list[RuleInfo]]]:
         """hook -> C source, and hook -> the rules in it (listing and rule counters)."""
-        gen = Generator(
-            self.policies,
-            self.profiles,
-            self.ipsets.ids.get_or_alloc,
-            rule_counters=self.policy_debug,
-        )
+        gen = self._generator()
         down = ep.state != "active"
+        wild = self.wildcard_hep() if self.data_ifaces is not None else None
         sources, rules = {}, {}
         for hook, inbound in (("ingress", False), ("egress", True)):
-            sources[hook] = gen.source(EndpointPolicy(ep.tiers, ep.profile_ids, inbound, down))
+            pol = EndpointPolicy(ep.tiers, ep.profile_ids, inbound, down)
+            if wild is not None:
+                pol = dataclasses.replace(pol, wild_pre_dnat_tiers=wild.pre_dnat_tiers,
+                                          wild_forward_tiers=wild.forward_tiers)  # fmt: skip
+            sources[hook] = gen.source(pol)
             rules[hook] = gen.rules
         return sources, rules
 

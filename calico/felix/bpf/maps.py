@@ -35,10 +35,12 @@ COUNTERS_MAP = "cpy_counters"
 RULE_CTRS_MAP = "cpy_rule_ctrs"
 FSAFES_MAP = "cpy_v4_fsafes"
 FSAFES6_MAP = "cpy_v6_fsafes"
+ROUTES_MAP = "cpy_v4_routes"
+ROUTES6_MAP = "cpy_v6_routes"
 
 CT_KEY = struct.Struct("<I4s4sHH")  # proto, addr_a, addr_b, port_a, port_b
 CT6_KEY = struct.Struct("<I16s16sHH")  # the same with IPv6 addresses
-CT_VALUE = struct.Struct("<QQII")  # created, last_seen, legs, pad
+CT_VALUE = struct.Struct("<QQIIII")  # created, last_seen, legs, ifindex_a, ifindex_b, pad
 IFACE_VALUE = struct.Struct("<Iii")  # flags, ingress slot, egress slot
 IPSET_KEY = struct.Struct("<I8s4sHBB")  # prefixlen, id (BE), addr, port, proto, pad
 IPSET6_KEY = struct.Struct("<I8s16sHBB")
@@ -49,6 +51,10 @@ RULE_ID = struct.Struct("<Q")
 FSAFE_KEY = struct.Struct("<IHBB4s")  # prefixlen (32 + CIDR bits), port, proto, flags, addr
 FSAFE6_KEY = struct.Struct("<IHBB16s")
 FSAFE_OUT = 0x1
+ROUTE_KEY = struct.Struct("<I4s")  # prefixlen (address bits), addr
+ROUTE6_KEY = struct.Struct("<I16s")
+ROUTE_VALUE = struct.Struct("<II")  # flags, ifindex
+RT_WORKLOAD, RT_LOCAL = 0x4, 0x8
 # Same order as CALI_CTR_* in bpf-gpl/cali_types.h.
 COUNTER_NAMES = (
     "total",
@@ -81,6 +87,8 @@ class CTEntry:
     created_ns: int
     last_seen_ns: int
     legs: int
+    ifindex_a: int = 0  # where side A's packets last arrived at TC ingress (0: not yet)
+    ifindex_b: int = 0
 
 
 def _native_words(packed: bytes) -> tuple[int, ...]:
@@ -106,7 +114,7 @@ def decode_ct(key: bytes, value: bytes) -> CTEntry:
     """Either map's entry (the key's size tells the family)."""
     layout = CT6_KEY if len(key) == CT6_KEY.size else CT_KEY
     proto, a, b, pa, pb = layout.unpack(key)
-    created, last_seen, legs, _ = CT_VALUE.unpack(value)
+    created, last_seen, legs, if_a, if_b, _ = CT_VALUE.unpack(value)
     return CTEntry(
         proto,
         str(ipaddress.ip_address(a)),
@@ -116,6 +124,8 @@ def decode_ct(key: bytes, value: bytes) -> CTEntry:
         created,
         last_seen,
         legs,
+        if_a,
+        if_b,
     )
 
 
@@ -161,15 +171,37 @@ def fsafe_key(protocol: str, port: int, net: str, outbound: bool) -> bytes:
                     cidr.network_address.packed)  # fmt: skip
 
 
+def route_key(net: str) -> bytes:
+    """``cpy_v4_routes`` / ``cpy_v6_routes`` key of a CIDR or address (the length tells which
+    map: :meth:`Maps.route_map`); ValueError if unparseable."""
+    cidr = ipaddress.ip_network(net.strip(), strict=False)
+    fmt = ROUTE6_KEY if cidr.version == 6 else ROUTE_KEY
+    return fmt.pack(cidr.prefixlen, cidr.network_address.packed)
+
+
+def decode_route(key: bytes) -> str:
+    """The CIDR a routes-map key stands for."""
+    fmt = ROUTE6_KEY if len(key) == ROUTE6_KEY.size else ROUTE_KEY
+    bits, addr = fmt.unpack(key)
+    return f"{ipaddress.ip_address(addr)}/{bits}"
+
+
+def workload_route(ifindex: int) -> bytes:
+    """The value of a local workload's address: LOCAL|WORKLOAD on its interface."""
+    return ROUTE_VALUE.pack(RT_LOCAL | RT_WORKLOAD, ifindex)
+
+
 @dataclass(frozen=True)
 class MapSizes:
     conntrack: int = 512000
     ipsets: int = 1048576
     iface: int = 1000
     jump: int = 16384
+    routes: int = 262144
 
     def defines(self) -> dict[str, int]:
         return {
+            "CALI_ROUTES_MAP_SIZE": self.routes,
             "CALI_CT_MAP_SIZE": self.conntrack,
             "CALI_IPSETS_MAP_SIZE": self.ipsets,
             "CALI_IFACE_MAP_SIZE": self.iface,
@@ -221,6 +253,8 @@ class Maps:
         self.rule_ctrs = self._open(RULE_CTRS_MAP, RULE_ID.size, 8 * ncpu)
         self.fsafes = self._open(FSAFES_MAP, FSAFE_KEY.size, 4)
         self.fsafes6 = self._open(FSAFES6_MAP, FSAFE6_KEY.size, 4)
+        self.routes = self._open(ROUTES_MAP, ROUTE_KEY.size, ROUTE_VALUE.size)
+        self.routes6 = self._open(ROUTES6_MAP, ROUTE6_KEY.size, ROUTE_VALUE.size)
 
     def _open(self, name: str, key_size: int, value_size: int) -> PinnedMap:
         if self._fds is None:
@@ -246,6 +280,8 @@ class Maps:
             self.rule_ctrs,
             self.fsafes,
             self.fsafes6,
+            self.routes,
+            self.routes6,
             *self.jump.values(),
         ):
             m.close()
@@ -337,6 +373,10 @@ class Maps:
 
     def fsafe_map(self, key: bytes) -> PinnedMap:
         return self.fsafes6 if len(key) == FSAFE6_KEY.size else self.fsafes
+
+    def route_map(self, key: bytes) -> PinnedMap:
+        """The routes map a :func:`route_key` key belongs in."""
+        return self.routes6 if len(key) == ROUTE6_KEY.size else self.routes
 
     def hostip_map(self, packed: bytes) -> PinnedMap:
         """The host-address map for a packed IPv4 (4 bytes) or IPv6 (16 bytes) address."""

@@ -13,18 +13,20 @@ false. Design: design/felix-bpf.md "Felix".
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 from typing import Any
 
-from calico.felix.bpf import attach, bpffs, failsafes, tcx
+from calico.felix.bpf import bpffs, failsafes, tcx
 from calico.felix.bpf.ctscanner import ConntrackScanner, Timeouts
 from calico.felix.bpf.dataplane import BPFDataplane
 from calico.felix.bpf.endpoints import BPFEndpointManager
 from calico.felix.bpf.libbpf import BPFError
 from calico.felix.bpf.maps import MapSizes
+from calico.felix.bpf.off import BPFFS_ROOT, LINK_DIR, PIN_DIR
+from calico.felix.bpf.off import clean_up as clean_up  # re-exported: mode on and off
+from calico.felix.config import PARAMS
 from calico.felix.messages import (
     ActiveProfileUpdate,
     HostEndpoint,
@@ -37,9 +39,6 @@ from calico.felix.messages import (
 
 log = logging.getLogger(__name__)
 
-BPFFS_ROOT = "/sys/fs/bpf"
-PIN_DIR = "/sys/fs/bpf/tc/globals"  # upstream's directory; our maps are named cpy_*
-LINK_DIR = "/sys/fs/bpf/tcx"  # upstream's TCX link pins
 OBJECT_CACHE = "/var/lib/calico/bpf"
 POLICY_DEBUG_DIR = "/var/run/calico/bpf/policy"  # upstream's listing directory (the default)
 LOG_LEVELS = {"Off": 0, "Info": 1, "Debug": 2}  # BPFLogLevel -> CALI_LOG_LEVEL
@@ -71,6 +70,8 @@ class NftablesWorkloadsAllow:
             endpoints.hep_view = lambda iface, hep: (
                 allow_only_hep(hep) if bpf.is_data_iface(iface) else hep
             )
+            # BPF applies the `*` endpoint (data interfaces and workloads): not nftables too.
+            endpoints.render_all_interfaces = False
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, WorkloadEndpointUpdate):
@@ -87,6 +88,7 @@ def map_sizes(config: Any) -> MapSizes:
         conntrack=int(config["BPFMapSizeConntrack"]),
         ipsets=int(config["BPFMapSizeIPSets"]),
         iface=int(config["BPFMapSizeIfState"]),
+        routes=int(config["BPFMapSizeRoute"]),
     )
 
 
@@ -171,6 +173,8 @@ def enable(config: Any, parts: Any) -> Any:
         prefixes,
         policy_debug=bool(config["BPFPolicyDebugEnabled"]),
         data_ifaces=data_ifaces,
+        # ``LogPrefix = none`` (empty) means the default, as for the nftables log statement.
+        log_template=config["LogPrefix"] or PARAMS["LogPrefix"].default,
     )
     try:
         timeouts = Timeouts.parse(config["BPFConntrackTimeouts"])
@@ -193,24 +197,3 @@ def enable(config: Any, parts: Any) -> Any:
         iface_listeners=[*parts.iface_listeners, bpf],
         host_appliers=[*parts.host_appliers, bpf],
     )
-
-
-def clean_up(config: Any) -> None:
-    """BPF mode off: detach our programs left on workload interfaces by a BPF-mode run and
-    remove our pins, so nftables alone decides. Cheap when there is nothing to do; failures
-    are logged (nftables still programs its chains)."""
-    prefixes = tuple(config["InterfacePrefix"].split(","))
-    try:
-        cleaned = attach.detach_all(
-            prefixes, data_ifaces=config["BPFDataIfacePattern"], link_dir=LINK_DIR
-        )
-    except Exception as e:  # netlink trouble must not stop the nftables dataplane
-        log.error("Failed to remove BPF programs after BPF mode was turned off: %s", e)
-        return
-    if cleaned:
-        log.info("BPF mode off: detached BPF programs from %s", ", ".join(cleaned))
-    if os.path.isdir(PIN_DIR) and bpffs.is_bpffs(BPFFS_ROOT):
-        for name in os.listdir(PIN_DIR):
-            if name.startswith("cpy_"):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(PIN_DIR, name))

@@ -3,15 +3,16 @@
 The walk is the nftables endpoint chain's (``calico.felix.rules.endpoints.endpoint_chain``):
 tiers in order, skipping tiers with no enforced (non-staged) policy for the direction; a
 policy's rules in order, the first matching allow/deny decides, ``pass``/``next-tier`` skips to
-the end of the tier, ``log`` continues; end of tier denies unless its default action is Pass;
-then the profiles (``pass`` in a profile continues with the next profile, as in nftables), then
-deny. Criteria are ANDed as in ``calico.felix.rules.matches.rule_match``. The walk is emitted
-twice, once per IP family (the main program's ``st->ip_ver`` picks one): a rule that cannot
-match in a family (``ipVersion``, ICMP of the other family, positive nets all of the other
-family) is left out of that family's walk, as the nftables renderer leaves it out of that
-family's chain. Each IP-set criterion is one LPM lookup by the set's 64-bit id in the family's
-map; set membership lives in the maps, so it never changes the program. Design: design/felix-bpf.md
-"Policy programs".
+the end of the tier, ``log`` marks the packet (LOG_PACKET) and continues, with a trace-pipe
+record naming the rule when BPFLogLevel is on; end of tier denies unless its default action is
+Pass; then the profiles (``pass`` in a profile continues with the next profile, as in
+nftables), then deny. Criteria are ANDed as in ``calico.felix.rules.matches.rule_match``. The
+walk is emitted twice, once per IP family (the main program's ``st->ip_ver`` picks one): a rule
+that cannot match in a family (``ipVersion``, ICMP of the other family, positive nets all of
+the other family) is left out of that family's walk, as the nftables renderer leaves it out of
+that family's chain. Each IP-set criterion is one LPM lookup by the set's 64-bit id in the
+family's map; set membership lives in the maps, so it never changes the program.
+Design: design/felix-bpf.md "Policy programs".
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from calico.felix.messages import Policy, PolicyID, PortRange, Profile, Rule, TierInfo
 from calico.felix.rules.matches import ICMP_V4, ICMP_V6, protocol_number
-from calico.felix.rules.policy import is_staged
+from calico.felix.rules.policy import is_staged, log_prefix, short_kind
 
 FNV64_OFFSET, FNV64_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
@@ -60,6 +61,11 @@ class EndpointPolicy:
     untracked_tiers: tuple[TierInfo, ...] = ()
     pre_dnat_tiers: tuple[TierInfo, ...] = ()
     forward_tiers: tuple[TierInfo, ...] = ()
+    # A workload endpoint while an all-interfaces (``*``) host endpoint exists: its pre-DNAT
+    # and applyOnForward tiers, walked in the host endpoint's direction (the reverse of the
+    # workload's) before the workload's own policy; its normal policy never applies here.
+    wild_pre_dnat_tiers: tuple[TierInfo, ...] = ()
+    wild_forward_tiers: tuple[TierInfo, ...] = ()
 
 
 def _nbo_word(addr: ipaddress.IPv4Address | ipaddress.IPv4Network) -> int:
@@ -124,6 +130,20 @@ def _ports_expr(port: str, ports: Sequence[PortRange]) -> str:
     return "(st->has_ports && (" + " || ".join(terms) + "))"
 
 
+def _c_literal(text: str) -> str:
+    """``text`` as a C string literal that is also a literal printf format: quotes and
+    backslashes escaped, ``%`` doubled, anything but printable ASCII dropped."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "%":
+            out.append("%%")
+        elif " " <= ch <= "~":
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 class Generator:
     """C source for an endpoint direction; ``ipset_id`` maps calc-graph set ids to 64-bit ids."""
 
@@ -134,8 +154,10 @@ class Generator:
         ipset_id: Callable[[str], int],
         *,
         rule_counters: bool = False,
+        log_template: str = "calico-packet",
     ) -> None:
         self._policies = policies
+        self._log_template = log_template  # LogPrefix, as the nftables log statement's
         self._profiles = profiles
         self._ipset_id = ipset_id
         self._rule_counters = rule_counters  # BPFPolicyDebugEnabled
@@ -144,6 +166,9 @@ class Generator:
         # A rule in both families' walks is listed once, at its place in the policy order.
         self._order: dict[int, tuple[int, int]] = {}  # rule ID -> (owner's place, index)
         self._owner_seq = 0
+
+    def _prefix(self, tier: str, kind: str, name: str, namespace: str) -> str:
+        return _c_literal(log_prefix(self._log_template, tier, kind, name, namespace))
 
     def _set_lookup(self, set_id: str, side: str, version: int = 4) -> str:
         self.ipsets_used.add(set_id)
@@ -227,7 +252,9 @@ class Generator:
         direction: str,
         version: int,
         allow: str,
+        prefix: str,
     ) -> None:
+        """``prefix``: the log rules' record prefix (:func:`_c_literal` text)."""
         self._owner_seq += 1
         for n, rule in enumerate(rules):
             conds = self.rule_conditions(rule, version)
@@ -249,7 +276,9 @@ class Generator:
                 out.append(f"\tgoto v{version}_deny;")
             elif rule.action in ("pass", "next-tier"):
                 out.append(f"\tgoto {on_pass};")
-            elif rule.action != "log":
+            elif rule.action == "log":
+                out.append(f"\tCALI_LOG_RULE_V{version}({prefix}, 0x{info.id:016x}ULL);")
+            else:
                 raise ValueError(f"unknown rule action {rule.action!r}")
             out.append(f"{nxt}:")
 
@@ -285,8 +314,10 @@ class Generator:
                 rules = pol.inbound_rules if inbound else pol.outbound_rules
                 owner = f"policy {pid.tier}/{pid.namespace}/{pid.name}"
                 out.append(f"\t/* {owner} */")
+                prefix = self._prefix(pid.tier or pol.tier, short_kind(pid), pid.name,
+                                      pid.namespace)  # fmt: skip
                 self._rules(out, rules, f"{v}{tag}t{t}p{p}", end, owner, direction, version,
-                            allow)  # fmt: skip
+                            allow, prefix)  # fmt: skip
             if end_deny and tier.default_action != "Pass":
                 out.append(f"\tgoto {v}deny; /* end of tier {tier.name} */")
             out.append(f"{end}:")
@@ -301,7 +332,7 @@ class Generator:
             out.append(f"\t/* profile {prof_id} */")
             pend = f"{v}pro{n}_end"
             self._rules(out, rules, f"{v}pro{n}", pend, f"profile {prof_id}", direction, version,
-                        f"{v}allow")  # fmt: skip
+                        f"{v}allow", self._prefix("", "pro", prof_id, ""))  # fmt: skip
             out.append(f"{pend}:")
         out.append(f"\tgoto {v}deny; /* no profile matched */")
 
@@ -328,6 +359,35 @@ class Generator:
         out.append(f"\tgoto {v}allow; /* no forward policy */")
         out += [f"{v}allow_nt:", "\treturn cali_policy_allow_untracked(skb, st);"]
 
+    def _wild_sections(self, out: list[str], ep: EndpointPolicy, version: int) -> None:
+        """The ``*`` host endpoint's policy on a workload's hooks, as upstream's BPF mode adds
+        it (design/felix-bpf.md "Host endpoints"): the workload's interface is one of "all
+        interfaces", so traffic leaving the pod enters the host through it (the host
+        endpoint's ingress) and traffic to the pod leaves through it (egress). Pre-DNAT
+        (ingress only): allow skips to the workload policy, deny drops, no match continues.
+        Then traffic to or from the host itself skips host policy (the normal tiers are never
+        applied to host <-> own workload traffic, upstream's SuppressNormalHostPolicy), and
+        forwarded traffic takes the applyOnForward tiers: allow -> workload policy, end of
+        tier denies. Either way the workload's own policy still decides after."""
+        v = f"v{version}_"
+        hep_inbound = not ep.inbound
+        if not (ep.wild_forward_tiers or (hep_inbound and ep.wild_pre_dnat_tiers)):
+            return
+        wep = f"{v}wep"
+        if hep_inbound:
+            out.append("\t/* all-interfaces host endpoint: pre-DNAT policy */")
+            self._tiers(out, ep.wild_pre_dnat_tiers, True, version, "wpd", allow=wep,
+                        end_deny=False)  # fmt: skip
+        fwd: list[str] = []
+        if self._tiers(fwd, ep.wild_forward_tiers, hep_inbound, version, "wfw", allow=wep):
+            if hep_inbound:
+                # from-WEP: the pod's traffic to the host itself skips host policy (to-WEP
+                # never gets here from the host: host-to-workload is allowed before policy)
+                out.append(f"\tif (cali_to_host(st))\n\t\tgoto {wep};")
+            out.append("\t/* all-interfaces host endpoint: applyOnForward policy */")
+            out += [*fwd, f"\tgoto {v}deny; /* no forward policy allowed */"]
+        out.append(f"{wep}: /* the workload's own policy */")
+
     def body(self, ep: EndpointPolicy, version: int = 4) -> list[str]:
         """The walk for one IP family; its labels carry the family (``v4_``/``v6_``)."""
         out: list[str] = []
@@ -338,6 +398,7 @@ class Generator:
         else:
             if ep.admin_down:
                 out.append(f"\tgoto {v}deny; /* endpoint admin down */")
+            self._wild_sections(out, ep, version)
             self._tiers(out, ep.tiers, ep.inbound, version, "", allow=f"{v}allow")
             self._profile_walk(out, ep, version)
         # Each family's own exits: jumps stay within its walk (16-bit BPF jump offsets).

@@ -247,6 +247,7 @@ _TABLE: tuple[tuple[str, p.Parser, str, str], ...] = (
     ("BPFMapSizeConntrack", INT, "512000", ""),
     ("BPFMapSizeIPSets", INT, "1048576", ""),
     ("BPFMapSizeIfState", INT, "1000", ""),
+    ("BPFMapSizeRoute", INT, "262144", ""),
     ("BPFLogLevel", oneof("Off", "Info", "Debug"), "Off", ""),
     ("BPFPolicyDebugEnabled", BOOL, "true", ""),
     # Netkit (upstream's default) = TCX here: there are no netkit devices; TC = tc clsact.

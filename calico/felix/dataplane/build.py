@@ -227,7 +227,6 @@ def build_internal_dataplane(
     on_in_sync: Any = None,
     encap: Encapsulation | None = None,
 ) -> InternalDataplane:
-    from calico.felix.bpf import mode  # workload policy in BPF (design/felix-bpf.md)
     from calico.felix.ifacemonitor import InterfaceMonitor
 
     encap = encap or Encapsulation()
@@ -235,9 +234,13 @@ def build_internal_dataplane(
     remove_unused_vxlan_devices(config, encap)
     parts = build_parts(config, encap=encap, mtus=mtus)
     if config["BPFEnabled"]:
+        from calico.felix.bpf import mode  # workload policy in BPF (design/felix-bpf.md)
+
         parts = mode.enable(config, parts)
     else:
-        mode.clean_up(config)
+        from calico.felix.bpf.off import clean_up
+
+        clean_up(config)
     configure_host(config)
     dataplane: InternalDataplane | None = None
 

@@ -15,7 +15,8 @@ Contracts (design/felix-dataplane.md, "The dataplane loop"):
   everything dirty and is retried with exponential backoff (100 ms doubling to 10 s).
 - Order per apply: managers' deferred work -> table (one transaction, including IP sets) ->
   workload sysctls -> VXLAN (device, FDB, neighbours, routes) -> workload routes (+ conntrack
-  flush for moved/removed IPs) -> endpoint status files.
+  flush for moved/removed IPs); then endpoint status files, once no input is waiting (another
+  workload's delta is applied first) or ``STATUS_MAX_DEFER`` after the apply at the latest.
   Routes go after policy so a new workload is never reachable before its policy exists.
 - Periodic resyncs: the table's own refresh (NftablesRefreshInterval), the route table's
   (RouteRefreshInterval), endpoint-status files every 10 s.
@@ -57,6 +58,7 @@ APPLY_BURST = 10  # ... at most 10 banked
 RETRY_MIN = 0.1
 RETRY_MAX = 10.0
 STATUS_RESYNC_INTERVAL = 10.0
+STATUS_MAX_DEFER = 0.1  # input arriving faster than this cannot hold the status files back
 
 ConntrackFlusher = Callable[[set[str]], object]
 _STOP = object()
@@ -128,6 +130,9 @@ class InternalDataplane:
         self._next_status_resync = 0.0
         self._last_health = float("-inf")
         self._reported: set[WorkloadEndpointID] = set()
+        self._status_since: float | None = None  # an apply's status files are not written yet
+        # wep id -> (the endpoint object its content came from, that content)
+        self._status_content: dict[WorkloadEndpointID, tuple[object, EndpointStatusContent]] = {}
         self.applies = 0
         self.failed_applies = 0
         if health is not None:
@@ -180,11 +185,16 @@ class InternalDataplane:
     def step(self, timeout: float = 0.0) -> bool:
         """One iteration: drain input (waiting up to ``timeout``), maybe apply. Returns whether
         an apply ran. Public so tests can drive the loop without a thread."""
-        self._drain(timeout)
+        self._drain(0.0 if self._status_since is not None else timeout)
         applied = False
         if not self._stopping.is_set() and self._apply_due() and self._throttle.try_take():
             self._apply()
             applied = True
+        if self._status_since is not None and (
+            self._queue.empty() or self._clock() - self._status_since >= STATUS_MAX_DEFER
+        ):
+            self._status_since = None
+            self._publish_status()
         if self._clock() - self._last_health >= HEALTH_INTERVAL:
             self._report_health()
         return applied
@@ -280,7 +290,8 @@ class InternalDataplane:
         host_ok = True
         if result.ok:
             host_ok = self._apply_host_side()
-            self._publish_status()
+            if self._status_since is None:
+                self._status_since = self._clock()  # written by step() (see the contracts)
         self.applies += 1
         elapsed = time.perf_counter() - start
         if self._metrics is not None:
@@ -293,7 +304,6 @@ class InternalDataplane:
             log.info("Dataplane in sync (first apply took %.3fs)", elapsed)
             if p.status is not None:
                 p.status.mark_in_sync()
-                self._publish_status()
             self._report_health()
             if self._on_in_sync is not None:
                 self._on_in_sync()
@@ -332,13 +342,18 @@ class InternalDataplane:
         p = self.parts
         if p.status is None:
             return
-        current = set(p.endpoints.weps)
+        weps = p.endpoints.weps
+        current = set(weps)
+        contents = self._status_content
         for wep_id in self._reported - current:
             p.status.endpoint_removed(wep_id)
-        for wep_id in current:
+            contents.pop(wep_id, None)
+        for wep_id, ep in weps.items():
             if p.endpoints.wep_status(wep_id) == "up":
-                ep = p.endpoints.weps[wep_id]
-                p.status.endpoint_up(wep_id, EndpointStatusContent.from_endpoint(ep))
+                cached = contents.get(wep_id)
+                if cached is None or cached[0] is not ep:  # endpoints are replaced, not mutated
+                    cached = contents[wep_id] = (ep, EndpointStatusContent.from_endpoint(ep))
+                p.status.endpoint_up(wep_id, cached[1])
             else:
                 p.status.endpoint_down(wep_id)
         self._reported = current

@@ -1,34 +1,86 @@
 """``InterfaceMonitor``: an owned thread that follows link and address changes over netlink.
 
-The thread runs its own asyncio loop around pyroute2's ``AsyncIPRoute`` subscribed to
-RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR. It subscribes *before* dumping links and
-addresses, so nothing falls between the dump and the first event; the dump is reported through
-the change-only tracker and then ``on_in_sync`` fires once. Any socket error (including overflow)
-tears the session down and starts a new one with a fresh dump, and a periodic re-dump
-(InterfaceRefreshInterval) repairs anything missed silently. Callbacks run on the monitor thread;
-consumers should hand them to their own thread (e.g. via a queue).
+The thread holds a raw NETLINK_ROUTE socket subscribed to RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR and
+RTNLGRP_IPV6_IFADDR. It subscribes *before* dumping links and addresses (the dumps go over a
+second socket, :class:`calico.felix.nlbatch.BatchWriter`), so nothing falls between the dump
+and the first event: an event from before the dump is still queued on the subscribed socket
+and is applied after the snapshot, which the change-only tracker absorbs. The dump is reported
+through the tracker and then ``on_in_sync`` fires once. Any socket error (including overflow,
+ENOBUFS) tears the session down and starts a new one with a fresh dump, and a periodic re-dump
+(InterfaceRefreshInterval) repairs anything missed silently. Callbacks run on the monitor
+thread; consumers should hand them to their own thread (e.g. via a queue).
+
+Why not pyroute2's ``AsyncIPRoute`` (what this used): importing pyroute2 and asyncio was
+~0.2 s CPU of every Felix start, for three message shapes ``struct`` decodes
+(design/performance.md "Cold start: dataclasses and imports").
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import errno
 import logging
+import os
+import select
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
 
 from calico.felix.ifacemonitor.state import AddrsCallback, IfaceTracker, LinkFact, StateCallback
+from calico.felix.nlbatch import (
+    NLM_F_DUMP,
+    RTM_NEWLINK,
+    SOL_NETLINK,
+    BatchWriter,
+    Request,
+    decode_link,
+    link_dump_request,
+    open_rtnl_socket,
+)
+from calico.felix.nlmsg import NLMSG_DONE, NLMSG_ERROR, error_code, parse_attrs, split
 
 log = logging.getLogger(__name__)
 
-RTMGRP_LINK = 0x1
-RTMGRP_IPV4_IFADDR = 0x10
-RTMGRP_IPV6_IFADDR = 0x100
+# Multicast groups (RTNLGRP_*, for NETLINK_ADD_MEMBERSHIP; the RTMGRP_* masks are 1 << (n - 1)).
+RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR = 1, 5, 9
+NETLINK_ADD_MEMBERSHIP = 1
+RTM_DELLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 17, 20, 21, 22
+IFA_ADDRESS, IFA_LOCAL = 1, 2
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
+_IFADDRMSG = struct.Struct("=BBBBI")  # family, prefixlen, flags, scope, index
+RECV_BUFFER = 1 << 20
 
 DEFAULT_RESYNC_INTERVAL = 90.0  # InterfaceRefreshInterval
+
+
+def addr_dump_request() -> Request:
+    """Every address of every family (AF_UNSPEC), as pyroute2's ``addr("dump")`` asked."""
+    return Request("dump addresses", RTM_GETADDR, NLM_F_DUMP, _IFADDRMSG.pack(0, 0, 0, 0, 0))
+
+
+def decode_addr(body: bytes) -> tuple[int, str | None]:
+    """(ifindex, address text) of an ifaddrmsg; IFA_LOCAL is the local address on
+    point-to-point links, IFA_ADDRESS elsewhere. Text as ``inet_ntop`` writes it."""
+    family, _, _, _, index = _IFADDRMSG.unpack_from(body, 0)
+    attrs = parse_attrs(body, _IFADDRMSG.size)
+    raw = attrs.get(IFA_LOCAL) or attrs.get(IFA_ADDRESS)
+    if not raw:
+        return index, None
+    try:
+        return index, socket.inet_ntop(family, raw)
+    except (OSError, ValueError):  # not AF_INET/AF_INET6, or a malformed length
+        return index, None
+
+
+def link_fact(body: bytes) -> tuple[int, LinkFact]:
+    """(ifindex, name and oper-up) of an ifinfomsg. Oper-up is admin up *and* IFF_RUNNING
+    (carrier), which is what workload handling needs; a link without a name is ``if<index>``."""
+    link = decode_link(body)
+    up = bool(link.flags & IFF_UP) and bool(link.flags & IFF_RUNNING)
+    return link.index, LinkFact(name=link.name or f"if{link.index}", up=up)
 
 
 class InterfaceMonitor:
@@ -50,9 +102,7 @@ class InterfaceMonitor:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._in_sync = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._lock = threading.Lock()
+        self._wake_r = self._wake_w = -1  # a pipe (from start()) whose write wakes the select
         self.sessions = 0  # netlink sessions opened (observability; >1 means we recovered)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -60,6 +110,7 @@ class InterfaceMonitor:
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("InterfaceMonitor already started")
+        self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="iface-monitor", daemon=True)
         self._thread.start()
 
@@ -67,17 +118,13 @@ class InterfaceMonitor:
         """Stop the thread and wait for it. Idempotent; a no-op before start(). Single-use."""
         if self._thread is None:
             return
-        self._stop.set()
-        with self._lock:
-            loop, task = self._loop, self._task
-        if loop is not None and task is not None:
-            # RuntimeError = loop already closed: the thread is on its way out anyway.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.error("interface monitor thread did not stop within %.1fs", timeout)
+        if not self._stop.is_set():
+            self._stop.set()
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("interface monitor thread did not stop within %.1fs", timeout)
 
     @property
     def in_sync(self) -> bool:
@@ -94,62 +141,60 @@ class InterfaceMonitor:
 
     def _run(self) -> None:
         try:
-            asyncio.run(self._main())
-        except asyncio.CancelledError:
-            pass
+            while not self._stop.is_set():
+                try:
+                    self._session()
+                except Exception as e:  # socket errors, overflow (ENOBUFS), a bad message
+                    log.warning("interface monitor netlink session failed (%s); resyncing", e)
+                    self._stop.wait(self._retry_delay)
         except Exception:
             log.exception("interface monitor thread died")
+        finally:
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
-    async def _main(self) -> None:
-        with self._lock:
-            self._loop = asyncio.get_running_loop()
-            self._task = asyncio.current_task()
-        while not self._stop.is_set():
-            try:
-                await self._session()
-            except asyncio.CancelledError:
-                return
-            except Exception as e:
-                log.warning("interface monitor netlink session failed (%s); resyncing", e)
-                try:
-                    await asyncio.sleep(self._retry_delay)
-                except asyncio.CancelledError:
-                    return
-
-    async def _session(self) -> None:
-        from pyroute2 import AsyncIPRoute
-
-        kwargs: dict[str, Any] = {}
-        if self._netns is not None:
-            kwargs.update(netns=self._netns, flags=0)
+    def _session(self) -> None:
+        """One subscription: dump, then events until stopped (return) or a socket error."""
         self.sessions += 1
-        async with AsyncIPRoute(**kwargs) as ipr:
-            await ipr.bind(groups=RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR)
-            await self._resync(ipr)
-            loop = asyncio.get_running_loop()
-            next_resync = loop.time() + self._resync_interval
-            while True:
-                try:
-                    async with asyncio.timeout_at(next_resync):
-                        got_any = False
-                        async for msg in ipr.get():
-                            got_any = True
-                            self._handle(msg)
-                        if not got_any:
-                            raise ConnectionError("netlink socket closed")
-                except TimeoutError:
-                    await self._resync(ipr)
-                    next_resync = loop.time() + self._resync_interval
+        events = open_rtnl_socket(self._netns)
+        dumper = BatchWriter(self._netns)
+        try:
+            events.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
+            for group in (RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR):
+                events.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group)
+            self._resync(dumper)
+            next_resync = time.monotonic() + self._resync_interval
+            while not self._stop.is_set():
+                wait = max(0.0, next_resync - time.monotonic())
+                ready, _, _ = select.select([events, self._wake_r], [], [], wait)
+                if self._stop.is_set():
+                    return
+                if events in ready:
+                    data = events.recv(RECV_BUFFER)
+                    if not data:
+                        raise OSError(errno.ECONNRESET, "netlink socket closed")
+                    for mtype, _flags, _seq, body in split(data):
+                        self._handle(mtype, body)
+                if time.monotonic() >= next_resync:
+                    self._resync(dumper)
+                    next_resync = time.monotonic() + self._resync_interval
+        finally:
+            events.close()
+            dumper.close()
 
-    async def _resync(self, ipr: Any) -> None:
+    def _resync(self, dumper: BatchWriter) -> None:
         links: dict[int, LinkFact] = {}
-        async for msg in await ipr.link("dump"):
-            links[msg["index"]] = LinkFact(name=_ifname(msg), up=_is_up(msg))
+        for mtype, body in dumper.dump(link_dump_request()):
+            if mtype == RTM_NEWLINK:
+                index, fact = link_fact(body)
+                links[index] = fact
         addrs: dict[int, set[str]] = {}
-        async for msg in await ipr.addr("dump"):
-            addr = _addr(msg)
-            if addr is not None:
-                addrs.setdefault(msg["index"], set()).add(addr)
+        for mtype, body in dumper.dump(addr_dump_request()):
+            if mtype == RTM_NEWADDR:
+                index, addr = decode_addr(body)
+                if addr is not None:
+                    addrs.setdefault(index, set()).add(addr)
         self._tracker.snapshot(links, addrs)
         if not self._in_sync.is_set():
             self._in_sync.set()
@@ -159,32 +204,24 @@ class InterfaceMonitor:
                 except Exception:
                     log.exception("on_in_sync callback failed")
 
-    def _handle(self, msg: Any) -> None:
-        event = msg.get("event")
-        if event == "RTM_NEWLINK":
-            self._tracker.link_update(msg["index"], _ifname(msg), _is_up(msg))
-        elif event == "RTM_DELLINK":
-            self._tracker.link_deleted(msg["index"])
-        elif event in ("RTM_NEWADDR", "RTM_DELADDR"):
-            addr = _addr(msg)
+    def _handle(self, mtype: int, body: bytes) -> None:
+        if mtype == RTM_NEWLINK:
+            index, fact = link_fact(body)
+            self._tracker.link_update(index, fact.name, fact.up)
+        elif mtype == RTM_DELLINK:
+            index, _ = link_fact(body)
+            self._tracker.link_deleted(index)
+        elif mtype in (RTM_NEWADDR, RTM_DELADDR):
+            index, addr = decode_addr(body)
             if addr is None:
                 return
-            if event == "RTM_NEWADDR":
-                self._tracker.addr_added(msg["index"], addr)
+            if mtype == RTM_NEWADDR:
+                self._tracker.addr_added(index, addr)
             else:
-                self._tracker.addr_removed(msg["index"], addr)
-
-
-def _ifname(msg: Any) -> str:
-    return msg.get("ifname") or msg.get_attr("IFLA_IFNAME") or f"if{msg['index']}"
-
-
-def _is_up(msg: Any) -> bool:
-    """Oper-up: admin up *and* IFF_RUNNING (carrier), which is what workload handling needs."""
-    flags = msg["flags"]
-    return bool(flags & IFF_UP) and bool(flags & IFF_RUNNING)
-
-
-def _addr(msg: Any) -> str | None:
-    # IFA_LOCAL is the local address on point-to-point links; IFA_ADDRESS elsewhere.
-    return msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS")
+                self._tracker.addr_removed(index, addr)
+        elif mtype == NLMSG_ERROR:
+            code = error_code(body)
+            if code:
+                raise OSError(code, f"netlink error on the event socket: {os.strerror(code)}")
+        elif mtype != NLMSG_DONE:
+            log.debug("interface monitor: ignoring netlink message type %d", mtype)

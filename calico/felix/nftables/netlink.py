@@ -24,15 +24,15 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from calico.felix import nlmsg
 from calico.felix.nftables.elements import Element, SetType, Verdict
+from calico.felix.nlmsg import NLA_F_NESTED, NLM_F_ACK, NLM_F_REQUEST, attr
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10
 NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END = 0x10, 0x11
 NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM = 12, 14
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_CREATE = 0x1, 0x4, 0x400
-NLMSG_ERROR = 2
-NLA_F_NESTED = 0x8000
+NLM_F_CREATE = 0x400
 FAMILIES = {"inet": 1, "ip": 2, "ip6": 10, "bridge": 7, "netdev": 5, "arp": 3}
 # Attribute numbers (linux/netfilter/nf_tables.h).
 LIST_TABLE, LIST_SET, LIST_ELEMENTS = 1, 2, 3
@@ -47,6 +47,13 @@ VERDICT_CODES = {"accept": 1, "drop": 0, "continue": -1, "jump": -3, "goto": -4,
 IFNAMSIZ = 16
 # A batch well under the kernel's default netlink receive buffer.
 MAX_BATCH_BYTES = 128 * 1024
+# Socket buffers are grown to fit each batch, as libnftables does (``SO_*BUFFORCE`` needs
+# CAP_NET_ADMIN, which Felix has; without it the sysctl caps apply). The kernel takes a batch
+# only whole, in one sendmsg no longer than the send buffer minus 32 bytes, and queues every
+# ack before we read one: an ack costs ~1 KiB of receive buffer (skb truesize).
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+MIN_SOCKET_BUFFER = 1 << 20
+ACK_BUFFER_BYTES = 1024
 
 
 class Unencodable(ValueError):
@@ -114,11 +121,6 @@ def _address_span(value: Element, typ: SetType) -> tuple[int, int, int]:
 
 
 # ---- messages -----------------------------------------------------------------------------------
-
-
-def attr(kind: int, payload: bytes) -> bytes:
-    head = struct.pack("=HH", 4 + len(payload), kind)
-    return head + payload + b"\0" * (-len(payload) % 4)
 
 
 def nested(kind: int, *parts: bytes) -> bytes:
@@ -243,7 +245,7 @@ def _nlmsg(
     msg_type: int, flags: int, seq: int, family: int, res_id: int, body: bytes = b""
 ) -> bytes:
     payload = struct.pack("=BBH", family, 0, socket.htons(res_id)) + body
-    return struct.pack("=IHHII", 16 + len(payload), msg_type, flags, seq, 0) + payload
+    return nlmsg.message(msg_type, flags, seq, payload)
 
 
 # ---- transport ----------------------------------------------------------------------------------
@@ -267,10 +269,11 @@ class NetlinkElements:
         self._seq = (self._seq + len(batch.messages) + 2) & 0x7FFFFFFF
         data, seqs = batch.encode(self._seq)
         sock = self._socket()
+        self._fit(sock, len(data), len(seqs))
         try:
             _drain(sock)  # replies a failed batch left behind
             sock.sendall(data)
-            error = _read_acks(sock, seqs, batch)
+            error = _read_acks(sock, seqs, batch, self.timeout)
         except OSError as exc:
             self.close()
             return f"netlink: {exc}"
@@ -287,13 +290,29 @@ class NetlinkElements:
         if self._sock is None:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
             sock.settimeout(self.timeout)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            # A batch is one sendmsg; the kernel caps this at twice wmem_max (>= 416 KiB by
-            # default), above nlbatch.MAX_TRANSACTION_BYTES.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
             sock.bind((0, 0))
             self._sock = sock
+            self._fit(sock, MIN_SOCKET_BUFFER, 0)
         return self._sock
+
+    def _fit(self, sock: socket.socket, data_bytes: int, acks: int) -> None:
+        """Grow the buffers for a batch of ``data_bytes`` with ``acks`` acks; raises
+        :class:`Unencodable` (nothing sent: the caller uses libnftables) if they cannot."""
+        send = max(data_bytes + 4096, MIN_SOCKET_BUFFER)
+        recv = max(acks * ACK_BUFFER_BYTES + 65536, MIN_SOCKET_BUFFER)
+        for force, plain, want in (
+            (SO_SNDBUFFORCE, socket.SO_SNDBUF, send),
+            (SO_RCVBUFFORCE, socket.SO_RCVBUF, recv),
+        ):
+            if sock.getsockopt(socket.SOL_SOCKET, plain) >= want:
+                continue  # the kernel reports twice what was set: this is the real size
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, force, want)
+            except PermissionError:
+                sock.setsockopt(socket.SOL_SOCKET, plain, want)
+            have = sock.getsockopt(socket.SOL_SOCKET, plain)
+            if have < want:
+                raise Unencodable(f"batch needs a {want}-byte socket buffer, have {have}")
 
 
 def _drain(sock: socket.socket) -> None:
@@ -301,26 +320,17 @@ def _drain(sock: socket.socket) -> None:
         sock.recv(1 << 16)
 
 
-def _read_acks(sock: socket.socket, seqs: list[int], batch: ElementBatch) -> str | None:
+def _read_acks(
+    sock: socket.socket, seqs: list[int], batch: ElementBatch, timeout: float
+) -> str | None:
     """Wait for an ack of every element message; the first error aborts (the kernel has
     rolled the whole batch back by the time it reports it)."""
-    pending = set(seqs)
-    while pending:
-        try:
-            buf = sock.recv(1 << 16)
-        except TimeoutError:
-            return f"no netlink ack for {len(pending)} message(s)"
-        offset = 0
-        while offset + 16 <= len(buf):
-            length, msg_type, _flags, seq = struct.unpack_from("=IHHI", buf, offset)
-            if msg_type == NLMSG_ERROR and seq in pending:
-                (code,) = struct.unpack_from("=i", buf, offset + 16)
-                if code:
-                    what = batch.describe(seq - seqs[0])
-                    code_name = errno.errorcode.get(-code, str(code))
-                    return f"{what}: {os.strerror(-code)} ({code_name})"
-                pending.discard(seq)
-            offset += max(length + (-length % 4), 16)
+    try:
+        for seq, code in nlmsg.refusals(nlmsg.receive(sock, timeout, 1 << 16), seqs):
+            what = batch.describe(seq - seqs[0])
+            return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
+    except nlmsg.AckTimeout as e:
+        return f"no netlink ack for {e.missing} message(s)"
     return None
 
 

@@ -29,9 +29,10 @@ from calico.felix.nftables.nlrules import CHAIN_NAME, RULE_CHAIN, chain_body, ru
 from calico.felix.nftables.transaction import ElementOp, Plan
 
 SET_NAME = 2  # NFTA_SET_NAME
-# Bigger transactions (resyncs, first programs) go through libnftables: the batch must fit one
-# sendmsg on a socket with the kernel's default send buffer.
-MAX_TRANSACTION_BYTES = 160 * 1024
+# Bigger transactions go through libnftables. The sender grows its socket buffers to fit a
+# batch (netlink.py), so this bounds only the memory of one batch and of its acks; a new
+# workload that activates 100 policies is ~200 KiB (bench_felix.py --large).
+MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 
 
 def _name_attr(kind: int, name: Any) -> bytes:

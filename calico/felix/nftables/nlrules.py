@@ -434,8 +434,19 @@ def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: _Const | N
     return hit
 
 
-def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
-    """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
+# Whole expression lists by the identity of their statement objects: the renderer hands out
+# the same rule objects for every endpoint chain of one shape (calico.felix.rules.endpoints),
+# so a new workload's rules are found here without a ``repr`` per statement. The memo keeps
+# the statements alive, so their ids cannot be reused while they are keys; statements are
+# never mutated once rendered.
+_EXPRS_MEMO: dict[tuple[int, ...], tuple[tuple[Any, ...], bytes]] = {}
+
+
+def _expressions(exprs: list[Any]) -> bytes:
+    key = tuple(map(id, exprs))
+    hit = _EXPRS_MEMO.get(key)
+    if hit is not None:
+        return hit[1]
     context: tuple[tuple[str, int], ...] = ()
     last: _Const | None = None
     encoded: list[bytes] = []
@@ -445,7 +456,16 @@ def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
             encoded[-1] = out
         else:
             encoded.append(out)
-    parts = [_str(RULE_CHAIN, chain), nested(RULE_EXPRESSIONS, *encoded)]
+    blob = nested(RULE_EXPRESSIONS, *encoded)
+    if len(_EXPRS_MEMO) >= MEMO_LIMIT:
+        _EXPRS_MEMO.clear()
+    _EXPRS_MEMO[key] = (tuple(exprs), blob)
+    return blob
+
+
+def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
+    """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
+    parts = [_str(RULE_CHAIN, chain), _expressions(exprs)]
     if comment:
         raw = comment.encode() + b"\0"
         if len(raw) > 255:

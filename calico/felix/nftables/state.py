@@ -74,13 +74,21 @@ class KernelState:
     maps: dict[str, MapState] = field(default_factory=dict)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def rule_text(rule: NftRule) -> str:
-    """Canonical JSON of a rule's exprs plus its human comment: the input to the rule hash."""
-    return json.dumps(
-        {"comment": rule.comment, "expr": list(rule.exprs)},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    """Canonical JSON of a rule's exprs plus its human comment: the input to the rule hash.
+
+    Kept on the rule (frozen, so computed once): the renderer hands out the same rule objects
+    for every endpoint chain of one shape (``calico.felix.rules.endpoints.endpoint_chain``),
+    and encoding was most of rendering a new workload (design/performance.md "TTFR: one
+    workload's delta")."""
+    text = rule.__dict__.get("_text")
+    if text is None:
+        text = _ENCODER.encode({"comment": rule.comment, "expr": list(rule.exprs)})
+        object.__setattr__(rule, "_text", text)
+    return text
 
 
 def full_comment(rule_hash: str, human: str) -> str:

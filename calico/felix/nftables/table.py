@@ -142,21 +142,23 @@ class NftablesTable:
         key_type = vmap.key_type
         elements = {canonical(k, key_type): canonical_verdict(v) for k, v in vmap.elements.items()}
         self._desired.maps[vmap.name] = MapState(key_type, elements)
-        self._dirty.maps.add(vmap.name)
+        self._dirty.touch_map(vmap.name)
 
     def set_map_element(self, map_name: str, key: Any, verdict: Verdict) -> None:
         m = self._desired.maps[map_name]
-        m.elements[canonical(key, m.key_type)] = canonical_verdict(verdict)
-        self._dirty.maps.add(map_name)
+        k = canonical(key, m.key_type)
+        m.elements[k] = canonical_verdict(verdict)
+        self._dirty.touch_map_keys(map_name, (k,))
 
     def remove_map_element(self, map_name: str, key: Any) -> None:
         m = self._desired.maps[map_name]
-        m.elements.pop(canonical(key, m.key_type), None)
-        self._dirty.maps.add(map_name)
+        k = canonical(key, m.key_type)
+        m.elements.pop(k, None)
+        self._dirty.touch_map_keys(map_name, (k,))
 
     def remove_map(self, name: str) -> None:
         if self._desired.maps.pop(name, None) is not None:
-            self._dirty.maps.add(name)
+            self._dirty.touch_map(name)
 
     # ---- timers and status ---------------------------------------------------------------------
 
@@ -220,8 +222,13 @@ class NftablesTable:
         batch = self._netlink_batch(plan) if self._netlink else None
         if batch is not None:
             assert self._netlink is not None
-            result.netlink = True
-            return self._netlink.send(batch)
+            try:
+                error = self._netlink.send(batch)
+            except Unencodable as exc:  # the socket cannot take it; nothing was sent
+                log.debug("netlink batch not sendable (%s); using libnftables", exc)
+            else:
+                result.netlink = True
+                return error
         rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 

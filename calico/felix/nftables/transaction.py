@@ -45,12 +45,15 @@ class Dirty:
     and removes, the members touched. Known equals desired outside them (the set was clean),
     so its diff looks only at those, not at the whole set: with 250,000 remote endpoints one
     member change made every apply compare whole sets (design/performance.md "Full-Felix
-    scale"). A set dirtied any other way (replaced, removed, a readback) is diffed whole."""
+    scale"). A set dirtied any other way (replaced, removed, a readback) is diffed whole.
+    ``map_keys``: the same for a verdict map changed only by element sets and removals (a new
+    workload's two dispatch map entries, not a diff of one entry per local workload)."""
 
     chains: set[str] = field(default_factory=set)
     sets: set[str] = field(default_factory=set)
     maps: set[str] = field(default_factory=set)
     members: dict[str, set[Element]] = field(default_factory=dict)
+    map_keys: dict[str, set[Element]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.chains or self.sets or self.maps)
@@ -60,6 +63,20 @@ class Dirty:
         self.sets.clear()
         self.maps.clear()
         self.members.clear()
+        self.map_keys.clear()
+
+    def touch_map_keys(self, name: str, keys: Iterable[Element]) -> None:
+        """Map ``name`` changed only at ``keys`` (tracked if it was clean until now)."""
+        if name not in self.maps:
+            self.maps.add(name)
+            self.map_keys[name] = set(keys)
+        elif (touched := self.map_keys.get(name)) is not None:
+            touched.update(keys)
+
+    def touch_map(self, name: str) -> None:
+        """Map ``name`` changed as a whole: its next diff compares all of it."""
+        self.maps.add(name)
+        self.map_keys.pop(name, None)
 
     def touch_members(self, name: str, members: Iterable[Element]) -> None:
         """Set ``name`` changed only at ``members`` (tracked if it was clean until now)."""
@@ -76,6 +93,7 @@ class Dirty:
 
     def mark_all(self, *states: Desired | KernelState) -> None:
         self.members.clear()
+        self.map_keys.clear()
         for st in states:
             self.chains.update(st.chains)
             self.sets.update(st.sets)
@@ -117,6 +135,10 @@ class Plan:
     sets: dict[str, SetState | None] = field(default_factory=dict)
     maps: dict[str, MapState | None] = field(default_factory=dict)
     set_deltas: dict[str, tuple[set[Element], set[Element]]] = field(default_factory=dict)
+    # map name -> (keys removed, entries added or changed), for maps diffed at their keys
+    map_deltas: dict[str, tuple[list[Element], dict[Element, Verdict]]] = field(
+        default_factory=dict
+    )
     replace_all: bool = False
     # The step-7 element deltas in structured form, in command order, for the netlink batch
     # (nlbatch.py).
@@ -147,6 +169,11 @@ class Plan:
             elements = known.sets[name].elements
             elements.difference_update(removes)
             elements.update(adds)
+        for name, (gone, entries) in self.map_deltas.items():  # in place, likewise
+            known_map = known.maps[name].elements
+            for key in gone:
+                known_map.pop(key, None)
+            known_map.update(entries)
 
 
 class _Builder:
@@ -225,7 +252,8 @@ def _plan_sets_and_maps(
         want, have = desired.sets.get(name), known.sets.get(name)
         _plan_set(b, plan, name, want, have, recreated, dirty.members.get(name))
     for name in sorted(dirty.maps):
-        _plan_map(b, plan, name, desired.maps.get(name), known.maps.get(name), recreated)
+        want, have = desired.maps.get(name), known.maps.get(name)
+        _plan_map(b, plan, name, want, have, recreated, dirty.map_keys.get(name))
     return recreated
 
 
@@ -300,12 +328,17 @@ def _plan_map(
     want: MapState | None,
     have: MapState | None,
     recreated: set[str],
+    touched: set[Element] | None = None,
 ) -> None:
+    """``touched``: see :attr:`Dirty.map_keys` (None: compare the whole map)."""
     st = plan.stats
     if want is None:
         st.maps_deleted += _plan_unwanted(b, "map", name, have, plan.maps)
         return
     created = have is None or have.key_type != want.key_type
+    if not created and touched is not None:
+        _plan_map_keys(b, plan, name, want, have, touched)  # type: ignore[arg-type]
+        return
     if have is not None and created:
         _plan_retype(b, "map", name, recreated)
     if created:
@@ -335,6 +368,33 @@ def _plan_map(
         [[to_json(k, want.key_type), verdict_json(want.elements[k])] for k in adds],
     )
     plan.maps[name] = MapState(want.key_type, dict(want.elements))
+
+
+def _plan_map_keys(
+    b: _Builder, plan: Plan, name: str, want: MapState, have: MapState, touched: set[Element]
+) -> None:
+    """An existing map changed only at ``touched``: the same commands as the whole diff
+    (outside ``touched`` known equals desired), costing O(touched), not O(map)."""
+    had, wants = have.elements, want.elements
+    removes = sorted((k for k in touched if k in had and wants.get(k) != had[k]), key=sort_key)
+    adds = sorted((k for k in touched if k in wants and had.get(k) != wants[k]), key=sort_key)
+    if not (removes or adds):
+        return
+    none: Verdict | None = None
+    if removes:
+        gone = tuple((k, none) for k in removes)
+        plan.element_ops.append(ElementOp(True, name, want.key_type, False, gone, is_map=True))
+    if adds:
+        new = tuple((k, wants[k]) for k in adds)
+        plan.element_ops.append(ElementOp(False, name, want.key_type, False, new, is_map=True))
+    _plan_elements(
+        b,
+        plan.stats,
+        name,
+        [to_json(k, want.key_type) for k in removes],
+        [[to_json(k, want.key_type), verdict_json(wants[k])] for k in adds],
+    )
+    plan.map_deltas[name] = (removes, {k: wants[k] for k in adds})
 
 
 def _plan_chains(

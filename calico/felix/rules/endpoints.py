@@ -9,9 +9,12 @@ allow continues to normal policy).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
+from calico.felix.hostendpoints import ALL_INTERFACES
 from calico.felix.messages import HostEndpoint, TierInfo, WorkloadEndpoint
 from calico.felix.nftables.model import Chain, Expr, NftRule, layered, length_limited_id
 from calico.felix.rules.config import RenderConfig
@@ -62,10 +65,44 @@ def endpoint_chain(
     final_deny: bool = True,
     final_deny_only_if_policy: bool = False,
 ) -> Chain:
-    """Render one endpoint chain (see module docstring); ``inbound`` picks ingress policies."""
+    """Render one endpoint chain (see module docstring); ``inbound`` picks ingress policies.
+
+    The body does not depend on ``name``: endpoints of one shape (same tiers, profiles,
+    options) share one memoised tuple of rule objects, so neither it nor the rules' canonical
+    text (``calico.felix.nftables.state.rule_text``, kept on each rule) is built again."""
+    rules = _endpoint_rules(
+        config,
+        layer,
+        tuple(tiers),
+        inbound,
+        tuple(profile_ids),
+        admin_down,
+        conntrack,
+        failsafe_chain,
+        end_of_tier_deny,
+        final_deny,
+        final_deny_only_if_policy,
+    )
+    return Chain(name, list(rules))
+
+
+@functools.lru_cache(maxsize=4096)
+def _endpoint_rules(
+    config: RenderConfig,
+    layer: str,
+    tiers: tuple[TierInfo, ...],
+    inbound: bool,
+    profile_ids: tuple[str, ...],
+    admin_down: bool,
+    conntrack: bool,
+    failsafe_chain: str | None,
+    end_of_tier_deny: bool,
+    final_deny: bool,
+    final_deny_only_if_policy: bool,
+) -> tuple[NftRule, ...]:
     deny = deny_expr(config, layer)
     if admin_down:
-        return Chain(name, [NftRule([deny], "Endpoint admin disabled")])
+        return (NftRule([deny], "Endpoint admin disabled"),)
     accept, pass_ = config.mark_accept, config.mark_pass
     rules: list[NftRule] = []
     if conntrack:
@@ -130,7 +167,7 @@ def endpoint_chain(
     if final_deny and (any_policy or not final_deny_only_if_policy):
         log_np = [nflog(inbound, no_profile_prefix(inbound))] if log_verdicts else []
         rules.append(NftRule([*log_np, deny], "Deny if no profiles matched"))
-    return Chain(name, rules)
+    return tuple(rules)
 
 
 def workload_endpoint_chains(
@@ -202,8 +239,10 @@ def host_endpoint_chains(config: RenderConfig, iface: str, endpoint: HostEndpoin
     filter: ``cali-fh-`` (to the host: ingress policy, failsafe-in first), ``cali-th-`` (from the
     host: egress, failsafe-out first), ``cali-fhfw-``/``cali-thfw-`` (forwarded traffic: only
     applyOnForward policy, allowed when there is none). mangle ``cali-fh-`` when the HEP has
-    pre-DNAT policy; raw ``cali-fh-``/``cali-th-`` when it has untracked policy.
+    pre-DNAT policy; raw ``cali-fh-``/``cali-th-`` when it has untracked policy (never for
+    the all-interfaces endpoint: :func:`rendered_host_endpoint`).
     """
+    endpoint = rendered_host_endpoint(iface, endpoint)
     chains = [
         _tracked_chain(
             config, iface, prefix, endpoint, inbound, failsafe_chain=layered("filter", failsafe)
@@ -243,6 +282,15 @@ def host_endpoint_chains(config: RenderConfig, iface: str, endpoint: HostEndpoin
                 for inbound, prefix, _, failsafe in directions
             ]
     return chains
+
+
+def rendered_host_endpoint(iface: str, endpoint: HostEndpoint) -> HostEndpoint:
+    """The endpoint as rendered on ``iface``: the all-interfaces one (``ALL_INTERFACES``)
+    loses its untracked tiers, as upstream's, which does not support doNotTrack policy on a
+    ``*`` endpoint (design/felix-rules.md "The all-interfaces host endpoint")."""
+    if iface == ALL_INTERFACES and endpoint.untracked_tiers:
+        return dataclasses.replace(endpoint, untracked_tiers=())
+    return endpoint
 
 
 def host_endpoint_layers(endpoint: HostEndpoint) -> dict[str, bool]:

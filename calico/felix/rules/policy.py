@@ -36,6 +36,18 @@ from calico.policyeval.chains import policy_chain_id as _policy_chain_id
 from calico.policyeval.chains import short_kind as _short_kind
 
 
+def log_prefix(template: str, tier: str, kind: str, name: str, namespace: str) -> str:
+    """A ``log`` rule's prefix: ``LogPrefix`` with %t/%k/%n/%p substituted. Kernel log lines
+    read "calico-packet: IN=..." as upstream's do; nft caps prefixes at 127. The BPF
+    dataplane's log records use the same text (design/felix-bpf.md "Policy programs")."""
+    return (
+        template.replace("%t", tier)
+        .replace("%k", kind)
+        .replace("%n", name)
+        .replace("%p", namespace)
+    )[:125] + ": "
+
+
 def short_kind(policy_id: PolicyID) -> str:
     return _short_kind(policy_id.kind, policy_id.namespace)
 
@@ -101,13 +113,7 @@ class RuleRenderContext:
         # A staged policy's chain only reports what it would have done (flow logs' pending
         # trace): NFLOG and return, never a mark or a drop.
         self.staged = staged
-        # Kernel log lines read "calico-packet: IN=..." as upstream's do; nft caps prefixes at 127.
-        self.log_prefix = (
-            config.log_prefix.replace("%t", tier)
-            .replace("%k", kind)
-            .replace("%n", name)
-            .replace("%p", namespace)
-        )[:125] + ": "
+        self.log_prefix = log_prefix(config.log_prefix, tier, kind, name, namespace)
 
     def deny(self) -> Expr:
         # reject is only valid on the input/forward/output hooks, i.e. the filter layer.

@@ -85,6 +85,14 @@ class RuleRenderer:
         """All nine dispatch verdict maps (empty ones included)."""
         return _endpoint_dispatch.dispatch_maps(self.config, workload_ifaces, host_ifaces)
 
+    def workload_dispatch_entries(self, iface: str) -> list[tuple[str, Any]]:
+        """``(map name, verdict)`` of one workload interface in the workload dispatch maps."""
+        return _endpoint_dispatch.workload_dispatch_entries(self.config, iface)
+
+    def host_dispatch_chains(self, all_interfaces: HostEndpoint | None) -> list[Chain]:
+        """The host endpoint dispatch chains, falling back to the ``*`` endpoint's chains."""
+        return _endpoint_dispatch.host_dispatch_chains(self.config, all_interfaces)
+
     def static_chains(self) -> list[Chain]:
         """Base chains, top-level chains, failsafe, wl-to-host, NAT outgoing, dispatch chains."""
         return _static.static_chains(self.config)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from calico.api.policy import (
+from calico.api.policy import NetworkPolicySpec
+from calico.api.stagedpolicy import (
     LabelSelector,
     NetworkPolicyPeer,
     NetworkPolicyPort,
-    NetworkPolicySpec,
     StagedKubernetesNetworkPolicySpec,
 )
 from calico.model.processors.common import ORCHESTRATOR_LABEL

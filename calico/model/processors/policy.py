@@ -17,9 +17,6 @@ from calico.api.policy import (
     GlobalNetworkPolicySpec,
     NetworkPolicy,
     NetworkPolicySpec,
-    StagedGlobalNetworkPolicy,
-    StagedKubernetesNetworkPolicy,
-    StagedNetworkPolicy,
     Tier,
 )
 from calico.model import values as v1
@@ -32,7 +29,6 @@ from calico.model.processors.common import (
     Output,
     decode,
 )
-from calico.model.processors.k8spolicy import k8s_policy_spec
 from calico.model.processors.rules import rules_v1
 from calico.model.processors.selectors import and_prefixed
 from calico.model.resources import ResourceKey
@@ -117,7 +113,13 @@ def global_network_policy(key: ResourceKey, value: Any) -> Output:
     return {PolicyKey(key.kind, "", key.name): global_policy_value(res.spec)}
 
 
+# The staged kinds' models (calico.api.stagedpolicy) are imported when one is first converted:
+# a reader of enforced policies only (calicoctl explain, most datastores) never defines them.
+
+
 def staged_network_policy(key: ResourceKey, value: Any) -> Output:
+    from calico.api.stagedpolicy import StagedNetworkPolicy
+
     res = decode(key, value, StagedNetworkPolicy)
     if res.spec.staged_action == "Delete":
         return {}
@@ -126,6 +128,8 @@ def staged_network_policy(key: ResourceKey, value: Any) -> Output:
 
 
 def staged_global_network_policy(key: ResourceKey, value: Any) -> Output:
+    from calico.api.stagedpolicy import StagedGlobalNetworkPolicy
+
     res = decode(key, value, StagedGlobalNetworkPolicy)
     if res.spec.staged_action == "Delete":
         return {}
@@ -134,6 +138,9 @@ def staged_global_network_policy(key: ResourceKey, value: Any) -> Output:
 
 
 def staged_kubernetes_network_policy(key: ResourceKey, value: Any) -> Output:
+    from calico.api.stagedpolicy import StagedKubernetesNetworkPolicy
+    from calico.model.processors.k8spolicy import k8s_policy_spec
+
     res = decode(key, value, StagedKubernetesNetworkPolicy)
     if res.spec.staged_action == "Delete":
         return {}

@@ -1,10 +1,15 @@
 """Workload and host endpoints -> endpoint chains, dispatch maps, workload routes, statuses.
 
 Rendering is deferred to :meth:`EndpointManager.complete_deferred_work` so a batch touching many
-endpoints re-renders each once and the nine dispatch maps once. Workload routes (``/32``/``/128``
+endpoints re-renders each once. The nine dispatch maps are rebuilt whole only at the start and
+when host endpoints change; a workload interface that comes or goes changes just its own two
+entries (a new workload cost one entry per local workload before: design/performance.md
+"TTFR: one workload's delta"). Workload routes (``/32``/``/128``
 plus a permanent neighbour entry for the MAC) go to the shared ``RouteTable``; per-interface
 sysctls to :class:`WorkloadIfaceConfigurator`. Host endpoints are matched to interfaces by name,
-or (name empty) by their expected IPs against the interface addresses the monitor reports.
+or (name empty) by their expected IPs against the interface addresses the monitor reports; the
+all-interfaces (``*``) endpoint, resolved under ``ALL_INTERFACES``, is the host dispatch chains'
+fallback for every other interface.
 """
 
 from __future__ import annotations
@@ -14,7 +19,12 @@ from collections.abc import Callable
 
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
 from calico.felix.dataplane.managers.policy import PolicyManager
-from calico.felix.hostendpoints import normalise_addr, resolve_host_endpoints
+from calico.felix.hostendpoints import (
+    ALL_INTERFACES,
+    all_interfaces_endpoint,
+    normalise_addr,
+    resolve_host_endpoints,
+)
 from calico.felix.messages import (
     HostEndpoint,
     HostEndpointID,
@@ -59,10 +69,15 @@ class EndpointManager:
         self._hep_by_iface: dict[str, HostEndpoint] = {}
         self._heps_dirty = True
         self._maps_dirty = True  # the maps must exist even when empty (static chains use them)
+        self._iface_refs: dict[str, int] = {}  # workload iface -> endpoints using it
+        self._changed_ifaces: set[str] = set()  # workload ifaces to re-check in the maps
         self.iface_up: dict[str, bool] = {}
         self._iface_addrs: dict[str, set[str]] = {}
         # (iface, resolved endpoint) -> the endpoint to render; BPF mode sets it (mode.py).
         self.hep_view: Callable[[str, HostEndpoint], HostEndpoint] | None = None
+        # False where another dataplane applies the ``*`` endpoint (BPF mode: mode.py).
+        self.render_all_interfaces = True
+        self._warned_untracked_wild: HostEndpoint | None = None
 
     # ---- input ------------------------------------------------------------------------------
 
@@ -116,6 +131,15 @@ class EndpointManager:
             for vmap in self._renderer.dispatch_maps(workload_ifaces, self._hep_by_iface):
                 self._table.set_map(vmap)
             self._maps_dirty = False
+        else:
+            for iface in sorted(self._changed_ifaces):
+                present = iface in self._iface_refs
+                for map_name, verdict in self._renderer.workload_dispatch_entries(iface):
+                    if present:
+                        self._table.set_map_element(map_name, iface, verdict)
+                    else:
+                        self._table.remove_map_element(map_name, iface)
+        self._changed_ifaces.clear()
 
     def _render_wep(self, wep_id: WorkloadEndpointID) -> None:
         ep = self.weps.get(wep_id)
@@ -132,7 +156,11 @@ class EndpointManager:
         for name in set(old_chains) - set(names):
             self._table.remove_chain(name)
         if ep is None or old_iface != ep.name:
-            self._maps_dirty = True
+            if old_iface:
+                self._unref_iface(old_iface)
+            if ep is not None:
+                self._iface_refs[ep.name] = self._iface_refs.get(ep.name, 0) + 1
+                self._changed_ifaces.add(ep.name)
         if self._routes is not None:
             if old_iface and (ep is None or old_iface != ep.name):
                 self._routes.remove_iface(old_iface)
@@ -144,6 +172,12 @@ class EndpointManager:
             if ep is not None:
                 self._ifaces.want(ep.name, ipv4=bool(ep.ipv4_nets), ipv6=bool(ep.ipv6_nets))
 
+    def _unref_iface(self, iface: str) -> None:
+        left = self._iface_refs.pop(iface) - 1
+        if left:
+            self._iface_refs[iface] = left
+        self._changed_ifaces.add(iface)
+
     def _route_targets(self, ep: WorkloadEndpoint) -> list[RouteTarget]:
         nets = list(ep.ipv4_nets) if 4 in self._versions else []
         nets += list(ep.ipv6_nets) if 6 in self._versions else []
@@ -151,10 +185,20 @@ class EndpointManager:
 
     def _resolve_heps(self) -> dict[str, HostEndpoint]:
         """Interface -> host endpoint (``calico.felix.hostendpoints.resolve_host_endpoints``),
-        each seen through ``hep_view`` (BPF mode: allow-only where BPF polices)."""
+        each seen through ``hep_view`` (BPF mode: allow-only where BPF polices), plus the
+        ``*`` endpoint under ``ALL_INTERFACES`` unless ``render_all_interfaces`` is off."""
         out = resolve_host_endpoints(self.heps, self._iface_addrs, self._is_workload_iface)
         if self.hep_view is not None:
             out = {iface: self.hep_view(iface, hep) for iface, hep in out.items()}
+        wild = all_interfaces_endpoint(self.heps) if self.render_all_interfaces else None
+        if wild is not None:
+            out[ALL_INTERFACES] = wild
+            if wild.untracked_tiers and wild != self._warned_untracked_wild:
+                log.warning(
+                    "DoNotTrack policy is not supported on a host endpoint with "
+                    'interfaceName "*"; ignoring it'
+                )
+                self._warned_untracked_wild = wild
         return out
 
     def _render_heps(self) -> None:
@@ -168,6 +212,9 @@ class EndpointManager:
                 names.append(chain.name)
             self._hep_chains[iface] = names
             self._policies.set_profile_refs(("hep", iface), hep.profile_ids)
+        # The table orders the rewrite of these ahead of removing a gone `*` endpoint's chains.
+        for chain in self._renderer.host_dispatch_chains(self._hep_by_iface.get(ALL_INTERFACES)):
+            self._table.set_chain(chain)
         keep = {n for names in self._hep_chains.values() for n in names}
         for iface, names in old.items():
             for name in set(names) - keep:

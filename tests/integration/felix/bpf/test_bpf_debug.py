@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,10 +152,20 @@ def program(topo: Topo, rules: tuple[Rule, ...]) -> None:
         ActivePolicyUpdate(PID, Policy(inbound_rules=rules)),
         ActiveProfileUpdate(ProfileID("out"), ALLOW_OUT),
         WorkloadEndpointUpdate(
-            SERVER, WorkloadEndpoint("active", topo.ifaces[1], profile_ids=("out",), tiers=tiers)
+            SERVER,
+            WorkloadEndpoint(
+                "active",
+                topo.ifaces[1],
+                profile_ids=("out",),
+                tiers=tiers,
+                ipv4_nets=(f"{topo.ips[1]}/32",),
+            ),
         ),
         WorkloadEndpointUpdate(
-            CLIENT, WorkloadEndpoint("active", topo.ifaces[0], profile_ids=("out",))
+            CLIENT,
+            WorkloadEndpoint(
+                "active", topo.ifaces[0], profile_ids=("out",), ipv4_nets=(f"{topo.ips[0]}/32",)
+            ),
         ),
     ):
         mgr.on_update(msg)
@@ -239,8 +250,16 @@ def test_dump_commands_show_maps(topo: Topo) -> None:
     flows = cli_json(topo, "conntrack", "dump")
     mine = [f for f in flows if f["proto"] == "udp" and f["b"] == f"{topo.ips[1]}:7070"]
     assert mine and all(set(f["flags"]) >= {"A", "B"} for f in mine)
+    assert all(f["ifindex_a"] or f["ifindex_b"] for f in mine)  # recorded at TC ingress
     text = cli(topo, "conntrack", "dump", "--pin-dir", topo.pin_dir)
     assert text.returncode == 0 and text.stdout.endswith(f"{len(flows)} entries\n")
+    idx = [topo.dp.ifindex(i) for i in topo.ifaces]
+    assert cli_json(topo, "routes", "dump") == [
+        {"cidr": f"{ip}/32", "flags": ["local", "workload"], "ifindex": i, "iface": name}
+        for ip, i, name in zip(topo.ips, idx, topo.ifaces, strict=True)
+    ]
+    text = cli(topo, "routes", "dump", "--pin-dir", topo.pin_dir)
+    assert text.returncode == 0 and text.stdout.endswith("2 routes\n")
 
 
 def test_maps_found_through_attached_programs_without_pins(topo: Topo) -> None:
@@ -252,6 +271,7 @@ def test_maps_found_through_attached_programs_without_pins(topo: Topo) -> None:
     for args in (
         ("ifstate", "dump"),
         ("ipsets", "dump"),
+        ("routes", "dump"),
         ("policy", "dump", topo.ifaces[1], "--listing-dir", topo.listing_dir),
     ):
         found = cli(topo, *args, "-o", "json")
@@ -346,3 +366,57 @@ def test_log_levels_build_load_and_keep_verdicts(tmp_path: Path, level: int) -> 
                     got["egress"]["dropped_by_policy"]) == (1, 1, 1)  # fmt: skip
         finally:
             dp.close()
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_log_rule_continues_and_records_at_info_and_debug(tmp_path: Path, level: int) -> None:
+    """A ``log`` rule sets LOG_PACKET and continues (the next rule decides); with BPFLogLevel
+    Info or Debug each matching packet leaves one trace-buffer record naming the rule's prefix
+    (LogPrefix with %n substituted, as nftables' log statement) and its rule ID, with the
+    packet's addresses; a packet the log rule does not match leaves none. Off compiles the
+    record out (no format string in the object)."""
+    from bpf_support import packet
+
+    from calico.felix.bpf.libbpf import run_once
+    from calico.felix.bpf.polprog import EndpointPolicy, Generator
+
+    need_bpf()
+    tag = ns.unique_name("lg")
+    pid = PolicyID(f"pol-{tag}", tier="default")
+    log_rule = Rule(action="log", protocol="udp", dst_ports=(PortRange(53, 53),), rule_id="lg53")
+    rules = (log_rule, Rule(action="allow", protocol="udp", rule_id="allowudp"))
+    gen = Generator({pid: Policy(inbound_rules=rules)}, {}, lambda s: 1,
+                    log_template=f"calico-packet-{tag} %n")  # fmt: skip
+    tiers = (TierInfo("default", ingress_policies=(pid,)),)
+    src = gen.source(EndpointPolicy(tiers, (), inbound=True))
+    want_id = rule_id(f"policy default//{pid.name}", "inbound", 0, "lg53")
+    assert f'CALI_LOG_RULE_V4("calico-packet-{tag} pol-{tag}: ", 0x{want_id:016x}ULL)' in src
+    with contextlib.ExitStack() as stack:
+        trace = stack.enter_context(ns.trace_buffer())
+        mnt = stack.enter_context(private_bpffs(str(tmp_path)))
+        dp = BPFDataplane(os.path.join(mnt, "g"), os.path.join(tmp_path, "cache"),
+                          defines={"CALI_LOG_LEVEL": level})  # fmt: skip
+        stack.callback(dp.close)
+        dp.register("lo", 1)
+        dp.set_policies("lo", {"ingress": src, "egress": src})
+        other = packet("10.1.0.1", "10.1.0.2", 17, 1000, 54)  # allowed, not logged
+        assert run_once(dp.to_fd, other) == -1
+        logged = packet("10.1.0.1", "10.1.0.2", 17, 1000, 53)
+        record = f"cali log calico-packet-{tag} pol-{tag}: rule {want_id:x} if 1 hook 1 proto 17"
+        if level == 0:
+            assert run_once(dp.to_fd, logged) == -1  # log continued: the allow decided
+            # (the BTF line info quotes the source line, so look for the format's own text)
+            pol = [p for p in Path(tmp_path, "cache").iterdir() if p.name.startswith("pol_")]
+            assert pol and not any(b"cali log" in p.read_bytes() for p in pol)
+            return
+
+        def recorded() -> list[str]:
+            assert run_once(dp.to_fd, logged) == -1
+            return [ln for ln in trace().splitlines() if record in ln]
+
+        deadline = time.monotonic() + 20  # others' records share the buffer: poll
+        while not (lines := recorded()):
+            assert time.monotonic() < deadline, "no log record in the trace buffer"
+            time.sleep(0.2)
+        assert "src 10.1.0.1:1000 dst 10.1.0.2:53" in lines[0]
+        assert not [ln for ln in trace().splitlines() if f"pol-{tag}" in ln and ":54" in ln]

@@ -145,6 +145,6 @@ EXPECTED = {
 def test_rpf_verdicts_per_source(topo: Topo) -> None:
     got = {src: verdict(topo, src, n) for n, src in enumerate((EXT_B, SPOOFED, UNROUTABLE))}
     assert got == EXPECTED[topo.mode]
-    # Established flows are not re-checked, new ones always are: a second spoofed datagram
-    # (UDP: a new conntrack entry only if the first was allowed) gets the same verdict.
+    # No host endpoint: nothing is tracked, so a second spoofed datagram is a new flow again
+    # and gets the same verdict (established flows: test_bpf_hep_ct_rpf.py).
     assert verdict(topo, SPOOFED, 9) == EXPECTED[topo.mode][SPOOFED]

@@ -18,7 +18,7 @@ from calico.felix.bpf.libbpf import run_once
 from calico.felix.bpf.maps import FSAFE_KEY, IFACE_HEP, IFACE_VALUE, PROG_FD
 from calico.felix.bpf.polprog import EndpointPolicy, Generator
 from calico.felix.config.netparsers import PortListParser
-from calico.felix.messages import Policy, PolicyID, PortRange, Rule, TierInfo
+from calico.felix.messages import Policy, PolicyID, PortRange, Profile, Rule, TierInfo
 
 pytestmark = pytest.mark.root
 
@@ -37,6 +37,7 @@ def dp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BPFDataplane]:
     # (BPFEnforceRPF is tested with real packets in test_bpf_hep_rpf.py).
     with dataplane(str(tmp_path_factory.mktemp("bpfhepsem")), defines={"CALI_RPF": 0}) as d:
         d.register("lo", 1)  # BPF_PROG_TEST_RUN hands the program a loopback skb
+        d.set_workload_routes("lo", ("10.73.0.5/32", "fd73::5/128"))  # the pod: from-WEP RPF
         parse = PortListParser().parse
         failsafes.sync(d.maps, failsafes.failsafe_keys(parse(INBOUND), parse(OUTBOUND)))
         one = (1).to_bytes(4, "little")
@@ -237,3 +238,74 @@ def test_iface_entry_is_flagged_hep(dp: BPFDataplane) -> None:
 
 def _port(n: int) -> PortRange:
     return PortRange(n, n)
+
+
+def wep_sources(
+    state: PolicyState,
+    pre_dnat: tuple[TierInfo, ...] = (),
+    forward: tuple[TierInfo, ...] = (),
+    profile_ids: tuple[str, ...] = ("all",),
+) -> dict[str, str]:
+    """A workload's programs while a ``*`` host endpoint with these tiers exists."""
+    gen = Generator(state.policies, state.profiles, state.ids.get_or_alloc)
+    out = {}
+    for hook, inbound in (("ingress", False), ("egress", True)):
+        ep = EndpointPolicy(
+            (), profile_ids, inbound, wild_pre_dnat_tiers=pre_dnat, wild_forward_tiers=forward
+        )
+        out[hook] = gen.source(ep)
+    return out
+
+
+def test_all_interfaces_hep_on_workload_hooks(dp: BPFDataplane) -> None:
+    """The ``*`` host endpoint on a workload's hooks, as upstream's BPF mode: leaving the pod
+    = the host endpoint's ingress (pre-DNAT for every packet, then applyOnForward if
+    forwarded), entering it = its egress (applyOnForward); traffic between the pod and the
+    host itself never takes the host endpoint's normal or forward policy; the workload's own
+    policy still decides after a host allow. Both families."""
+    pod, pod6 = "10.73.0.5", "fd73::5"
+    state = PolicyState()
+    state.profiles["all"] = Profile(inbound_rules=(Rule(action="allow"),),
+                                    outbound_rules=(Rule(action="allow"),))  # fmt: skip
+    state.profiles["none"] = Profile()
+    pd, fw = PolicyID("pd", tier="t"), PolicyID("fw", tier="t")
+    deny99 = Rule(action="deny", protocol="tcp", dst_ports=(PortRange(99, 99),))
+    state.policies[pd] = Policy(inbound_rules=(deny99,), pre_dnat=True)
+    state.policies[fw] = Policy(
+        inbound_rules=(Rule(action="allow", protocol="tcp", dst_ports=(PortRange(80, 80),)),),
+        outbound_rules=(Rule(action="allow", src_net=(f"{REMOTE}/32", f"{REMOTE6}/128")),),
+        apply_on_forward=True,
+    )
+    pre = (TierInfo("t", ingress_policies=(pd,)),)
+    fwd = (TierInfo("t", ingress_policies=(fw,), egress_policies=(fw,)),)
+
+    def out(src: str, dst: str, dport: int) -> int:  # from-WEP: leaving the pod
+        pkt = packet6(src, dst, TCP, 40000, dport) if ":" in src else syn(src, dst, dport)
+        return run_once(dp.from_fd, pkt)
+
+    def into(src: str, dst: str, dport: int) -> int:  # to-WEP
+        pkt = packet6(src, dst, TCP, 40000, dport) if ":" in src else syn(src, dst, dport)
+        return run_once(dp.to_fd, pkt)
+
+    dp.set_policies("lo", wep_sources(state, pre, fwd))
+    flush_ct(dp)
+    for p, host, remote in ((pod, HOST, REMOTE), (pod6, HOST6, REMOTE6)):
+        assert out(p, remote, 80) == ALLOW  # forward ingress policy allows port 80
+        assert out(p, remote, 81) == DENY  # ... and nothing else (end of tier)
+        assert out(p, host, 81) == ALLOW  # to the host: no host policy, the profile allows
+        assert out(p, host, 99) == DENY  # pre-DNAT applies to host-bound traffic too
+        assert out(p, remote, 99) == DENY
+        assert into(remote, p, 81) == ALLOW  # forward egress policy: from REMOTE only
+        assert into(host, p, 81) == ALLOW  # the host's own traffic: allowed before policy
+    assert into(OTHER, pod, 81) == DENY
+    # A host allow only lets the workload's own policy decide.
+    dp.set_policies("lo", wep_sources(state, pre, fwd, profile_ids=("none",)))
+    flush_ct(dp)
+    assert out(pod, REMOTE, 80) == DENY
+    assert into(REMOTE, pod, 81) == DENY
+    # No ``*`` endpoint: workload policy only.
+    dp.set_policies("lo", wep_sources(state))
+    flush_ct(dp)
+    assert out(pod, REMOTE, 81) == ALLOW
+    assert out(pod, HOST, 99) == ALLOW
+    assert into(OTHER, pod, 81) == ALLOW

@@ -115,7 +115,9 @@ def topo(
         mgr.on_update(
             WorkloadEndpointUpdate(
                 WorkloadEndpointID("k8s", "ns/wl", "eth0"),
-                WorkloadEndpoint("active", "calihep1", profile_ids=("allow",)),
+                WorkloadEndpoint(
+                    "active", "calihep1", profile_ids=("allow",), ipv4_nets=(f"{WL_IP}/32",)
+                ),
             )
         )
         for i, name in enumerate(("eth0", "calihep1", "vethq0", "lo"), start=2):
@@ -224,6 +226,42 @@ def test_hep_policy_failsafes_forward_and_removal(topo: Topo) -> None:
     assert probe(topo.ext, HOST_IP, 9090) == "ok"
     assert probe(topo.host, EXT_IP, 8080) == "ok"
     assert attach.attached_programs("eth0", topo.host)["ingress"] == "calico_from_hep"
+
+
+def test_all_interfaces_hep_on_host_workload_traffic(topo: Topo) -> None:
+    """A deny-all ``*`` endpoint (no normal policy, no profile) with a pre-DNAT deny of 9090
+    and an applyOnForward ingress allow of 8080, as upstream's BPF mode applies it: its
+    normal policy never touches traffic between the host and its own workload (either way),
+    while it denies outside -> host; its pre-DNAT policy polices everything leaving the
+    workload (host-bound too), its forward policy the workload's forwarded traffic; the
+    workload programs follow the endpoint's arrival and removal."""
+    pd, fw = PolicyID("pd-9090", tier="default"), PolicyID("fw-8080", tier="default")
+    deny9090 = Rule(action="deny", protocol="tcp", dst_ports=(PortRange(9090, 9090),))
+    wild = HostEndpoint(
+        "*",
+        pre_dnat_tiers=(TierInfo("default", ingress_policies=(pd,)),),
+        forward_tiers=(TierInfo("default", ingress_policies=(fw,)),),
+    )
+    sync(
+        topo,
+        ActivePolicyUpdate(pd, Policy(inbound_rules=(deny9090,), pre_dnat=True)),
+        ActivePolicyUpdate(fw, Policy(inbound_rules=(port_rule(8080),), apply_on_forward=True)),
+        HostEndpointUpdate(WILD_ID, wild),
+    )
+    try:
+        assert probe(topo.ext, HOST_IP, 8080) == "timeout"  # "*" on eth0: deny-all
+        assert probe(topo.ext, HOST_IP, 22) == "ok"  # failsafe
+        assert probe(topo.host, WL_IP, 8080) == "ok"  # host -> own workload: not policed
+        assert probe(topo.wl, HOST_IP, 8080) == "ok"  # workload -> host: no normal policy
+        assert probe(topo.wl, HOST_IP, 9090) == "timeout"  # ... but pre-DNAT applies
+        assert probe(topo.wl, EXT_IP, 8080) == "ok"  # forwarded: the forward policy allows
+        assert probe(topo.wl, EXT_IP, 179) == "timeout"  # ... nothing else (end of tier)
+        assert probe(topo.ext, WL_IP, 8080) == "ok"  # eth0's forward ingress allows it
+    finally:
+        sync(topo, HostEndpointRemove(WILD_ID))
+    assert probe(topo.wl, HOST_IP, 9090) == "ok"
+    assert probe(topo.wl, EXT_IP, 179) == "ok"
+    assert probe(topo.ext, HOST_IP, 8080) == "ok"
 
 
 def test_data_iface_removal_detaches(topo: Topo) -> None:

@@ -35,6 +35,7 @@ def dp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BPFDataplane]:
     need_bpf()
     with dataplane(str(tmp_path_factory.mktemp("bpf6sem"))) as d:
         d.register("lo", 1)  # BPF_PROG_TEST_RUN hands the program a loopback skb
+        d.set_workload_routes("lo", ("10.70.0.0/24", "fd70::/15"))  # pass from-WEP RPF
         yield d
 
 

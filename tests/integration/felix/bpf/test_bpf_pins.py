@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_resized_conntrack_keeps_its_entries_and_same_size_reuses(tmp_path: Path
         g = os.path.join(mnt, "globals")
         dp = _start(g, cache, 1024)
         assert dp.resized == {}
-        value = CT_VALUE.pack(1, 2, 3, 0)
+        value = CT_VALUE.pack(1, 2, 3, 4, 5, 0)
         for i in range(5):
             dp.maps.ct.update(_ct_key(i), value)
         dp.close()
@@ -99,12 +100,51 @@ def test_map_of_another_layout_is_recreated_empty(tmp_path: Path) -> None:
             dp.close()
 
 
+def test_conntrack_of_the_pre_ifindex_layout_is_recreated_empty(tmp_path: Path) -> None:
+    """The conntrack value grew from 24 bytes (created, last_seen, legs, pad) to 32 (+ each
+    side's recorded ifindex): a Felix upgrade over the old pin starts with an empty table
+    (established flows are re-policed on their next packet) instead of failing to load."""
+    cache = str(tmp_path / "cache")
+    with private_bpffs(str(tmp_path)) as mnt:
+        g = os.path.join(mnt, "globals")
+        _start(g, cache, 1024).close()
+        path = os.path.join(g, CT_MAP)
+        want = pins.pinned_params(path)
+        assert want is not None and want.value_size == CT_VALUE.size == 32
+        os.unlink(path)
+        lb = lib()
+        create = lb.bpf_map_create
+        create.argtypes = (
+            [ctypes.c_int, ctypes.c_char_p] + [ctypes.c_uint32] * 3 + [ctypes.c_void_p]
+        )
+        create.restype = ctypes.c_int
+        fd = create(want.type, CT_MAP.encode(), CT_KEY.size, 24, 1024, None)  # the old layout
+        assert fd >= 0
+        try:
+            assert lb.bpf_obj_pin(fd, path.encode()) == 0
+            old = pins.PinnedMap(path, CT_KEY.size, 24, fd=os.dup(fd))
+            old.update(_ct_key(1), struct.pack("<QQII", 1, 2, 3, 0))
+            old.close()
+        finally:
+            os.close(fd)
+
+        dp = _start(g, cache, 1024)
+        try:
+            assert pins.pinned_params(path) == want
+            assert list(dp.maps.ct.keys()) == []
+            assert CT_MAP not in dp.resized and _leftovers(g) == []
+            dp.maps.ct.update(_ct_key(1), CT_VALUE.pack(1, 2, 3, 4, 5, 0))  # the new layout
+            assert dp.maps.ct.lookup(_ct_key(1)) == CT_VALUE.pack(1, 2, 3, 4, 5, 0)
+        finally:
+            dp.close()
+
+
 def test_leftover_old_pin_from_an_interrupted_upgrade_is_restored(tmp_path: Path) -> None:
     cache = str(tmp_path / "cache")
     with private_bpffs(str(tmp_path)) as mnt:
         g = os.path.join(mnt, "globals")
         dp = _start(g, cache, 1024)
-        dp.maps.ct.update(_ct_key(7), CT_VALUE.pack(9, 9, 9, 0))
+        dp.maps.ct.update(_ct_key(7), CT_VALUE.pack(9, 9, 9, 9, 9, 0))
         dp.close()
         path = os.path.join(g, CT_MAP)
         pins._rename_pin(path, path + pins.OLD_SUFFIX)  # as if Felix died mid-upgrade
@@ -112,7 +152,7 @@ def test_leftover_old_pin_from_an_interrupted_upgrade_is_restored(tmp_path: Path
 
         dp = _start(g, cache, 1024)
         try:
-            assert dp.maps.ct.lookup(_ct_key(7)) == CT_VALUE.pack(9, 9, 9, 0)
+            assert dp.maps.ct.lookup(_ct_key(7)) == CT_VALUE.pack(9, 9, 9, 9, 9, 0)
             assert _leftovers(g) == [] and dp.resized == {}
         finally:
             dp.close()

@@ -96,7 +96,8 @@ def test_tcx_links_enforce_and_update_in_place(topo: Topo) -> None:
     pins = [tcx.pin_path(dp.link_dir, topo.ifaces[1], d) for d in ("ingress", "egress")]
     assert all(os.path.exists(p) for p in pins)
     assert probe(topo) == "timeout"  # attached, no policy yet: deny
-    for iface in topo.ifaces:
+    for iface, ip in zip(topo.ifaces, topo.ips, strict=True):
+        dp.set_workload_routes(iface, (f"{ip}/32",))  # from-WEP's reverse-path check
         dp.set_policies(iface, state.sources(profile_ids=("allow",)))
     assert probe(topo) == "ok"
     inodes = [os.stat(p).st_ino for p in pins]

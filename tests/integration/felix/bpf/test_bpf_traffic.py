@@ -99,11 +99,19 @@ def udp(topo: Topo, src: int, dst: int, port: int = 8080) -> str:
 ALLOW_ALL = Profile(inbound_rules=(Rule(action="allow"),), outbound_rules=(Rule(action="allow"),))
 
 
+def add_routes(topo: Topo) -> None:
+    """Each workload's address as its route (what the endpoint manager writes from the WEP):
+    from-WEP's reverse-path check drops sources without one."""
+    for iface, ip in zip(topo.ifaces, topo.ips, strict=True):
+        topo.dp.set_workload_routes(iface, (f"{ip}/32",))
+
+
 def program_all(
     topo: Topo, state: PolicyState, ingress_for: dict[int, tuple[PolicyID, ...]]
 ) -> None:
     """Every workload: egress allowed by profile; ingress by the given policies (else allowed)."""
     state.profiles["allow"] = ALLOW_ALL
+    add_routes(topo)
     for i, iface in enumerate(topo.ifaces):
         pols = ingress_for.get(i)
         tiers = (TierInfo("default", ingress_policies=pols),) if pols else ()
@@ -170,6 +178,7 @@ def test_established_replies_pass_both_ways(topo: Topo) -> None:
         outbound_rules=(Rule(action="allow", dst_net=(f"{topo.ips[1]}/32",)),)
     )
     # w0: egress only to w1, no ingress at all; w1: ingress only from w0, no egress at all.
+    add_routes(topo)
     topo.dp.set_policies(
         topo.ifaces[0],
         state.sources(
@@ -268,7 +277,14 @@ def test_endpoint_manager_follows_calc_graph_messages(topo: Topo) -> None:
         ),
         ActiveProfileUpdate(ProfileID("allow"), ALLOW_ALL),
         WorkloadEndpointUpdate(
-            server, WorkloadEndpoint("active", topo.ifaces[1], profile_ids=("allow",), tiers=tiers)
+            server,
+            WorkloadEndpoint(
+                "active",
+                topo.ifaces[1],
+                profile_ids=("allow",),
+                tiers=tiers,
+                ipv4_nets=(f"{topo.ips[1]}/32",),
+            ),
         ),
         WorkloadEndpointUpdate(
             WorkloadEndpointID("k8s", "ns/ghost", "eth0"), WorkloadEndpoint("active", "calibpfx")

@@ -25,6 +25,13 @@ from harness import (
 
 pytestmark = pytest.mark.root
 
+SPOOFED_UDP = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0))
+s.sendto(b"x", (sys.argv[2], 8080))
+"""
+
 
 def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
     need_root()
@@ -38,6 +45,23 @@ def test_bpf_programs_enforce_and_nft_chains_only_allow(tmp_path: Path) -> None:
     ):
         assert eventually(lambda: tcp(client, server.ip, 8080), "ok") == "ok"
         assert "BPF dataplane enabled" in c.felix.log_path.read_text()
+        # Felix wrote each endpoint's address as its interface's route: from-WEP's
+        # reverse-path check drops (and counts once) a datagram from any other source
+        routes = json.loads(in_ns(c.host, CALICO, "bpf", "routes", "dump", "-o", "json").stdout)
+        assert {(r["cidr"], r["iface"]) for r in routes} >= {
+            (f"{client.ip}/32", client.iface),
+            (f"{server.ip}/32", server.iface),
+        }
+
+        def rpf_drops() -> int:
+            out = in_ns(c.host, CALICO, "bpf", "counters", "dump", "--iface", client.iface,
+                        "-o", "json").stdout  # fmt: skip
+            return int(json.loads(out)[client.iface]["ingress"]["dropped_rpf"])
+
+        before = rpf_drops()
+        in_ns(client.ns, "ip", "addr", "add", "10.65.0.99/32", "dev", "eth0")
+        in_ns(client.ns, "python3", "-c", SPOOFED_UDP, "10.65.0.99", server.ip)
+        assert eventually(rpf_drops, before + 1) == before + 1
         for w in (client, server):
             filters = in_ns(c.host, "tc", "filter", "show", "dev", w.iface, "ingress").stdout
             assert "calico_from_wep" in filters
@@ -121,9 +145,10 @@ def test_switching_bpf_off_detaches_programs(tmp_path: Path) -> None:
 
 
 def test_all_interfaces_host_endpoint_in_bpf(tmp_path: Path) -> None:
-    """An ``interfaceName: "*"`` host endpoint (nftables ignores those) is enforced by the
-    HEP programs on the data interface (BPFDataIfacePattern), with the configured failsafe
-    ports from the BPF failsafe map ahead of its deny-all; removing it allows all again."""
+    """An ``interfaceName: "*"`` host endpoint is enforced by the HEP programs on the data
+    interface (BPFDataIfacePattern), with the configured failsafe ports from the BPF failsafe
+    map ahead of its deny-all, and nftables renders none of it (BPF's); removing it allows
+    all again."""
     need_root()
     if not shutil.which("clang"):
         pytest.skip("BPF dataplane needs clang")
@@ -153,6 +178,8 @@ def test_all_interfaces_host_endpoint_in_bpf(tmp_path: Path) -> None:
                         "json").stdout  # fmt: skip
             ingress = json.loads(out)["uplink0"]["ingress"]
             assert ingress["accepted_failsafe"] >= 1 and ingress["dropped_by_policy"] >= 1
+            ruleset = in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+            assert "any-interface-at-all" not in ruleset
         finally:
             c.ds.delete("HostEndpoint", "all")
         assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok") == "ok"

@@ -10,6 +10,7 @@ profile-allows-everything baseline.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import shutil
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from harness_extra import (
     labelled_namespace_profile,
     use_v6_gateway,
 )
+from netns_support import trace_buffer, unique_name
 
 # The same tests on both dataplanes (nftables chains, BPF programs): same answers.
 pytestmark = [
@@ -45,7 +47,10 @@ def ns_cluster(
     if dataplane == "bpf" and not shutil.which("clang"):
         pytest.skip("BPF dataplane needs clang")
     workdir = tmp_path_factory.mktemp("felix-extra")
-    with cluster(workdir, **DATAPLANES[dataplane]) as c:
+    env = dict(DATAPLANES[dataplane])
+    if dataplane == "bpf":  # log rules' records (and drops) to the trace buffer
+        env["FELIX_BPFLOGLEVEL"] = "Info"
+    with cluster(workdir, **env) as c:
         c.ds.apply({"kind": "IPPool", "metadata": {"name": "pool6"}, "spec": {"cidr": POOL6}})
         labelled_namespace_profile(c.ds, "nsa", {"team": "a"})
         labelled_namespace_profile(c.ds, "nsb", {"team": "b"})
@@ -179,20 +184,23 @@ def _log_prefixes(host: str) -> set[str]:
 
 
 def test_log_action_logs_and_continues(ns_cluster: Cluster) -> None:
-    """Documented fallback: when dmesg is unreadable only the programmed log statement and the
-    traffic verdict are checked. On BPF a Log rule continues but writes no kernel-log line yet
-    (design/felix-bpf.md "Policy programs"), so there only the verdicts are checked."""
+    """A Log rule logs and continues (the next rule decides). nftables: the kernel log line
+    (documented fallback: when dmesg is unreadable only the programmed log statement and the
+    verdicts are checked). BPF (BPFLogLevel=Info): the policy program's trace-buffer record,
+    with the rule's prefix and ID (from the policy listing) and the packet's addresses; the
+    policy name is unique so that another run's records cannot match."""
     c = ns_cluster
     bpf = _bpf(c)
     srv, a = c.w["server"], c.w["a"]
+    name = unique_name("log-then-allow")
     rules = [
         {"action": "Log", "protocol": "TCP", "destination": {"ports": [PORT]}},
         {"action": "Allow", "source": {"selector": "app == 'client'"}},
     ]
-    with (
-        kernel_netns_logging() as readable,
-        resources(c, np("log-then-allow", {**SERVER_INGRESS, "ingress": rules})),
-    ):
+    with contextlib.ExitStack() as stack:
+        readable = stack.enter_context(kernel_netns_logging())
+        trace = stack.enter_context(trace_buffer()) if bpf else None
+        stack.enter_context(resources(c, np(name, {**SERVER_INGRESS, "ingress": rules})))
         eventually(lambda: "calico-packet: " in _log_prefixes(c.host), True)
         readable = readable and not bpf
         before = set(dmesg_lines()) if readable else set()
@@ -207,6 +215,38 @@ def test_log_action_logs_and_continues(ns_cluster: Cluster) -> None:
                 return any(all(w in ln for w in want) for ln in new)
 
             eventually(logged, True, timeout=5)
+        if trace is not None:
+            rid = _listed_log_rule(c, srv.iface, name)
+            rec = f"cali log calico-packet: rule {rid} "
+            v6 = ipaddress.ip_address  # the record prints IPv6 uncompressed (%pI6)
+            for dst, want_src, want_dst in (
+                (srv.ip, f"src {a.ip}:", f"dst {srv.ip}:{PORT}"),
+                (srv.ip6, f"src [{v6(a.ip6).exploded}]:", f"dst [{v6(srv.ip6).exploded}]:{PORT}"),
+            ):
+
+                def recorded(dst: str = dst, want: tuple[str, str] = (want_src, want_dst)) -> bool:
+                    assert tcp(a, dst, PORT) == "ok"  # a new packet each poll
+                    return any(rec in ln and all(w in ln for w in want)
+                               for ln in trace().splitlines())  # fmt: skip
+
+                eventually(recorded, True, timeout=20)
+
+
+def _listed_log_rule(c: Cluster, iface: str, name: str) -> str:
+    """The rule ID (hex, as the record prints it) of the log rule of policy ``name`` in the
+    to-workload program's listing (BPFPolicyDebugDir)."""
+    path = c.felix.workdir / "bpf-policy" / f"{iface}_egress_v4.json"
+
+    def find() -> str:
+        if not path.exists():
+            return ""
+        for r in json.loads(path.read_text())["rules"]:
+            if name in r["owner"] and r["action"] == "log":
+                return format(int(r["id"], 16), "x")
+        return ""
+
+    eventually(lambda: find() != "", True)
+    return find()
 
 
 # --- IPv6 ---------------------------------------------------------------------------------------

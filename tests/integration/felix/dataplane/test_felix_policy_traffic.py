@@ -365,3 +365,118 @@ def test_host_endpoint_by_expected_ip_follows_the_address(policy_cluster: Cluste
             c.ds.delete("GlobalNetworkPolicy", "by-ip-web")
             c.ds.delete("HostEndpoint", "by-ip")
         eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+
+
+def test_all_interfaces_host_endpoint(policy_cluster: Cluster) -> None:
+    """A deny-all all-interfaces (``*``) host endpoint, the same answers on both dataplanes.
+
+    It polices the host's own traffic on every interface no other endpoint claims: the uplink
+    denies both ways except the failsafe ports (in and out). It never polices traffic between
+    the host and its own workloads (upstream: BPF suppresses the endpoint's normal policy on
+    workload programs; iptables skips it for traffic to local workloads and dispatches
+    workload -> host traffic apart): the host reaches a workload even on a port the workload's
+    own ingress policy denies. Forwarded traffic is untouched without applyOnForward policy
+    (workload <-> workload, workload -> outside). A named endpoint on the uplink wins over it,
+    and when that goes the ``*`` one applies again. Its applyOnForward egress policy polices
+    workload traffic forwarded out of the uplink (not the host's own, to its workloads); its
+    pre-DNAT allow admits what its normal policy denies. nftables renders its chains as
+    ``cali-*-any-interface-at-all``; on BPF they are the data interface's programs and
+    nftables renders none (design/felix-bpf.md "Host endpoints")."""
+    c = policy_cluster
+    bpf = c.felix.env.get("FELIX_BPFENABLED") == "true"
+    client, server = c.w["client"], c.w["server"]
+    hep = {
+        "kind": "HostEndpoint",
+        "metadata": {"name": "all-ifaces", "labels": {"role": "all"}},
+        "spec": {"node": HOSTNAME, "interfaceName": "*"},
+    }
+    named = {
+        "kind": "HostEndpoint",
+        "metadata": {"name": "uplink-named", "labels": {"role": "named"}},
+        "spec": {"node": HOSTNAME, "interfaceName": "uplink0"},
+    }
+    named_web = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "named-web"},
+        "spec": {
+            "selector": "role == 'named'",
+            "types": ["Ingress"],
+            "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8090]}}],
+        },
+    }
+    forward = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "all-fwd-no-8081"},
+        "spec": {
+            "selector": "role == 'all'",
+            "types": ["Egress"],
+            "applyOnForward": True,
+            "egress": [
+                {"action": "Deny", "protocol": "TCP", "destination": {"ports": [8081]}},
+                {"action": "Allow"},
+            ],
+        },
+    }
+    pre_dnat = {
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "all-prednat-8090"},
+        "spec": {
+            "selector": "role == 'all'",
+            "types": ["Ingress"],
+            "preDNAT": True,
+            "applyOnForward": True,
+            "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8090]}}],
+        },
+    }
+    # Applied after the endpoint: once its effect shows, Felix has the endpoint too.
+    marker = np("server-8080-only", {
+        "selector": "app == 'server'",
+        "types": ["Ingress"],
+        "ingress": [{"action": "Allow", "protocol": "TCP", "destination": {"ports": [8080]}}],
+    })  # fmt: skip
+
+    def ruleset() -> str:
+        return in_ns(c.host, "nft", "list", "table", "inet", "calico").stdout
+
+    with (
+        servers(c.host, "tcp:8090", "tcp:6667"),
+        servers(c.outside, "tcp:8081", "tcp:6667", "peer"),
+    ):
+        assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+        assert tcp(c.host, EXTERNAL_IP, 8081) == "ok"
+        assert tcp(c.host, server.ip, 9090) == "ok"
+        with resources(c, hep, marker):
+            eventually(lambda: tcp(client, server.ip, 9090), "timeout")
+            # The uplink: deny-all both ways but the failsafe ports.
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
+            assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+            assert tcp(c.host, EXTERNAL_IP, 8081) == "timeout"
+            assert tcp(c.host, EXTERNAL_IP, 6667) == "ok"
+            # Host <-> own workloads, workload <-> workload, forwarded: not policed.
+            assert tcp(c.host, server.ip, 9090) == "ok"
+            assert tcp(c.host, server.ip, 8080) == "ok"
+            assert tcp(client, server.ip, 8080) == "ok"
+            assert seen_source(client, EXTERNAL_IP, 8081) == HOST_UPLINK_IP
+            wild_chains = "chain filter-cali-fh-any-interface-at-all " in ruleset()
+            assert wild_chains is not bpf
+            # A named endpoint on the uplink wins; when it goes, `*` applies again.
+            with resources(c, named, named_web):
+                eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+                assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+                assert tcp(c.host, server.ip, 9090) == "ok"
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
+            assert tcp(c.host, EXTERNAL_IP, 8081) == "timeout"
+            with resources(c, forward):
+                eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), "timeout")
+                assert tcp(client, server.ip, 8080) == "ok"
+                assert tcp(c.host, server.ip, 9090) == "ok"
+                assert tcp(c.host, EXTERNAL_IP, 6667) == "ok"
+            eventually(lambda: seen_source(client, EXTERNAL_IP, 8081), HOST_UPLINK_IP)
+            with resources(c, pre_dnat):
+                eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+                assert tcp(c.outside, HOST_UPLINK_IP, 6667) == "ok"
+                assert tcp(c.host, server.ip, 9090) == "ok"
+            eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "timeout")
+        eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
+        assert tcp(c.host, EXTERNAL_IP, 8081) == "ok"
+        assert "any-interface-at-all" not in ruleset()

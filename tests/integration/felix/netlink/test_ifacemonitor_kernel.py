@@ -147,11 +147,11 @@ class FlakyMonitor(InterfaceMonitor):
 
     failures = 1
 
-    async def _resync(self, ipr) -> None:  # type: ignore[override]
+    def _resync(self, dumper) -> None:  # type: ignore[override]
         if self.failures:
             self.failures -= 1
             raise OSError(105, "No buffer space available")
-        await super()._resync(ipr)
+        super()._resync(dumper)
 
 
 def test_socket_error_leads_to_new_session_and_resync(host: NS) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -472,3 +473,33 @@ def test_renderer_chains_list_like_libnftables(
     a.invalidate()
     resync = ns.call(a.apply)
     assert resync.ok and resync.commands == 0, resync
+
+
+def test_transaction_bigger_than_default_socket_buffers_goes_as_one_batch(
+    pair: tuple[Netns, NftablesTable, NftablesTable],
+) -> None:
+    """A new workload that activates 100 policies is ~200 KiB of batch (bench_felix.py
+    --large); 600 KiB here, over the default wmem_max/rmem_max (208 KiB, doubled by the
+    kernel): the sender grows its buffers and the kernel takes it whole, acks and all."""
+    _ns, a, _ = pair
+    reset(pair)
+    comment = "c" * 100
+
+    def many(t: NftablesTable) -> None:
+        for i in range(400):
+            rules = [NftRule([x.match(x.meta("l4proto"), 6), x.ACCEPT], comment) for _ in range(8)]
+            t.set_chain(Chain(f"big{i}", rules))
+        t.add_set_members("s4", [f"10.8.{i // 250}.{i % 250}" for i in range(2000)])
+
+    ra, rb = both(pair, many)
+    assert ra.netlink and not rb.netlink and ra.commands == rb.commands > 3600
+    sender = a._netlink
+    assert isinstance(sender, NetlinkElements) and sender._sock is not None
+    assert sender._sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) > 600 * 1024
+
+    def drop(t: NftablesTable) -> None:
+        for i in range(400):
+            t.remove_chain(f"big{i}")
+
+    ra, _ = both(pair, drop)
+    assert ra.netlink

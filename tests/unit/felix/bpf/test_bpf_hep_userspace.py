@@ -181,6 +181,36 @@ def test_host_program_sections() -> None:
     assert "host_flags" not in wep and "allow_nt" not in wep
 
 
+def test_wildcard_sections_on_workload_programs() -> None:
+    """The ``*`` endpoint's tiers on a workload program, in the host endpoint's direction:
+    pre-DNAT only on the pod's egress hook (from-WEP), forward tiers of the matching direction
+    with the host-bound skip on from-WEP only, all ahead of the workload's own walk; nothing
+    without a policy for the direction."""
+    ing, egr = PolicyID("in", tier="t"), PolicyID("out", tier="t")
+    allow = (Rule(action="allow"),)
+    pols = {ing: Policy(inbound_rules=allow), egr: Policy(outbound_rules=allow)}
+    only_in = (TierInfo("t", ingress_policies=(ing,)),)
+    only_out = (TierInfo("t", egress_policies=(egr,)),)
+    gen = Generator(pols, {}, lambda _: 1)
+
+    def src(pod_inbound: bool, **kw: Any) -> str:
+        return gen.source(EndpointPolicy((), ("prof",), pod_inbound, **kw))
+
+    plain = src(False)
+    assert "all-interfaces" not in plain and "cali_to_host" not in plain
+    from_wep = src(False, wild_pre_dnat_tiers=only_in, wild_forward_tiers=only_in)
+    assert from_wep.index("pre-DNAT") < from_wep.index("cali_to_host(st)")
+    assert from_wep.index("cali_to_host(st)") < from_wep.index("applyOnForward")
+    assert from_wep.index("applyOnForward") < from_wep.index("v4_wep:") < from_wep.index("prof")
+    assert "policy t//in" in from_wep and "goto v4_wep;" in from_wep
+    to_wep = src(True, wild_pre_dnat_tiers=only_in, wild_forward_tiers=only_out)
+    assert "pre-DNAT" not in to_wep and "cali_to_host" not in to_wep
+    assert "policy t//out" in to_wep and "no forward policy allowed" in to_wep
+    # forward tiers with no policy for the hook's direction: no forward section at all
+    assert "applyOnForward" not in src(True, wild_forward_tiers=only_in)
+    assert "applyOnForward" not in src(False, wild_forward_tiers=only_out)
+
+
 def test_attach_type_choice() -> None:
     assert resolve_attach_type("TC", True) == "tc"
     assert resolve_attach_type("TCX", False) == "tc"

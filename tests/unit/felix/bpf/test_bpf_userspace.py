@@ -23,6 +23,7 @@ from calico.felix.bpf.maps import (
 )
 from calico.felix.bpf.polprog import EndpointPolicy, Generator
 from calico.felix.messages import ICMPTypeCode, Policy, PolicyID, PortRange, Profile, Rule, TierInfo
+from calico.felix.rules.policy import short_kind
 
 
 def gen(**policies: Policy) -> Generator:
@@ -164,8 +165,9 @@ def test_ct6_key_is_canonical_and_decodes() -> None:
     # only the last word differs
     _, a, _, _, _ = CT6_KEY.unpack(ct_key(17, "fd00::3", "fd00::2", 1, 2))
     assert a[-1] == 2
-    entry = decode_ct(k, struct.pack("<QQII", 1, 2, 3, 0))
+    entry = decode_ct(k, struct.pack("<QQIIII", 1, 2, 3, 7, 9, 0))
     assert (entry.addr_a, entry.addr_b, entry.legs) == ("fd00::1", "fd00::2", 3)
+    assert (entry.ifindex_a, entry.ifindex_b) == (7, 9)
     with pytest.raises(ValueError, match="different IP versions"):
         ct_key(6, "10.0.0.1", "fd00::1", 1, 2)
 
@@ -251,9 +253,75 @@ def test_ipv6_support_and_rpf_reach_the_programs_as_defines(
         "BPFMapSizeConntrack": 10,
         "BPFMapSizeIPSets": 10,
         "BPFMapSizeIfState": 10,
+        "BPFMapSizeRoute": 12,
         "BPFAttachType": "TC",
         "BPFEnforceRPF": rpf,
     }
     assert mode.open_dataplane(config) == "dp"
     assert seen["defines"] == {"CALI_LOG_LEVEL": 0, "CALI_IPV6": define, "CALI_RPF": rpf_define}
     assert seen["attach_type"] == "tc" and seen["link_dir"] == mode.LINK_DIR
+    assert seen["sizes"] == mode.MapSizes(10, 10, 10, routes=12)
+
+
+def test_route_keys_and_values() -> None:
+    from calico.felix.bpf.maps import (
+        ROUTE6_KEY,
+        ROUTE_KEY,
+        ROUTE_VALUE,
+        decode_route,
+        route_key,
+        workload_route,
+    )
+
+    k = route_key("10.1.2.3/32")
+    assert len(k) == ROUTE_KEY.size == 8 and ROUTE_KEY.unpack(k) == (32, bytes([10, 1, 2, 3]))
+    assert route_key("10.1.2.3") == k  # a bare address is its host route
+    assert route_key("10.1.2.3/24") == ROUTE_KEY.pack(24, bytes([10, 1, 2, 0]))  # host bits go
+    k6 = route_key("fd00::1/128")
+    assert len(k6) == ROUTE6_KEY.size == 20 and k6[:4] == (128).to_bytes(4, "little")
+    assert decode_route(k6) == "fd00::1/128" and decode_route(k) == "10.1.2.3/32"
+    assert ROUTE_VALUE.unpack(workload_route(7)) == (0x8 | 0x4, 7)  # LOCAL|WORKLOAD, ifindex
+    with pytest.raises(ValueError):
+        route_key("10.1.2.300/32")
+
+
+@pytest.mark.parametrize(
+    ("text", "literal"),
+    [
+        ("calico-packet: ", '"calico-packet: "'),
+        ('a"b\\c', '"a\\"b\\\\c"'),  # quote and backslash escaped
+        ("50%: ", '"50%%: "'),  # a literal printf format too
+        ("tab\there é\n", '"tabhere "'),  # only printable ASCII survives
+        ("", '""'),
+    ],
+)
+def test_log_prefix_c_literal(text: str, literal: str) -> None:
+    from calico.felix.bpf.polprog import _c_literal
+
+    assert _c_literal(text) == literal
+
+
+def test_log_rule_prefix_per_owner_and_template() -> None:
+    """A log rule's record prefix is the nftables log statement's: LogPrefix with %t/%k/%n/%p
+    of its policy (or ``pro`` and the name for a profile), and the rule's ID; no other action
+    emits one."""
+    from calico.felix.bpf.polprog import rule_id
+
+    pid = PolicyID("web", kind="NetworkPolicy", namespace="ns1", tier="tier1")
+    log = Rule(action="log", rule_id="h0")
+    gen = Generator(
+        {pid: Policy(inbound_rules=(log, Rule(action="allow")))},
+        {"kns.ns1": Profile(inbound_rules=(log,))},
+        lambda _: 1,
+        log_template="pkt %t/%k/%n/%p",
+    )
+    tiers = (TierInfo("tier1", ingress_policies=(pid,)),)
+    src = gen.source(EndpointPolicy(tiers, ("kns.ns1",), inbound=True))
+    pol_id = rule_id("policy tier1/ns1/web", "inbound", 0, "h0")
+    pro_id = rule_id("profile kns.ns1", "inbound", 0, "h0")
+    pol = f'CALI_LOG_RULE_V4("pkt tier1/{short_kind(pid)}/web/ns1: ", 0x{pol_id:016x}ULL);'
+    assert pol in src and pol.replace("_V4", "_V6") in src
+    assert f'CALI_LOG_RULE_V4("pkt /pro/kns.ns1/: ", 0x{pro_id:016x}ULL);' in src
+    assert src.count("CALI_LOG_RULE_V4") == 2
+    default = Generator({}, {"p": Profile(inbound_rules=(log,))}, lambda _: 1)
+    assert '("calico-packet: ",' in default.source(EndpointPolicy((), ("p",), inbound=True))

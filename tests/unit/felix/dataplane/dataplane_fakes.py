@@ -39,7 +39,13 @@ class FakeTable:
         self.sets.pop(name, None)
 
     def set_map(self, vmap: VerdictMap) -> None:
-        self.maps[vmap.name] = vmap
+        self.maps[vmap.name] = VerdictMap(vmap.name, vmap.key_type, dict(vmap.elements))
+
+    def set_map_element(self, name: str, key: Any, verdict: Any) -> None:
+        self.maps[name].elements[key] = verdict
+
+    def remove_map_element(self, name: str, key: Any) -> None:
+        self.maps[name].elements.pop(key, None)
 
     def apply(self) -> ApplyResult:
         self.applies += 1

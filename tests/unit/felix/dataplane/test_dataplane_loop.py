@@ -4,15 +4,35 @@ and the loop is driven with ``step()``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dataplane_fakes import FakeRouteTable, FakeTable
 
 from calico.backoff import Backoff
-from calico.felix.dataplane.loop import HEALTH_NAME, DataplaneParts, InternalDataplane
+from calico.felix.dataplane.endpoint_status import (
+    EndpointStatusFileReporter,
+    EndpointStatusFiles,
+    status_filename,
+)
+from calico.felix.dataplane.loop import (
+    HEALTH_NAME,
+    STATUS_MAX_DEFER,
+    DataplaneParts,
+    InternalDataplane,
+)
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.metrics import FelixMetrics
-from calico.felix.messages import InSync, IPSetType, IPSetUpdate
+from calico.felix.messages import (
+    InSync,
+    IPSetType,
+    IPSetUpdate,
+    WorkloadEndpoint,
+    WorkloadEndpointID,
+    WorkloadEndpointRemove,
+    WorkloadEndpointUpdate,
+)
 from calico.felix.rules import RuleRenderer
 from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
@@ -40,11 +60,13 @@ def make(clock: Clock, **kw: object) -> tuple[InternalDataplane, FakeTable, Fake
         managers=[ipsets, endpoints, policies],
         route_table=routes,
         flush_conntrack=kw.pop("flush", None),  # type: ignore[arg-type]
+        status=kw.pop("status", None),  # type: ignore[arg-type]
+        iface_listeners=[endpoints],
     )
     dp = InternalDataplane(
         parts,
         clock=clock,
-        throttle=TokenBucket(0.1, 3, clock=clock),
+        throttle=kw.pop("throttle", TokenBucket(0.1, 3, clock=clock)),  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
     return dp, table, routes
@@ -121,3 +143,53 @@ def test_health_metrics_and_conntrack_flush() -> None:
     assert metrics.messages.value("InSync") == 1
     assert metrics.ipsets_calico._value.get() == 2  # both families
     assert metrics.active_local_selectors._value.get() == 1
+
+
+def _wep_update(n: int) -> WorkloadEndpointUpdate:
+    ep = WorkloadEndpoint(state="active", name=f"cali{n}", ipv4_nets=(f"10.65.0.{n}/32",))
+    return WorkloadEndpointUpdate(WorkloadEndpointID("k8s", f"ns/pod{n}", "eth0"), ep)
+
+
+def _status_files(tmp: Path) -> set[str]:
+    d = tmp / "endpoint-status"
+    return {p.name for p in d.iterdir()} if d.exists() else set()
+
+
+def test_status_files_wait_for_queued_input_but_not_for_ever(tmp_path: Path) -> None:
+    clock = Clock()
+    status = EndpointStatusFileReporter(EndpointStatusFiles(tmp_path))
+    throttle = TokenBucket(0.01, 100, clock=clock)  # never the limit here
+    dp, table, _ = make(clock, wait_for_ifaces=False, status=status, throttle=throttle)
+    names = [status_filename(_wep_update(n).id) for n in range(3)]
+    for n in range(3):
+        dp.on_iface_state(f"cali{n}", "up", 10 + n)
+    dp.on_messages([InSync(), _wep_update(0)])
+    assert dp.step() and _status_files(tmp_path) == {names[0]}  # nothing queued: at once
+
+    # Input queued when the apply ends: that input is applied first, then the files.
+    real_apply = table.apply
+
+    def apply_then_queue() -> object:
+        table.apply = real_apply  # type: ignore[method-assign]
+        dp.on_messages([_wep_update(2)])  # arrives while the transaction is in flight
+        return real_apply()
+
+    table.apply = apply_then_queue  # type: ignore[method-assign]
+    dp.on_messages([_wep_update(1)])
+    assert dp.step() and _status_files(tmp_path) == {names[0]}  # deferred: input is waiting
+    assert dp.step() and table.applies == 3
+    assert _status_files(tmp_path) == set(names)  # both, after the second apply
+
+    # Input arriving during every apply cannot hold them back past STATUS_MAX_DEFER.
+    def apply_and_queue_more() -> object:
+        dp.on_messages([IPSetUpdate(f"s:{clock.now}", (), IPSetType.NET)])
+        return real_apply()
+
+    table.apply = apply_and_queue_more  # type: ignore[method-assign]
+    dp.on_messages([WorkloadEndpointRemove(_wep_update(0).id)])
+    deferred_from = clock.now
+    while clock.now - deferred_from < STATUS_MAX_DEFER:
+        assert dp.step() and _status_files(tmp_path) == set(names)  # still deferred
+        clock.now += 0.03
+    assert dp.step()
+    assert _status_files(tmp_path) == set(names[1:])  # written although input is waiting

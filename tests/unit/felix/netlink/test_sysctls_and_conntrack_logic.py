@@ -11,7 +11,9 @@ from calico.felix.dataplane.conntrack import entry_matches
 from calico.felix.dataplane.sysctls import (
     configure_global,
     configure_workload_iface,
+    read_sysctl,
     workload_iface_sysctls,
+    write_sysctl,
 )
 
 
@@ -122,3 +124,21 @@ def test_conntrack_entry_matching(orig: tuple, reply: tuple, hit: bool) -> None:
 def test_conntrack_ipv6_matching_is_normalised() -> None:
     entry = SimpleNamespace(tuple_orig=_tuple("fd00:0::1", "::2"), tuple_reply=None)
     assert entry_matches(entry, {"fd00::1"})
+
+
+def test_sysctl_reads_and_writes_without_text_io(tmp_path: Path) -> None:
+    """``read_sysctl``/``write_sysctl`` use plain ``os`` calls (a text-mode open costs ~10x):
+    same values as a text read, None for what cannot be read, and a missing file is an error
+    (as under /proc/sys, where an interface's directory may not exist yet), not created."""
+    root = fake_proc(tmp_path, "cali1")
+    (root / "long").write_text("x" * 10000 + "\n")
+    for path in ("net/ipv4/conf/cali1/proxy_arp", "net/ipv4/neigh/cali1/proxy_delay", "long"):
+        assert read_sysctl(path, root=root) == (root / path).read_text().strip()
+    assert read_sysctl("net/ipv4/conf/cali9/proxy_arp", root=root) is None
+    assert read_sysctl("net/ipv4/conf/cali1", root=root) is None  # a directory
+    assert read_sysctl("kernel/ostype") == "Linux"  # the real /proc/sys (a read only)
+    assert write_sysctl("net/ipv4/neigh/cali1/proxy_delay", "0", root=root) is None
+    assert (root / "net/ipv4/neigh/cali1/proxy_delay").read_text() == "0"  # truncated
+    err = write_sysctl("net/ipv4/conf/cali9/proxy_arp", "1", root=root)
+    assert err == "No such file or directory"
+    assert not (root / "net/ipv4/conf/cali9").exists()

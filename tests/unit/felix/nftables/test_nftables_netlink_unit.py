@@ -4,21 +4,29 @@ libnftables sending them) and the inputs left to libnftables."""
 from __future__ import annotations
 
 import struct
+from socket import SO_RCVBUF, SO_SNDBUF
+from typing import Any
 
 import pytest
 
+from calico.felix.nftables.model import Chain, NftRule
 from calico.felix.nftables.netlink import (
     IFNAMSIZ,
     INTERVAL_END,
     MAX_BATCH_BYTES,
     NFT_MSG_DELSETELEM,
     NFT_MSG_NEWSETELEM,
+    SO_RCVBUFFORCE,
+    SO_SNDBUFFORCE,
     ElementBatch,
+    NetlinkElements,
     Unencodable,
     encode_key,
     map_elem,
     set_member_elems,
 )
+from calico.felix.nftables.table import NftablesTable
+from calico.felix.rules import exprs as x
 
 PORTS = ("ipv4_addr", "inet_proto", "inet_service")
 
@@ -141,3 +149,58 @@ def test_batch_splits_big_deltas_and_frames_messages() -> None:
     assert types[0] == 0x10 and types[-1] == 0x11 and len(types) == len(batch.messages) + 2
     with pytest.raises(Unencodable):
         ElementBatch("nosuchfamily", "t", batch.messages).encode(1)
+
+
+class CappedSocket:
+    """A netlink socket whose buffers cannot grow past ``cap`` (no CAP_NET_ADMIN, sysctl
+    caps): ``SO_*BUFFORCE`` is refused, ``SO_*BUF`` is capped and reads back doubled."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.sizes, self.sent = cap, {SO_SNDBUF: 0, SO_RCVBUF: 0}, []
+
+    def getsockopt(self, level: int, opt: int) -> int:
+        return self.sizes[opt]
+
+    def setsockopt(self, level: int, opt: int, value: int) -> None:
+        if opt in (SO_SNDBUFFORCE, SO_RCVBUFFORCE):
+            raise PermissionError(1, "Operation not permitted")
+        self.sizes[opt] = 2 * min(value, self.cap)
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+def big_batch(n: int) -> ElementBatch:
+    batch = ElementBatch("inet", "calico")
+    batch.add(False, "s", [b"x" * 1000] * n)
+    return batch
+
+
+def test_batch_over_the_socket_buffers_is_not_sent() -> None:
+    sender = NetlinkElements()
+    sock = CappedSocket(cap=300 * 1024)
+    sender._sock = sock  # type: ignore[assignment]
+    with pytest.raises(Unencodable, match="socket buffer"):
+        sender.send(big_batch(700))  # ~700 KB > 600 KiB
+    assert sock.sent == []  # nothing reached the kernel
+    assert sock.sizes[SO_SNDBUF] == 600 * 1024
+
+
+def test_table_sends_an_unsendable_batch_through_libnftables() -> None:
+    calls: list[dict[str, Any]] = []
+
+    class Nft:
+        def json_cmd(self, root: dict[str, Any]) -> tuple[int, Any, str]:
+            calls.append(root)
+            if "list" in root["nftables"][0]:
+                return 1, "", "Error: No such file or directory"
+            return 0, "", ""
+
+    sender = NetlinkElements()
+    sock = CappedSocket(cap=64 * 1024)
+    sender._sock = sock  # type: ignore[assignment]
+    table = NftablesTable("calico", nft=Nft(), netlink=sender)
+    table.set_chain(Chain("c", [NftRule([x.ACCEPT], "k" * 100) for _ in range(3000)]))
+    result = table.apply()
+    assert result.ok and not result.netlink and result.commands > 3000
+    assert sock.sent == [] and len(calls) == 2  # readback, then the transaction

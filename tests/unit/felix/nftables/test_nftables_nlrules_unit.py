@@ -184,3 +184,24 @@ def test_plan_batch_size_limit_is_exact() -> None:
     assert len(plan_batch("inet", "t", plan_of(100, n)).messages) == n  # n * size <= limit
     with pytest.raises(Unencodable, match="too big"):
         plan_batch("inet", "t", plan_of(100, n + 1))
+
+
+def test_expression_memo_by_identity_gives_the_encoding_of_fresh_objects() -> None:
+    """The rule-body memo is keyed by the statement objects (the renderer shares them among
+    endpoint chains of one shape): equal statements as fresh objects encode the same, a
+    memoised list is not re-encoded, and an unencodable list keeps raising."""
+    import copy
+
+    from calico.felix.nftables import nlrules
+
+    exprs = [x.match(x.meta("l4proto"), 6), x.match(x.payload("th", "dport"), 80), x.ACCEPT]
+    first = rule_body("c1", exprs, "k")
+    key = tuple(map(id, exprs))
+    assert key in nlrules._EXPRS_MEMO
+    assert rule_body("c1", list(exprs), "k") == first  # same objects, new list: a hit
+    assert rule_body("c1", copy.deepcopy(exprs), "k") == first  # fresh objects: encoded again
+    assert rule_body("c2", exprs, "k") != first  # the chain name is outside the memo
+    bad = [x.match(SADDR, "10.0.0.1"), x.ACCEPT]  # no nfproto dependency: unencodable
+    for _ in range(2):
+        with pytest.raises(Unencodable):
+            rule_body("c", bad, None)
