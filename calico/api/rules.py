@@ -81,6 +81,9 @@ def _parse_port(value: object) -> int | str:
 
 
 ProtocolValue = Annotated[int | str, BeforeValidator(_parse_protocol)]
+#: The same parse, for readers of stored JSON that validate without the models
+#: (calico.model.processors.lean).
+parse_protocol = _parse_protocol
 
 #: Upstream's numorstring.DSCP names and the code points they stand for.
 DSCP_NAMES: dict[str, int] = {

@@ -187,9 +187,12 @@ def duration(value: str) -> str:
 # --- Added for the ipam/bgp/felixconfig/cluster models (additive; keep names stable). ---
 
 
+MAC_ADDRESS = re.compile(r"[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}")
+
+
 def mac_address(value: str) -> str:
     """A colon- or dash-separated 48-bit MAC address, as Node tunnel MACs are written."""
-    if not re.fullmatch(r"[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}", value):
+    if not MAC_ADDRESS.fullmatch(value):
         raise ValueError(f"{value!r} is not a valid MAC address")
     return value
 
@@ -250,6 +253,9 @@ def raise_at(loc: tuple[str | int, ...], message: str, value: object = None) -> 
 # --- Added for the policy/endpoint models and the loader (additive; keep names stable). ---
 
 IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
+# Compiled once: ``re.search(text, ...)`` looks the pattern up in re's cache on every call,
+# and a named port is checked on every endpoint at a Felix start (design/performance.md).
+HAS_LETTER = re.compile(r"[a-z]")
 INTERFACE_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,15}$")
 CONTAINER_ID = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?$")
 
@@ -277,7 +283,7 @@ def validate_selector(text: str) -> str:
 
 def port_name(value: str) -> str:
     """A Kubernetes named port (IANA service name): <= 15 chars, a-z0-9 and '-', has a letter."""
-    if not IANA_SVC_NAME.match(value) or "--" in value or not re.search(r"[a-z]", value):
+    if not IANA_SVC_NAME.match(value) or "--" in value or not HAS_LETTER.search(value):
         raise ValueError(
             f"{value!r} is not a valid port name: at most 15 lower-case alphanumeric characters "
             "or '-', containing at least one letter, no '--', not starting or ending with '-'"

@@ -58,6 +58,30 @@ class WorkloadEndpointKey(Key):
     workload_id: str
     endpoint_id: str
 
+    def __post_init__(self) -> None:
+        """The checks rendering ``default_path`` makes (every field non-empty, no ``/`` in
+        the unescaped hostname), without rendering it: a key is built per endpoint at every
+        Felix start. Anything else renders the path, which raises the precise error."""
+        host, orch, workload, endpoint = (
+            self.hostname,
+            self.orchestrator_id,
+            self.workload_id,
+            self.endpoint_id,
+        )
+        if (
+            type(host) is str
+            and type(orch) is str
+            and type(workload) is str
+            and type(endpoint) is str
+            and host
+            and orch
+            and workload
+            and endpoint
+            and "/" not in host
+        ):
+            return
+        self.default_path()
+
     def default_path(self) -> str:
         return (
             f"/calico/v1/host/{seg(self, 'hostname', self.hostname)}"

@@ -36,29 +36,77 @@ from calico.model.processors.common import (
     share,
     split_by_version,
 )
+from calico.model.processors.lean import LeanPort, LeanWorkloadEndpoint, lean_workload_endpoint
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
 
+_LABELS_MEMO_MAX = 16384
+_labels_memo: dict[tuple[Any, ...], dict[str, str]] = {}
 
-def _wep_labels(res: WorkloadEndpoint, namespace: str) -> dict[str, str]:
+
+def _wep_labels(res: WorkloadEndpoint | LeanWorkloadEndpoint, namespace: str) -> dict[str, str]:
+    """The endpoint's v1 labels, a fresh dict each time; endpoints of one workload carry the
+    same labels, so the result for each (labels, namespace, orchestrator, service account)
+    is remembered (bounded) and copied."""
+    raw = res.metadata.labels or {}
+    memo_key = (namespace, res.spec.orchestrator, res.spec.service_account_name, *raw.items())
+    labels = _labels_memo.get(memo_key)
+    if labels is None:
+        labels = _wep_labels_uncached(raw, namespace, res.spec)
+        if len(_labels_memo) >= _LABELS_MEMO_MAX:
+            _labels_memo.clear()
+        _labels_memo[memo_key] = labels
+    return dict(labels)
+
+
+_ports_memo: dict[tuple[LeanPort, ...], tuple[v1.EndpointPort, ...]] = {}
+
+
+def _wep_ports(ports: list[Any] | None) -> tuple[v1.EndpointPort, ...]:
+    """The v1 named ports; a lean read's (hashable) ports are converted once per distinct
+    list and the frozen values shared (bounded like the labels)."""
+    if not ports or type(ports[0]) is not LeanPort:
+        return endpoint_ports(ports, named_only=True)
+    memo_key = tuple(ports)
+    out = _ports_memo.get(memo_key)
+    if out is None:
+        out = endpoint_ports(ports, named_only=True)
+        if len(_ports_memo) >= _LABELS_MEMO_MAX:
+            _ports_memo.clear()
+        _ports_memo[memo_key] = out
+    return out
+
+
+def _wep_labels_uncached(raw: dict[str, str], namespace: str, spec: Any) -> dict[str, str]:
     labels = {
         share(k): share(v)
-        for k, v in (res.metadata.labels or {}).items()
+        for k, v in raw.items()
         if not k.startswith((NAMESPACE_LABEL_PREFIX, SERVICE_ACCOUNT_LABEL_PREFIX))
     }
     # Upstream's client stamps these two on the stored WEP; ours does not, so add them here.
     labels[NAMESPACE_LABEL] = share(namespace)
-    if res.spec.orchestrator:
-        labels[ORCHESTRATOR_LABEL] = share(res.spec.orchestrator)
-    if res.spec.service_account_name:
-        labels[SERVICE_ACCOUNT_LABEL] = share(res.spec.service_account_name)
+    if spec.orchestrator:
+        labels[ORCHESTRATOR_LABEL] = share(spec.orchestrator)
+    if spec.service_account_name:
+        labels[SERVICE_ACCOUNT_LABEL] = share(spec.service_account_name)
     return labels
 
 
 def workload_endpoint(key: ResourceKey, value: Any) -> Output:
     """model.WorkloadEndpoint. A WEP without IPs is not sent: Felix could not render rules
-    for it yet (the CNI plugin fills the IPs in a moment later)."""
-    res = decode(key, value, WorkloadEndpoint)
+    for it yet (the CNI plugin fills the IPs in a moment later). A plain endpoint is read
+    without the model (:func:`calico.model.processors.lean.lean_workload_endpoint`), anything
+    else through it."""
+    return workload_endpoint_v1(key, lean_workload_endpoint(key, value) or decode_wep(key, value))
+
+
+def decode_wep(key: ResourceKey, value: Any) -> WorkloadEndpoint:
+    """The reference read: the stored value validated through the v3 model."""
+    return decode(key, value, WorkloadEndpoint)
+
+
+def workload_endpoint_v1(key: ResourceKey, res: WorkloadEndpoint | LeanWorkloadEndpoint) -> Output:
+    """The v1 key and value of a read endpoint, whichever way it was read."""
     spec = res.spec
     if not spec.ip_networks:
         return {}
@@ -79,7 +127,7 @@ def workload_endpoint(key: ResourceKey, value: Any) -> Output:
         labels=_wep_labels(res, key.namespace),
         ipv4_gateway=ip_str(spec.ipv4_gateway) if spec.ipv4_gateway else None,
         ipv6_gateway=ip_str(spec.ipv6_gateway) if spec.ipv6_gateway else None,
-        ports=endpoint_ports(spec.ports, named_only=True),
+        ports=_wep_ports(spec.ports),
         generate_name=res.metadata.generate_name or "",
         allow_spoofed_source_ips=tuple(
             net_str(p) for p in spec.allow_spoofed_source_prefixes or ()
