@@ -29,12 +29,23 @@ class TLSFiles:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it if the process that started it dies (Linux)."""
+    """In the child before exec: SIGKILL it if the process that started it dies (Linux).
+
+    Only where ``setpriv`` is missing (:func:`_pdeathsig_prefix`): a ``preexec_fn`` makes
+    ``subprocess`` fork instead of vfork and run Python in the child, where the fork handlers of
+    a gRPC client in the parent (an etcd client's threads) can abort the child before exec."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _pdeathsig_prefix() -> list[str]:
+    """``setpriv --pdeathsig KILL --``: the same parent-death signal as :func:`_die_with_parent`,
+    set by util-linux's ``setpriv`` after exec, so no Python runs between fork and exec."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
 
 def free_port() -> int:
@@ -109,12 +120,14 @@ class EtcdServer:
             return
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
+            # No orphaned etcd even if we are SIGKILLed: setpriv, else a preexec_fn.
+            prefix = _pdeathsig_prefix()
             self.proc = subprocess.Popen(
-                self.command(),
+                prefix + self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,  # no orphaned etcd even if we are SIGKILLed
+                preexec_fn=None if prefix else _die_with_parent,
             )
         finally:
             log.close()
