@@ -14,7 +14,7 @@ import click
 
 from calico.calicoctl.errors import CtlError, handle_errors
 from calico.calicoctl.explain_render import render_connection, render_endpoint, render_policy
-from calico.calicoctl.session import config_option, global_options, open_client
+from calico.calicoctl.session import config_option, global_options, open_backend_checked
 from calico.gcpause import paused
 from calico.model import PolicyKey
 from calico.model.resources import resource_prefix
@@ -64,10 +64,10 @@ def _load_with_configs(config_file: str | None) -> tuple[Dataset, FelixConfigs]:
     host endpoint's node)."""
     # ~10^4 stored endpoint texts and 10^3 policy documents, kept to the end: no collector
     # runs over them while they are built, nor after (calico.gcpause).
-    with open_client(config_file) as client, paused():
-        data = load(client.backend)
+    with open_backend_checked(config_file) as backend, paused():
+        data = load(backend)
         prefix = resource_prefix("FelixConfiguration")
-        return data, FelixConfigs.from_kvs(prefix, client.backend.list(prefix).kvs)
+        return data, FelixConfigs.from_kvs(prefix, backend.list(prefix).kvs)
 
 
 def _unique(spec: str, found: list[Endpoint]) -> Endpoint:

@@ -13,12 +13,12 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import calico
 from calico.calicoctl.errors import CtlError
 from calico.calicoctl.flags import CONFIG_HELP, config_option, global_options, options
 from calico.datastore import config as dsconfig
-from calico.datastore.client import Client
 from calico.datastore.errors import (
     ConnectionFailedError,
     DatastoreError,
@@ -26,6 +26,13 @@ from calico.datastore.errors import (
 )
 from calico.datastore.factory import open_backend
 from calico.model.resources import resource_prefix
+
+if TYPE_CHECKING:
+    from calico.datastore.backend import Backend
+
+    # The typed client imports the API models (pydantic); a command that only lists stored
+    # text (explain) opens the backend alone (``open_backend_checked``).
+    from calico.datastore.client import Client
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +52,14 @@ def check_version_mismatch(client: Client) -> None:
 
     Skipped when ClusterInformation ``default`` or its ``calicoVersion`` is absent.
     """
+    _check_backend_version(client.backend)
+
+
+def _check_backend_version(backend: Backend) -> None:
     if options().allow_version_mismatch:
         return
     try:
-        cluster = _cluster_version(client)
+        cluster = _cluster_version(backend)
     except ResourceDoesNotExistError:
         return
     except ConnectionFailedError:
@@ -70,12 +81,12 @@ def check_version_mismatch(client: Client) -> None:
         )
 
 
-def _cluster_version(client: Client) -> str:
+def _cluster_version(backend: Backend) -> str:
     """ClusterInformation ``default``'s calicoVersion, read from the stored JSON: decoding it
     through the API models would import and build the cluster kinds' models for one string
     (design/performance.md "Imports"). A value that is not plainly readable goes through the
     validating client, whose errors are the ones reported."""
-    kv = client.backend.get(resource_prefix("ClusterInformation") + "default")
+    kv = backend.get(resource_prefix("ClusterInformation") + "default")
     try:
         raw = json.loads(kv.value)
     except ValueError:
@@ -83,7 +94,9 @@ def _cluster_version(client: Client) -> str:
     spec = raw.get("spec") if isinstance(raw, dict) else None
     if isinstance(spec, dict) and isinstance(spec.get("calicoVersion", ""), str):
         return str(spec.get("calicoVersion") or "")
-    cinfo = client.get("ClusterInformation", "default")
+    from calico.datastore.client import Client
+
+    cinfo = Client(backend).get("ClusterInformation", "default")
     return cinfo.spec.calico_version or ""  # type: ignore[attr-defined,no-any-return]
 
 
@@ -124,6 +137,8 @@ def open_client(
         config = load_config(config_file)
     except DatastoreError as exc:
         raise CtlError(f"{error_prefix}{exc}") from None
+    from calico.datastore.client import Client
+
     backend = open_backend(config)
     try:
         client = Client(backend)
@@ -139,6 +154,22 @@ def open_client(
         backend.close()
 
 
+@contextmanager
+def open_backend_checked(config_file: str | None) -> Iterator[Backend]:
+    """The configured datastore's backend, version-checked as :func:`open_client` checks it,
+    closed on exit: for readers of stored text, which need no typed client."""
+    try:
+        config = load_config(config_file)
+    except DatastoreError as exc:
+        raise CtlError(str(exc)) from None
+    backend = open_backend(config)
+    try:
+        _check_backend_version(backend)
+        yield backend
+    finally:
+        backend.close()
+
+
 __all__ = [
     "CONFIG_HELP",
     "check_version_mismatch",
@@ -146,6 +177,7 @@ __all__ = [
     "config_option",
     "global_options",
     "load_config",
+    "open_backend_checked",
     "open_client",
     "options",
     "try_initialize",

@@ -4,7 +4,9 @@ Everything goes through the same update processors the Felix syncer uses
 (``calico.model.processors``), so selectors carry the namespace/service-account folding and
 endpoints carry the labels Felix sees. Endpoints are the bulk of a large cluster and an
 ``explain A -> B`` needs only the few that hold A's and B's addresses, so endpoint resources are
-indexed by name and address from their raw JSON and only converted when asked for.
+indexed by name and address from their raw JSON and only converted when asked for. A
+resource read with its stored text converts through ``calico.policyeval.convcache``, which
+keeps the processors' output across processes (a hit needs neither pydantic nor the v3 models).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from functools import lru_cache
 from typing import Any
 
 from calico.model import KINDS, HostEndpointKey, PolicyKey, ResourceKey, WorkloadEndpointKey
-from calico.model import processors as p
 from calico.model import values as v1
 from calico.model.keys import NetworkSetKey, ProfileLabelsKey, ProfileRulesKey, TierKey
 from calico.model.resources import resource_prefix
+from calico.policyeval import convcache
 from calico.policyeval.ordering import PolicyMeta, policy_meta
 from calico.policyeval.rulesem import merged_labels
 from calico.selector import Selector, parse
@@ -65,6 +67,16 @@ def _address_text(text: str) -> str:
         addr = _address(head)
         return str(addr) if addr is not None else head
     return head
+
+
+def _process(key: ResourceKey, raw: dict[str, Any], text: str | None) -> Any:
+    """The processors' output for a stored resource: through the conversion cache when its
+    stored text is known, else straight through the processors."""
+    if text is not None:
+        return convcache.default().process(key, text, raw)
+    from calico.model import processors
+
+    return processors.process(key, raw)
 
 
 @dataclass
@@ -159,6 +171,7 @@ class Dataset:
     netsets: list[NetSet] = field(default_factory=list)
     _endpoints: dict[_EndpointId, _RawEndpoint] = field(default_factory=dict)
     _raw_policies: dict[ResourceKey, dict[str, Any]] = field(default_factory=dict)
+    _policy_texts: dict[ResourceKey, str] = field(default_factory=dict)
     _converted: dict[ResourceKey, list[PolicyEntry]] = field(default_factory=dict)
     _by_address: dict[str, list[int]] | None = None  # IPv6 text -> index in _endpoints
     _blob: tuple[str, list[int]] | None = None  # every endpoint text, NUL-joined; starts
@@ -166,14 +179,17 @@ class Dataset:
 
     # -- building ------------------------------------------------------------------------------
 
-    def add_resource(self, key: ResourceKey, raw: dict[str, Any]) -> None:
-        """Add one stored v3 resource; a resource the processors reject is skipped, as Felix's
-        syncer skips it (logged)."""
+    def add_resource(self, key: ResourceKey, raw: dict[str, Any], text: str | None = None) -> None:
+        """Add one stored v3 resource (``text``: its stored JSON, which makes its conversion
+        cacheable); a resource the processors reject is skipped, as Felix's syncer skips it
+        (logged)."""
         if key.kind in POLICY_KINDS:
             self._raw_policies[key] = raw
+            if text is not None:
+                self._policy_texts[key] = text
             return
         try:
-            out = p.process(key, raw)
+            out = _process(key, raw, text)
         except Exception as exc:  # the syncer drops what it cannot convert; so must we
             log.warning("Ignoring %s %s: %s", key.kind, key.name, exc)
             return
@@ -246,7 +262,7 @@ class Dataset:
         raw = self._raw_policies[key]
         out: list[PolicyEntry] = []
         try:
-            converted = p.process(key, raw)
+            converted = _process(key, raw, self._policy_texts.get(key))
         except Exception as exc:  # the syncer drops what it cannot convert; so must we
             log.warning("Ignoring %s %s: %s", key.kind, key.name, exc)
             converted = {}
@@ -293,7 +309,9 @@ class Dataset:
             return entry.converted
         try:
             source = ResourceKey(entry.kind, entry.name, entry.namespace)
-            out = p.process(source, entry.raw)
+            raw = entry.raw
+            # Text that is no JSON object is converted uncached, as the processors see it ({}).
+            out = _process(source, raw, entry.text if raw else None)
         except Exception as exc:
             log.warning("Ignoring %s %s: %s", entry.kind, entry.name, exc)
             entry.failed = True
@@ -419,5 +437,5 @@ def load(
                 log.warning("Ignoring unparseable %s", kv.key)
                 continue
             if isinstance(raw, dict):
-                data.add_resource(key, raw)
+                data.add_resource(key, raw, kv.value)
     return data.finish()
