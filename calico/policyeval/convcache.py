@@ -228,10 +228,19 @@ class ConversionCache:
 _default: ConversionCache | None = None
 
 
+#: A file to use instead of :func:`default_path` (always written): tests, and an installation
+#: whose package directory is read-only.
+ENV = "CALICO_CONVERSION_CACHE"
+
+
 def default() -> ConversionCache:
-    """The process's cache on :func:`default_path` (not written when bytecode writing is off,
-    as ``.pyc`` files and the code cache are not)."""
+    """The process's cache: ``$CALICO_CONVERSION_CACHE``, else :func:`default_path` (not
+    written when bytecode writing is off, as ``.pyc`` files and the code cache are not)."""
     global _default
     if _default is None:
-        _default = ConversionCache(default_path(), writable=not sys.dont_write_bytecode)
+        path = os.environ.get(ENV)
+        if path:
+            _default = ConversionCache(path)
+        else:
+            _default = ConversionCache(default_path(), writable=not sys.dont_write_bytecode)
     return _default

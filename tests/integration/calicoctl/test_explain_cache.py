@@ -1,0 +1,131 @@
+"""``calicoctl explain`` through the conversion cache (calico.policyeval.convcache), on each
+datastore: cold, warm and uncached answers are identical, and a warm explain imports neither
+pydantic nor the v3 models (the import floor)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ctl_helpers import Ctl, run_bin
+from test_explain_cli import MANIFEST
+
+from calico.datastore import config as dsconfig
+from calico.datastore.factory import open_backend
+from calico.model.resources import resource_prefix
+
+# Stored as-is (apply would refuse them): the processors reject both, and explain logs that.
+BAD = {
+    "GlobalNetworkPolicy": {
+        "apiVersion": "projectcalico.org/v3",
+        "kind": "GlobalNetworkPolicy",
+        "metadata": {"name": "security.bad"},
+        "spec": {"tier": "security", "selector": "app == 'web'", "ingress": [{"action": "No"}]},
+    },
+}
+
+COMMANDS = [
+    ["explain", "--from", "prod/front", "--to", "prod/web", "--port", "80", "-o", "json"],
+    ["explain", "--from", "prod/front", "--to", "prod/web", "--port", "81"],
+    ["explain", "--from", "192.168.0.1", "--to", "10.0.0.2", "--port", "80", "-o", "yaml"],
+    ["-l", "warn", "explain", "endpoint", "prod/web", "-o", "json"],
+    ["-l", "warn", "explain", "policy", "security.bad"],
+    ["explain", "policy", "allow-front", "-n", "prod"],
+    ["get", "workloadendpoint", "node1-k8s-web-eth0", "-n", "prod", "--show-policies"],
+]
+
+# Runs calicoctl's entry point in this interpreter and reports what it imported.
+PROBE = """
+import contextlib, io, json, sys
+from calico.cli.main import main
+sys.argv = ["calicoctl", *sys.argv[1:]]
+out, code = io.StringIO(), 0
+try:
+    with contextlib.redirect_stdout(out):
+        main()
+except SystemExit as exc:
+    code = exc.code
+mods = [m for m in sys.modules if m.startswith(("pydantic", "calico.api.policy",
+        "calico.api.endpoints", "calico.api.base", "calico.datastore.client"))]
+sys.stderr.write(json.dumps({"code": code, "out": out.getvalue(), "mods": mods}))
+"""
+
+
+@pytest.fixture
+def valid(ctl: Ctl, ds_env: dict[str, str]) -> dict[str, str]:
+    assert ctl("apply", "-f", "-", stdin=MANIFEST).code == 0
+    return ds_env
+
+
+def _store_bad(ds_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in ds_env.items():
+        monkeypatch.setenv(key, value)
+    backend = open_backend(dsconfig.load(None))
+    try:
+        for kind, doc in BAD.items():
+            backend.apply(resource_prefix(kind) + doc["metadata"]["name"], json.dumps(doc))
+    finally:
+        backend.close()
+
+
+@pytest.fixture
+def stored(valid: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    _store_bad(valid, monkeypatch)
+    return valid
+
+
+def _with_cache(env: dict[str, str], path: Path) -> dict[str, str]:
+    return {**env, "CALICO_CONVERSION_CACHE": str(path)}
+
+
+def test_cold_warm_and_uncached_answers_are_identical(
+    stored: dict[str, str], tmp_path: Path
+) -> None:
+    cache = tmp_path / "conversions.bin"
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    never = _with_cache(stored, blocker / "c.bin")  # unwritable: every run converts
+    for args in COMMANDS:
+        cache.unlink(missing_ok=True)
+        uncached = run_bin(never, *args)
+        cold = run_bin(_with_cache(stored, cache), *args)
+        assert cache.exists(), args
+        warm = run_bin(_with_cache(stored, cache), *args)
+        assert cold == uncached == warm, args
+    assert "Ignoring GlobalNetworkPolicy security.bad" in run_bin(never, *COMMANDS[4]).err
+
+
+def _probe(env: dict[str, str], *args: str) -> dict[str, object]:
+    full = {k: v for k, v in os.environ.items() if k not in env}
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env={**full, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    result: dict[str, object] = json.loads(proc.stderr.strip().splitlines()[-1])
+    return result
+
+
+def test_warm_explain_needs_neither_pydantic_nor_the_models(
+    valid: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {**_with_cache(valid, tmp_path / "c.bin"), "PYTHONDONTWRITEBYTECODE": "1"}
+    cold, warm = _probe(env, *COMMANDS[0]), _probe(env, *COMMANDS[0])
+    assert cold["code"] == warm["code"] == 0
+    assert cold["out"] == warm["out"]
+    assert "pydantic" in cold["mods"]  # the probe can see the models being imported
+    assert warm["mods"] == []
+    # A resource the processors reject is never kept: every explain that needs it (one that
+    # selects web) validates it again, through the models.
+    _store_bad(valid, monkeypatch)
+    for _ in range(2):
+        again = _probe(env, *COMMANDS[0])
+        assert again["out"] == cold["out"]
+        assert "pydantic" in again["mods"]
