@@ -21,7 +21,6 @@ be written just keeps the cache from growing.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import marshal
 import os
 import pickle
@@ -29,6 +28,11 @@ import sys
 from typing import Any
 
 from calico.model.resources import ResourceKey
+
+try:  # hashlib's own import loads OpenSSL (~7 ms of an explain); blake2 is built in
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter without the builtin module
+    from hashlib import blake2b
 
 _HEADER = b"calico-conversions-1\n"
 # Past this, a write keeps only the entries this process used (edited resources and changed
@@ -92,7 +96,7 @@ def code_files(root: str | None = None) -> list[str]:
 def fingerprint(root: str | None = None) -> bytes:
     """A digest of the converting code: any edit to it (or another Python or pydantic) is a
     different fingerprint, so every entry made by the old code misses."""
-    h = hashlib.blake2b(sys.version.encode(), digest_size=16)
+    h = blake2b(sys.version.encode(), digest_size=16)
     for path in code_files(root):
         h.update(b"\0" + os.path.relpath(path, root or _package_root()).encode() + b"\0")
         try:
@@ -145,7 +149,7 @@ class ConversionCache:
     def _key(self, key: ResourceKey, text: str) -> bytes:
         if self._code is None:
             self._code = fingerprint()
-        h = hashlib.blake2b(self._code, digest_size=20)
+        h = blake2b(self._code, digest_size=20)
         h.update(f"\0{key.kind}\0{key.namespace}\0{key.name}\0".encode())
         h.update(text.encode("utf-8", "surrogatepass"))
         return h.digest()

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 from calico.model import KINDS, HostEndpointKey, PolicyKey, ResourceKey, WorkloadEndpointKey
@@ -169,7 +170,10 @@ class Dataset:
     profile_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     profile_v3_rules: dict[str, Mapping[str, list[Any]]] = field(default_factory=dict)
     netsets: list[NetSet] = field(default_factory=list)
-    _endpoints: dict[_EndpointId, _RawEndpoint] = field(default_factory=dict)
+    # Stored endpoint text by id; a _RawEndpoint is made only for one a question touches
+    # (~10^4 stored, an explain touches a handful: design/performance.md "Conversion cache").
+    _endpoints: dict[_EndpointId, str] = field(default_factory=dict)
+    _entries: dict[_EndpointId, _RawEndpoint] = field(default_factory=dict)
     _raw_policies: dict[ResourceKey, dict[str, Any]] = field(default_factory=dict)
     _policy_texts: dict[ResourceKey, str] = field(default_factory=dict)
     _converted: dict[ResourceKey, list[PolicyEntry]] = field(default_factory=dict)
@@ -209,7 +213,8 @@ class Dataset:
     def add_endpoint_text(self, kind: str, namespace: str, name: str, text: str) -> None:
         """Add a stored endpoint by its JSON text; nothing is parsed until a question needs it
         (the address index is built on first use, see ``_candidates_at``)."""
-        self._endpoints[(kind, namespace, name)] = _RawEndpoint(kind, namespace, name, text)
+        self._endpoints[(kind, namespace, name)] = text
+        self._entries.pop((kind, namespace, name), None)
         self._blob = None
         self._by_address = None
 
@@ -219,7 +224,7 @@ class Dataset:
         """:meth:`add_endpoint_text` for every listed key under ``prefix`` that names an
         endpoint (``[namespace/]name``, as ``_split_path`` reads it; others are skipped), in
         one loop: a datastore holds ~10^4 of them and a call per key was ~40% of the read."""
-        start, entries, new = len(prefix), self._endpoints, _RawEndpoint
+        start, entries, made = len(prefix), self._endpoints, self._entries
         for kv in kvs:
             path = kv.key
             if not path.startswith(prefix):
@@ -231,7 +236,9 @@ class Dataset:
             else:
                 namespace, name = "", path[start:]
             if name and "/" not in name:
-                entries[(kind, namespace, name)] = new(kind, namespace, name, kv.value)
+                entries[(kind, namespace, name)] = kv.value
+                if made:
+                    made.pop((kind, namespace, name), None)
         self._blob = None
         self._by_address = None
 
@@ -329,22 +336,28 @@ class Dataset:
         entry.failed = entry.converted is None  # e.g. a WEP without IPs: Felix never sees it
         return entry.converted
 
+    def _entry(self, ident: _EndpointId) -> _RawEndpoint:
+        entry = self._entries.get(ident)
+        if entry is None:
+            entry = self._entries[ident] = _RawEndpoint(*ident, self._endpoints[ident])
+        return entry
+
     def endpoint(self, kind: str, name: str, namespace: str = "") -> Endpoint | None:
-        entry = self._endpoints.get((kind, namespace, name))
-        return None if entry is None else self._convert(entry)
+        ident = (kind, namespace, name)
+        return self._convert(self._entry(ident)) if ident in self._endpoints else None
 
     def raw_endpoints(
         self, kind: str, namespace: str, containing: str
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """(name, stored JSON) of ``kind`` endpoints in ``namespace`` whose text contains the
         string ``containing`` (a cheap pre-filter before parsing)."""
-        for (k, ns, name), entry in self._endpoints.items():
-            if k == kind and ns == namespace and containing in entry.text:
-                yield name, entry.raw
+        for ident, text in self._endpoints.items():
+            if ident[0] == kind and ident[1] == namespace and containing in text:
+                yield ident[2], self._entry(ident).raw
 
     def endpoints(self) -> list[Endpoint]:
         """Every endpoint, converted (for the "which endpoints does this select" questions)."""
-        out = [self._convert(e) for e in self._endpoints.values()]
+        out = [self._convert(self._entry(i)) for i in self._endpoints]
         return [e for e in out if e is not None]
 
     def endpoints_at(self, addr: IPAddress) -> list[Endpoint]:
@@ -363,21 +376,20 @@ class Dataset:
         them without parsing 10,000 endpoints; IPv6 may be spelt many ways, so an IPv6 query
         uses an index of every address string in ``ipNetworks``/``expectedIPs``, canonicalised
         (built once)."""
-        entries = list(self._endpoints.values())
+        ids = list(self._endpoints)
         if addr.version == 6:
             if self._by_address is None:
                 self._by_address = {}
-                for i, entry in enumerate(entries):
-                    for group in _ADDRESSES.findall(entry.text):
+                for i, stored in enumerate(self._endpoints.values()):
+                    for group in _ADDRESSES.findall(stored):
                         for text in _STRING.findall(group):
                             self._by_address.setdefault(_address_text(text), []).append(i)
-            return [entries[i] for i in self._by_address.get(str(addr), ())]
+            return [self._entry(ids[i]) for i in self._by_address.get(str(addr), ())]
         if self._blob is None:
-            starts, pos = [], 0
-            for entry in entries:
-                starts.append(pos)
-                pos += len(entry.text) + 1
-            self._blob = ("\x00".join(e.text for e in entries), starts)
+            texts = list(self._endpoints.values())
+            # starts[i]: where text i begins in the NUL-joined blob (each text + 1 separator)
+            starts = [0, *accumulate(len(t) + 1 for t in texts)][: len(texts)]
+            self._blob = ("\x00".join(texts), starts)
         blob, starts = self._blob
         hits: set[int] = set()
         for needle in (f'"{addr}/', f'"{addr}"'):
@@ -385,7 +397,7 @@ class Dataset:
             while at >= 0:
                 hits.add(bisect.bisect_right(starts, at) - 1)
                 at = blob.find(needle, at + 1)
-        return [entries[i] for i in sorted(hits)]
+        return [self._entry(ids[i]) for i in sorted(hits)]
 
     def labelled_items_at(self, addr: IPAddress) -> list[dict[str, str]]:
         """Labels of everything whose IP set membership covers ``addr``: the endpoints holding

@@ -28,7 +28,8 @@ def _slow(kvs: list[KVPair], namespaced: bool) -> Dataset:
 
 
 def _view(data: Dataset) -> dict[tuple[str, str, str], tuple[str, str, str, str]]:
-    return {k: (e.kind, e.namespace, e.name, e.text) for k, e in data._endpoints.items()}
+    entries = {k: data._entry(k) for k in data._endpoints}  # the lazily made records
+    return {k: (e.kind, e.namespace, e.name, e.text) for k, e in entries.items()}
 
 
 @given(st.lists(path, max_size=8), st.booleans())
@@ -54,3 +55,25 @@ def test_boundaries() -> None:
     flat = Dataset()
     flat.add_endpoint_kvs("HostEndpoint", PREFIX, False, kvs)
     assert sorted(k[2] for k in _view(flat)) == ["wep-c"]
+
+
+def test_a_re_added_endpoint_replaces_the_record_made_for_the_old_text() -> None:
+    """Records are made lazily and kept; adding the id again must drop the old one (and the
+    address indexes), by text or in bulk."""
+    old = '{"spec": {"ipNetworks": ["10.0.0.1/32"]}}'
+    new = '{"spec": {"ipNetworks": ["10.0.0.2/32"]}}'
+    data = Dataset()
+    data.add_endpoint_text("WorkloadEndpoint", "ns1", "a", old)
+    assert data._entry(("WorkloadEndpoint", "ns1", "a")).raw["spec"]["ipNetworks"] == [
+        "10.0.0.1/32"
+    ]
+    import ipaddress
+
+    assert len(data._candidates_at(ipaddress.ip_address("10.0.0.1"))) == 1
+    data.add_endpoint_text("WorkloadEndpoint", "ns1", "a", new)
+    assert data._entry(("WorkloadEndpoint", "ns1", "a")).text == new
+    assert data._candidates_at(ipaddress.ip_address("10.0.0.1")) == []
+    assert len(data._candidates_at(ipaddress.ip_address("10.0.0.2"))) == 1
+    data.add_endpoint_kvs("WorkloadEndpoint", PREFIX, True, [KVPair(PREFIX + "ns1/a", old, 9)])
+    assert data._entry(("WorkloadEndpoint", "ns1", "a")).text == old
+    assert len(data._candidates_at(ipaddress.ip_address("10.0.0.1"))) == 1
