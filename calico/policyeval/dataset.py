@@ -391,12 +391,15 @@ class Dataset:
             starts = [0, *accumulate(len(t) + 1 for t in texts)][: len(texts)]
             self._blob = ("\x00".join(texts), starts)
         blob, starts = self._blob
+        # One scan for the quoted address, then its next character: ``"a/`` or ``"a"``.
         hits: set[int] = set()
-        for needle in (f'"{addr}/', f'"{addr}"'):
-            at = blob.find(needle)
-            while at >= 0:
+        needle = f'"{addr}'
+        at = blob.find(needle)
+        while at >= 0:
+            end = at + len(needle)
+            if blob[end : end + 1] in ("/", '"'):
                 hits.add(bisect.bisect_right(starts, at) - 1)
-                at = blob.find(needle, at + 1)
+            at = blob.find(needle, end)
         return [self._entry(ids[i]) for i in sorted(hits)]
 
     def labelled_items_at(self, addr: IPAddress) -> list[dict[str, str]]:

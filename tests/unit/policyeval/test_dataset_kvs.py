@@ -77,3 +77,31 @@ def test_a_re_added_endpoint_replaces_the_record_made_for_the_old_text() -> None
     data.add_endpoint_kvs("WorkloadEndpoint", PREFIX, True, [KVPair(PREFIX + "ns1/a", old, 9)])
     assert data._entry(("WorkloadEndpoint", "ns1", "a")).text == old
     assert len(data._candidates_at(ipaddress.ip_address("10.0.0.1"))) == 1
+
+
+_piece = st.sampled_from(
+    [
+        '"10.0.0.1/32"',
+        '"10.0.0.1"',
+        '"10.0.0.10/32"',
+        '"10.0.0.1',
+        "10.0.0.1/",
+        'x"10.0.0.1x',
+        ",",
+        "",
+    ]
+)
+
+
+@given(st.lists(st.lists(_piece, max_size=4).map("".join), max_size=6))
+def test_ipv4_candidates_are_the_texts_quoting_the_address(texts: list[str]) -> None:
+    """The one-scan search keeps exactly the texts holding ``"a/`` or ``"a"`` (a superset of
+    the holders, which the caller checks), at any position, in order."""
+    import ipaddress
+
+    data = Dataset()
+    for i, text in enumerate(texts):
+        data.add_endpoint_text("WorkloadEndpoint", "ns", f"e{i}", text)
+    got = [e.name for e in data._candidates_at(ipaddress.ip_address("10.0.0.1"))]
+    want = [f"e{i}" for i, t in enumerate(texts) if '"10.0.0.1/' in t or '"10.0.0.1"' in t]
+    assert got == want
