@@ -36,8 +36,11 @@ except ImportError:  # pragma: no cover - an interpreter without the builtin mod
 
 _HEADER = b"calico-conversions-1\n"
 # Past this, a write keeps only the entries this process used (edited resources and changed
-# code leave entries nobody asks for any more).
-MAX_ENTRIES = 50_000
+# code leave entries nobody asks for any more). The whole file is read by every explain, so it
+# is kept to what explains need again: bulk conversions (every endpoint, for ``explain
+# policy``) are not stored (``keep=False``); 10,000 endpoints were a 4.7 MB file, ~20-40 ms
+# to read.
+MAX_ENTRIES = 20_000
 _CODE_DIRS = ("api", "model", "selector")
 _CODE_FILES = ("__init__.py", "durations.py")
 
@@ -182,10 +185,13 @@ class ConversionCache:
             atexit.register(self.flush)
         self._new += 1
 
-    def process(self, key: ResourceKey, text: str, raw: dict[str, Any]) -> dict[Any, Any]:
+    def process(
+        self, key: ResourceKey, text: str, raw: dict[str, Any], *, keep: bool = True
+    ) -> dict[Any, Any]:
         """The v1 part of ``calico.model.processors.process(key, raw)`` for the resource stored
         as ``text`` (``raw`` its decoded JSON): the kept output when there is one, else the
-        processors' (whose errors propagate, and are never kept)."""
+        processors' (whose errors propagate, and are never kept; nor is anything when ``keep``
+        is false)."""
         out = self.get(key, text)
         if out is not None:
             self.hits += 1
@@ -196,7 +202,8 @@ class ConversionCache:
         # v1 keys only: a passthrough entry (ResourceKey -> the validated v3 resource, as the
         # Profile processor adds) is a pydantic model, which a hit must not need.
         out = {k: v for k, v in processors.process(key, raw).items() if type(k) is not ResourceKey}
-        self.put(key, text, out)
+        if keep:
+            self.put(key, text, out)
         return out
 
     def flush(self) -> bool:

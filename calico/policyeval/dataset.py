@@ -70,11 +70,12 @@ def _address_text(text: str) -> str:
     return head
 
 
-def _process(key: ResourceKey, raw: dict[str, Any], text: str | None) -> Any:
+def _process(key: ResourceKey, raw: dict[str, Any], text: str | None, keep: bool = True) -> Any:
     """The processors' output for a stored resource: through the conversion cache when its
-    stored text is known, else straight through the processors."""
+    stored text is known (kept there unless ``keep`` is false), else straight through the
+    processors."""
     if text is not None:
-        return convcache.default().process(key, text, raw)
+        return convcache.default().process(key, text, raw, keep=keep)
     from calico.model import processors
 
     return processors.process(key, raw)
@@ -311,14 +312,16 @@ class Dataset:
 
     # -- endpoints -----------------------------------------------------------------------------
 
-    def _convert(self, entry: _RawEndpoint) -> Endpoint | None:
+    def _convert(self, entry: _RawEndpoint, keep: bool = True) -> Endpoint | None:
+        """The endpoint as Felix sees it (None if the processors reject it or it yields none);
+        ``keep=False`` for bulk conversions, which the conversion cache does not store."""
         if entry.converted is not None or entry.failed:
             return entry.converted
         try:
             source = ResourceKey(entry.kind, entry.name, entry.namespace)
             raw = entry.raw
             # Text that is no JSON object is converted uncached, as the processors see it ({}).
-            out = _process(source, raw, entry.text if raw else None)
+            out = _process(source, raw, entry.text if raw else None, keep)
         except Exception as exc:
             log.warning("Ignoring %s %s: %s", entry.kind, entry.name, exc)
             entry.failed = True
@@ -357,7 +360,7 @@ class Dataset:
 
     def endpoints(self) -> list[Endpoint]:
         """Every endpoint, converted (for the "which endpoints does this select" questions)."""
-        out = [self._convert(self._entry(i)) for i in self._endpoints]
+        out = [self._convert(self._entry(i), keep=False) for i in self._endpoints]
         return [e for e in out if e is not None]
 
     def endpoints_at(self, addr: IPAddress) -> list[Endpoint]:

@@ -258,3 +258,54 @@ def test_cached_path_equals_uncached_path(
         cache.flush()
     stored = ConversionCache(str(path), code=CODE).get(key, text)
     assert stored == (None if isinstance(want, tuple) else want)
+
+
+def test_bulk_conversion_is_served_but_not_kept(tmp_path: Path) -> None:
+    ka, ta, ra = gnp("t1.a")
+    kb, tb, rb = gnp("t1.b")
+    cache = ConversionCache(str(tmp_path / "c.bin"), code=CODE)
+    cache.process(ka, ta, ra)
+    assert cache.process(ka, ta, ra, keep=False) == v1_part(ka, ra)  # a hit stays a hit
+    assert cache.hits == 1
+    assert cache.process(kb, tb, rb, keep=False) == v1_part(kb, rb)
+    assert cache.get(kb, tb) is None
+    assert cache.flush() is True
+    assert ConversionCache(str(tmp_path / "c.bin"), code=CODE).get(kb, tb) is None
+
+
+def test_dataset_keeps_single_endpoints_not_every_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from calico.policyeval.dataset import Dataset
+
+    cache = ConversionCache(str(tmp_path / "c.bin"), code=CODE)
+    monkeypatch.setattr(convcache, "_default", cache)
+
+    def wep(i: int) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "projectcalico.org/v3",
+                "kind": "WorkloadEndpoint",
+                "metadata": {"name": f"n-k8s-p{i}-eth0", "namespace": "ns"},
+                "spec": {
+                    "node": "n",
+                    "orchestrator": "k8s",
+                    "pod": f"p{i}",
+                    "endpoint": "eth0",
+                    "interfaceName": f"cali{i}",
+                    "ipNetworks": [f"10.0.0.{i}/32"],
+                },
+            }
+        )
+
+    data = Dataset()
+    for i in range(3):
+        data.add_endpoint_text("WorkloadEndpoint", "ns", f"n-k8s-p{i}-eth0", wep(i))
+    one = data.endpoint("WorkloadEndpoint", "n-k8s-p0-eth0", "ns")
+    assert one is not None and cache.misses == 1 and len(cache._entries or {}) == 1
+    assert len(data.endpoints()) == 3
+    assert cache.misses == 3 and len(cache._entries or {}) == 1
+    again = Dataset()
+    again.add_endpoint_text("WorkloadEndpoint", "ns", "n-k8s-p0-eth0", wep(0))
+    assert again.endpoint("WorkloadEndpoint", "n-k8s-p0-eth0", "ns") == one
+    assert cache.hits == 1
