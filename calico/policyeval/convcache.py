@@ -136,6 +136,16 @@ def _load(path: str) -> dict[bytes, bytes]:
     return {k: v for k, v in entries.items() if type(k) is bytes and type(v) is bytes}
 
 
+def _dumps(value: bytes | dict[Any, Any]) -> bytes | None:
+    """An entry's stored form; None for one that cannot be pickled (then it is not kept)."""
+    if type(value) is bytes:
+        return value
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return None
+
+
 class ConversionCache:
     """One cache file: :meth:`process` converts through it."""
 
@@ -143,7 +153,9 @@ class ConversionCache:
         self.path = path
         self.writable = writable
         self._code = code
-        self._entries: dict[bytes, bytes] | None = None
+        # digest -> pickled output (read from the file) or the output itself (new here: pickled
+        # only when written, so a location that cannot be written costs no pickling)
+        self._entries: dict[bytes, bytes | dict[Any, Any]] | None = None
         self._used: set[bytes] = set()
         self._new = 0
         self.hits = 0
@@ -165,6 +177,8 @@ class ConversionCache:
         blob = self._entries.get(digest)
         if blob is None:
             return None
+        if type(blob) is dict:
+            return blob
         try:
             out = pickle.loads(blob)
         except Exception:  # a damaged entry (or one naming code that moved) is a miss
@@ -176,10 +190,12 @@ class ConversionCache:
         return out
 
     def put(self, key: ResourceKey, text: str, out: dict[Any, Any]) -> None:
+        if not self.writable:
+            return
         if self._entries is None:
             self._entries = _load(self.path)
         digest = self._key(key, text)
-        self._entries[digest] = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+        self._entries[digest] = out
         self._used.add(digest)
         if not self._new and self is _default:
             atexit.register(self.flush)
@@ -211,11 +227,6 @@ class ConversionCache:
         read-only installation, a full disk) are silent."""
         if not self._new or not self.writable or self._entries is None:
             return False
-        entries = self._entries
-        # Keep what other processes wrote meanwhile (their entries are as valid as ours).
-        merged = {**_load(self.path), **entries}
-        if len(merged) > MAX_ENTRIES:
-            merged = {k: v for k, v in entries.items() if k in self._used}
         directory = os.path.dirname(self.path)
         try:
             import tempfile
@@ -224,6 +235,11 @@ class ConversionCache:
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".conversions.")
             try:
                 os.fchmod(fd, 0o644)
+                entries = {k: b for k, v in self._entries.items() if (b := _dumps(v))}
+                # Keep what other processes wrote meanwhile (as valid as ours).
+                merged = {**_load(self.path), **entries}
+                if len(merged) > MAX_ENTRIES:
+                    merged = {k: v for k, v in entries.items() if k in self._used}
                 with os.fdopen(fd, "wb") as f:
                     f.write(_HEADER + marshal.dumps(merged))
                 os.replace(tmp, self.path)

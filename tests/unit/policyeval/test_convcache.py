@@ -309,3 +309,14 @@ def test_dataset_keeps_single_endpoints_not_every_endpoint(
     again.add_endpoint_text("WorkloadEndpoint", "ns", "n-k8s-p0-eth0", wep(0))
     assert again.endpoint("WorkloadEndpoint", "n-k8s-p0-eth0", "ns") == one
     assert cache.hits == 1
+
+
+def test_an_output_that_cannot_be_pickled_is_dropped_not_raised(tmp_path: Path) -> None:
+    key, text, _ = gnp()
+    cache = ConversionCache(str(tmp_path / "c.bin"), code=CODE)
+    cache.put(key, text, {"bad": lambda: None})
+    k2, t2, r2 = gnp("t1.other")
+    cache.process(k2, t2, r2)
+    assert cache.flush() is True
+    later = ConversionCache(str(tmp_path / "c.bin"), code=CODE)
+    assert later.get(key, text) is None and later.get(k2, t2) == v1_part(k2, r2)
