@@ -51,8 +51,9 @@ from calico.policyeval.rulesem import (
 )
 
 ALL_SELECTOR = "all()"
-# The layers a policy is rendered in (raw: untracked, mangle: pre-DNAT, filter: normal).
-UNTRACKED, PRE_DNAT, NORMAL = "untracked", "preDNAT", "normal"
+# The layers a policy is rendered in (raw: untracked, mangle: pre-DNAT, filter: normal), and
+# the filter FORWARD chains of a host endpoint (applyOnForward normal policy, cali-fhfw/thfw-).
+UNTRACKED, PRE_DNAT, NORMAL, FORWARD = "untracked", "preDNAT", "normal", "forward"
 _STAGED_OF = {
     "StagedNetworkPolicy": "NetworkPolicy",
     "StagedGlobalNetworkPolicy": "GlobalNetworkPolicy",
@@ -83,6 +84,7 @@ _STEP_FIELDS = (
     ("rule_index", "ruleIndex"),
     ("rule", "rule"),
     ("layer", "layer"),
+    ("host_endpoint", "hostEndpoint"),
     ("note", "note"),
 )
 
@@ -98,7 +100,8 @@ class Step:
     rule_index: int | None = None
     rule: Any = None
     note: str = ""
-    layer: str | None = None  # untracked | preDNAT for host endpoint layers; None = normal
+    layer: str | None = None  # untracked | preDNAT | forward host endpoint layers; None = normal
+    host_endpoint: str | None = None  # the endpoint a forwarded packet's step belongs to
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.kind, "action": self.action}
@@ -241,7 +244,8 @@ class Evaluator:
         self, ep: Endpoint, inbound: bool, *, staged: bool = False, layer: str = NORMAL
     ) -> list[tuple[str, str, list[PolicyEntry]]]:
         """(tier, end-of-tier action, policies) in enforcement order, for one layer: normal
-        (tracked, filter) policy by default, or a host endpoint's untracked / pre-DNAT policy.
+        (tracked, filter) policy by default, or a host endpoint's untracked / pre-DNAT policy,
+        or its forward chains' (the normal policies with applyOnForward).
         ``staged``: the would-be view, staged policies enforced in place of the policies they
         stage."""
         replaced = set()
@@ -255,7 +259,8 @@ class Evaluator:
         for entry in self.data.candidate_policies(ep):
             key = entry.key
             meta = entry.meta
-            if (UNTRACKED if meta.untracked else PRE_DNAT if meta.pre_dnat else NORMAL) != layer:
+            own = UNTRACKED if meta.untracked else PRE_DNAT if meta.pre_dnat else NORMAL
+            if own != layer and not (layer == FORWARD and own == NORMAL and meta.apply_on_forward):
                 continue
             if not (meta.ingress if inbound else meta.egress):
                 continue
@@ -312,7 +317,7 @@ class Evaluator:
             for entry in entries:
                 rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
                 v3_rules = entry.v3_rules.get(direction, [])
-                verdict = self._walk_rules(rules, v3_rules, pkt, steps, tier, entry.display)
+                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display)
                 if verdict in ("Allow", "Deny"):
                     result.verdict = verdict
                     return result
@@ -337,14 +342,14 @@ class Evaluator:
                 return result
             rules = prof.inbound_rules if inbound else prof.outbound_rules
             v3_rules = self.data.profile_v3_rules.get(pid, {}).get(direction, [])
-            verdict = self._walk_rules(rules, v3_rules, pkt, steps, None, name)
+            verdict = self.walk_rules(rules, v3_rules, pkt, steps, None, name)
             if verdict in ("Allow", "Deny"):
                 result.verdict = verdict
                 return result
         steps.append(Step("default", "Deny", note="no policy or profile allowed the traffic"))
         return result
 
-    def _walk_rules(
+    def walk_rules(
         self, rules: Sequence[v1.Rule], v3_rules: Sequence[Any], pkt: Packet, steps: list[Step],
         tier: str | None, name: str, layer: str | None = None,
     ) -> str | None:  # fmt: skip
@@ -402,7 +407,7 @@ class Evaluator:
                              f"{back} (Failsafe{other}HostPorts): untracked policy skipped")
                     )  # fmt: skip
                     continue
-            verdict = self._walk_layer(tiers, inbound, pkt, steps, layer)
+            verdict = self.walk_layer(tiers, inbound, pkt, steps, layer)
             if verdict is not None:
                 return verdict
             steps.append(
@@ -411,18 +416,18 @@ class Evaluator:
             )  # fmt: skip
         return None
 
-    def _walk_layer(
+    def walk_layer(
         self, tiers: list[tuple[str, str, list[PolicyEntry]]], inbound: bool, pkt: Packet,
         steps: list[Step], layer: str,
     ) -> str | None:  # fmt: skip
         """An allow-only layer: Allow/Deny decide, Pass and a tier's end go to the next tier
-        (no end-of-tier deny, no profiles, no final deny)."""
+        (no end-of-tier deny, no profiles, no final deny); None if neither decided."""
         direction = "ingress" if inbound else "egress"
         for tier, _default, entries in tiers:
             for entry in entries:
                 rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
                 v3_rules = entry.v3_rules.get(direction, [])
-                verdict = self._walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
+                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
                 if verdict in ("Allow", "Deny"):
                     return verdict
                 if verdict == "Pass":
