@@ -30,7 +30,11 @@ from calico.policyeval.evaluate import (
     failsafe_match,
 )
 from calico.policyeval.hostconfig import HostConfig
-from calico.policyeval.hostendpoints import all_interfaces_endpoint, crossed_endpoint
+from calico.policyeval.hostendpoints import (
+    CrossingUnknown,
+    all_interfaces_endpoint,
+    crossed_endpoint,
+)
 
 
 @dataclass
@@ -64,7 +68,10 @@ class NodeEndpoints:
         """The endpoint of the interface between ``node`` and the outside
         (``calico.policyeval.hostendpoints.crossed_endpoint``; may raise ``CrossingUnknown``)."""
         heps = self.of(node)
-        value = crossed_endpoint({k: e.value for k, e in heps.items()}, via)
+        try:
+            value = crossed_endpoint({k: e.value for k, e in heps.items()}, via)
+        except CrossingUnknown as exc:
+            raise CrossingUnknown(exc.interfaces, node) from None
         return next((e for e in heps.values() if e.value is value), None)
 
 

@@ -84,8 +84,9 @@ def endpoint_holding(heps: Mapping[K, H], addr: str) -> H | None:
 class CrossingUnknown(ValueError):
     """Several host interfaces with endpoints could carry a node's forwarded traffic."""
 
-    def __init__(self, interfaces: list[str]) -> None:
+    def __init__(self, interfaces: list[str], node: str = "") -> None:
         self.interfaces = interfaces
+        self.node = node
         names = ", ".join(interfaces)
         super().__init__(f"several host endpoints' interfaces could carry it: {names}")
 
