@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 from calico.model import values as v1
+from calico.policyeval.chains import host_endpoint_chain
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, IPNetwork, PolicyEntry, selector
 from calico.policyeval.hostconfig import Failsafe, FelixConfigs, HostConfig
 from calico.policyeval.ordering import (
@@ -85,6 +86,7 @@ _STEP_FIELDS = (
     ("rule", "rule"),
     ("layer", "layer"),
     ("host_endpoint", "hostEndpoint"),
+    ("endpoint_chain", "endpointChain"),
     ("note", "note"),
 )
 
@@ -102,6 +104,7 @@ class Step:
     note: str = ""
     layer: str | None = None  # untracked | preDNAT | forward host endpoint layers; None = normal
     host_endpoint: str | None = None  # the endpoint a forwarded packet's step belongs to
+    endpoint_chain: str | None = None  # a host endpoint step's nft chain (``--live`` reads it)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.kind, "action": self.action}
@@ -306,9 +309,19 @@ class Evaluator:
         if ep.kind == "HostEndpoint":
             host = host if host is not None else FelixConfigs().for_node(ep.key.hostname)
             verdict = self._host_layers(ep, inbound, pkt, steps, host, staged)
-            if verdict is not None:
+            if verdict is None:
+                self._normal_side(ep, inbound, pkt, staged, result)
+            else:
                 result.verdict = verdict
-                return result
+            tag_chains(steps, 0, ep, inbound)
+            return result
+        return self._normal_side(ep, inbound, pkt, staged, result)
+
+    def _normal_side(
+        self, ep: Endpoint, inbound: bool, pkt: Packet, staged: bool, result: SideResult
+    ) -> SideResult:
+        """The normal (filter) layer: tiers, profiles, the final deny."""
+        direction, steps = result.direction, result.steps
         if not ep.active:
             steps.append(Step("endpoint-down", "Deny", note="endpoint is not active"))
             return result
@@ -450,3 +463,13 @@ def failsafe_match(
             continue
         return fs
     return None
+
+
+def tag_chains(steps: Sequence[Step], start: int, ep: Endpoint, inbound: bool) -> None:
+    """Name the nft chain (``calico.policyeval.chains.host_endpoint_chain``) each host endpoint
+    step from ``start`` on was taken in, by its layer, unless it already has one; not a
+    failsafe step (the first of the endpoint's layers to hold a failsafe jump took it)."""
+    for step in steps[start:]:
+        if step.endpoint_chain is None and not step.kind.startswith("failsafe"):
+            layer = step.layer or NORMAL
+            step.endpoint_chain = host_endpoint_chain(ep.value.name, layer, inbound)

@@ -28,6 +28,7 @@ from calico.policyeval.evaluate import (
     Packet,
     Step,
     failsafe_match,
+    tag_chains,
 )
 from calico.policyeval.hostconfig import HostConfig
 from calico.policyeval.hostendpoints import (
@@ -94,8 +95,7 @@ def forward_chain(
     else:
         steps.append(Step("forward-chain", None, layer=FORWARD, note=f"{where} ({chain})"))
         verdict = _walk_forward_tiers(ev, tiers, inbound, pkt, steps)
-    for step in steps[start:]:
-        step.host_endpoint = hep.display
+    _tag(steps, start, hep, inbound)
     return verdict
 
 
@@ -155,7 +155,7 @@ def forwarded_in(
             continue
         verdict = ev.walk_layer(tiers, True, pkt, steps, layer)
         if verdict == "Deny":
-            _tag(steps, start, hep)
+            _tag(steps, start, hep, True)
             return "Deny"
         if verdict == "Allow":
             accepted = layer
@@ -164,16 +164,19 @@ def forwarded_in(
             Step("layer-end", None, layer=layer, note=f"no {layer} policy allowed or denied:"
                  " on to the next layer")
         )  # fmt: skip
-    _tag(steps, start, hep)
     if accepted is not None:
         steps.append(
-            Step("forward-skipped", None, layer=FORWARD, host_endpoint=hep.display,
-                 note=f"{where} (cali-fhfw-): skipped, the {accepted} allow set the accept mark")
+            Step("forward-skipped", None, layer=FORWARD, note=f"{where} (cali-fhfw-): skipped, "
+                 f"the {accepted} allow set the accept mark")
         )  # fmt: skip
+    _tag(steps, start, hep, True)
+    if accepted is not None:
         return None
     return "Deny" if forward_chain(ev, hep, True, pkt, steps, staged, where) == "Deny" else None
 
 
-def _tag(steps: list[Step], start: int, hep: Endpoint) -> None:
+def _tag(steps: list[Step], start: int, hep: Endpoint, inbound: bool) -> None:
+    """Steps from ``start`` on were taken in ``hep``'s chains (which ones: their layer)."""
     for step in steps[start:]:
         step.host_endpoint = hep.display
+    tag_chains(steps, start, hep, inbound)
