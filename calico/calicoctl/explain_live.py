@@ -125,8 +125,13 @@ def live(
         and _run("ip", "link", "show", "dev", dst_iface).returncode == 0
     )
     sides = {"egress": counters.endpoint_chain(iface, ingress=False)}
+    # The host endpoint chains the computed sides crossed on this node (the source's side
+    # always is; the destination's when its workload is here too).
+    host_roots = {"egress": counters.host_endpoint_roots(computed["egress"])}
     if dst_here:
         sides["ingress"] = counters.endpoint_chain(dst_iface, ingress=True)
+        host_roots["ingress"] = counters.host_endpoint_roots(computed["ingress"])
+    roots = [r for side, root in sides.items() for r in (root, *host_roots[side])]
     table = f"calico-explain-{os.getpid()}"
     ruleset = (
         f"table inet {table} {{\n chain trace {{\n  type filter hook prerouting priority -400;\n"
@@ -139,7 +144,7 @@ def live(
         ["nft", "monitor", "trace"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     try:
-        before = counters.snapshot(sides.values())
+        before = counters.snapshot(roots)
         time.sleep(0.3)  # nft monitor subscribes asynchronously
         kind = {6: "tcp", 17: "udp", 132: "sctp"}.get(pkt.protocol, "icmp")
         if kind == "sctp":
@@ -151,13 +156,13 @@ def live(
         _run("ip", "netns", "exec", netns, sys.executable, "-c", PROBE, kind, str(pkt.dst),
              str(a), str(b), str(pkt.version))  # fmt: skip
         time.sleep(0.5)
-        after = counters.snapshot(sides.values())
+        after = counters.snapshot(roots)
     finally:
         monitor.terminate()
         out, _ = monitor.communicate(timeout=5)
         _run("nft", "delete", "table", "inet", table)
     trace = parse_trace(out)
-    trace["counters"] = counters.report(sides, before, after, computed)
+    trace["counters"] = counters.report(sides, before, after, computed, host_roots)
     if dst_here:
         trace["compared"], expected = "overall", computed["result"]["verdict"]
     else:

@@ -70,7 +70,7 @@ def _side(
 
 
 def _live_counters(side: str, data: dict[str, Any]) -> list[str]:
-    lines = [f"  {side} counters ({data['chain']}):"]
+    lines = [f"  {side} counters ({', '.join(data.get('endpointChains') or [data['chain']])}):"]
     if not data["chains"]:
         lines.append("    (no policy or profile chains programmed)")
     for chain in data["chains"]:
