@@ -15,12 +15,10 @@ def _layer(step: dict[str, Any]) -> str:
     """``[untracked]``, ``[forward hostendpoint X]``, ...: a host endpoint layer's tag."""
     if "layer" not in step:
         return ""
-    hep = step.get("hostEndpoint")
-    return (
-        f"[{step['layer']} {hep}]"
-        if hep and step.get("step") in ("rule", "no-match")
-        else (f"[{step['layer']}]")
-    )
+    hep = step.get("hostEndpoint")  # other steps name the endpoint in their note
+    if hep and step.get("step") in ("rule", "no-match"):
+        return f"[{step['layer']} {hep}]"
+    return f"[{step['layer']}]"
 
 
 def _step(step: dict[str, Any]) -> str:

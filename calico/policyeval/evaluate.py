@@ -325,26 +325,10 @@ class Evaluator:
         if not ep.active:
             steps.append(Step("endpoint-down", "Deny", note="endpoint is not active"))
             return result
-        for tier, default_action, entries in self.tiers_for(ep, inbound, staged=staged):
-            passed = False
-            for entry in entries:
-                rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
-                v3_rules = entry.v3_rules.get(direction, [])
-                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display)
-                if verdict in ("Allow", "Deny"):
-                    result.verdict = verdict
-                    return result
-                if verdict == "Pass":
-                    passed = True
-                    break
-            if passed:
-                continue
-            steps.append(
-                Step("end-of-tier", default_action, tier=tier, note=f"no policy in tier {tier} "
-                     f"decided: end-of-tier action {default_action}")
-            )  # fmt: skip
-            if default_action != "Pass":
-                return result
+        verdict = self.walk_tiers(self.tiers_for(ep, inbound, staged=staged), inbound, pkt, steps)
+        if verdict is not None:
+            result.verdict = verdict
+            return result
         for pid in ep.value.profile_ids:
             prof = self.data.profile_rules.get(pid)
             name = f"Profile {pid}"
@@ -361,6 +345,35 @@ class Evaluator:
                 return result
         steps.append(Step("default", "Deny", note="no policy or profile allowed the traffic"))
         return result
+
+    def walk_tiers(
+        self, tiers: list[tuple[str, str, list[PolicyEntry]]], inbound: bool, pkt: Packet,
+        steps: list[Step], layer: str | None = None,
+    ) -> str | None:  # fmt: skip
+        """A tracked chain's tiers: the first Allow/Deny decides, Pass skips to the next tier,
+        a tier no rule decided takes its end-of-tier action (Deny decides); None when every
+        tier passed (on to the profiles, or a forward chain's final deny)."""
+        direction = "ingress" if inbound else "egress"
+        for tier, default_action, entries in tiers:
+            passed = False
+            for entry in entries:
+                rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
+                v3_rules = entry.v3_rules.get(direction, [])
+                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
+                if verdict in ("Allow", "Deny"):
+                    return verdict
+                if verdict == "Pass":
+                    passed = True
+                    break
+            if passed:
+                continue
+            steps.append(
+                Step("end-of-tier", default_action, tier=tier, layer=layer, note=f"no policy in "
+                     f"tier {tier} decided: end-of-tier action {default_action}")
+            )  # fmt: skip
+            if default_action != "Pass":
+                return "Deny"
+        return None
 
     def walk_rules(
         self, rules: Sequence[v1.Rule], v3_rules: Sequence[Any], pkt: Packet, steps: list[Step],

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from calico.model import HostEndpointKey
+from calico.policyeval.chains import HOST_FROM_FWD_PREFIX, HOST_TO_FWD_PREFIX
 from calico.policyeval.dataset import Dataset, Endpoint
 from calico.policyeval.evaluate import (
     FORWARD,
@@ -84,7 +85,7 @@ def forward_chain(
     Allow or Deny, or None when no applyOnForward policy applies (the chain lets it on)."""
     start = len(steps)
     direction = "ingress" if inbound else "egress"
-    chain = "cali-fhfw-" if inbound else "cali-thfw-"
+    chain = HOST_FROM_FWD_PREFIX if inbound else HOST_TO_FWD_PREFIX
     tiers = ev.tiers_for(hep, inbound, staged=staged, layer=FORWARD)
     verdict: str | None = None
     if not tiers:
@@ -94,41 +95,15 @@ def forward_chain(
         )  # fmt: skip
     else:
         steps.append(Step("forward-chain", None, layer=FORWARD, note=f"{where} ({chain})"))
-        verdict = _walk_forward_tiers(ev, tiers, inbound, pkt, steps)
+        verdict = ev.walk_tiers(tiers, inbound, pkt, steps, FORWARD)
+        if verdict is None:  # every tier passed: no profiles here, the chain's final deny
+            verdict = "Deny"
+            steps.append(
+                Step("default", "Deny", layer=FORWARD, note="no applyOnForward policy allowed "
+                     "the traffic")
+            )  # fmt: skip
     _tag(steps, start, hep, inbound)
     return verdict
-
-
-def _walk_forward_tiers(
-    ev: Evaluator, tiers: list[tuple[str, str, list]], inbound: bool, pkt: Packet,
-    steps: list[Step],
-) -> str:  # fmt: skip
-    """Tiers as in a normal chain (end-of-tier action, Pass to the next tier), no profiles,
-    then the final deny that a forward chain with any policy ends with."""
-    direction = "ingress" if inbound else "egress"
-    for tier, default_action, entries in tiers:
-        passed = False
-        for entry in entries:
-            rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
-            v3_rules = entry.v3_rules.get(direction, [])
-            verdict = ev.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, FORWARD)
-            if verdict in ("Allow", "Deny"):
-                return verdict
-            if verdict == "Pass":
-                passed = True
-                break
-        if passed:
-            continue
-        steps.append(
-            Step("end-of-tier", default_action, tier=tier, layer=FORWARD, note=f"no policy in "
-                 f"tier {tier} decided: end-of-tier action {default_action}")
-        )  # fmt: skip
-        if default_action != "Pass":
-            return "Deny"
-    steps.append(
-        Step("default", "Deny", layer=FORWARD, note="no applyOnForward policy allowed the traffic")
-    )
-    return "Deny"
 
 
 def forwarded_in(
