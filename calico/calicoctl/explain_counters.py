@@ -157,16 +157,16 @@ def _merged(snap: Snapshot, roots: list[str]) -> dict[str, Counts]:
 
 
 def report(
-    sides: dict[str, str], before: Snapshot, after: Snapshot, computed: dict[str, Any],
+    sides: dict[str, str | None], before: Snapshot, after: Snapshot, computed: dict[str, Any],
     host_roots: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Per side (``egress``/``ingress`` -> its endpoint chain, plus ``host_roots``: the host
+    """Per side (``egress``/``ingress`` -> its workload chain or None, plus ``host_roots``: the host
     endpoint chains of this node its steps were taken in): every chain's per-rule counts
     after the probe (and their change across it), and the computed chain's rule steps with the
     counts of the nft rules they became (``chain`` None when Felix has no such chain here)."""
     out: dict[str, Any] = {}
     for side, root in sides.items():
-        roots = [root, *(host_roots or {}).get(side, [])]
+        roots = [r for r in (root, *(host_roots or {}).get(side, [])) if r]
         chains = _merged(after, roots)
         old = _merged(before, roots)
         listed = [
