@@ -291,13 +291,13 @@ def explain_group(
         raise CtlError("explain needs --from and --to (or a subcommand: endpoint, policy)")
     if ip_version not in (None, 4, 6):
         raise CtlError(f"invalid IP version {ip_version}")
+    if via is not None and not via.strip():
+        raise CtlError("--via-interface needs an interface name")
     with paused():  # the read and the first conversions (model imports, schema builds)
         data, configs = _load_with_configs(config_file)
         s, d, pkt, name = build_packet(
             data, src, dst, namespace, protocol, port, src_port, icmp_type, icmp_code, ip_version
         )
-        if via is not None and not via.strip():
-            raise CtlError("--via-interface needs an interface name")
         hosts = host_addresses(config_file, s, d, pkt)
         try:
             report = explain_connection(data, s, d, pkt, name, configs, hosts=hosts, via=via)

@@ -13,7 +13,9 @@ endpoint's tiers, policies and profiles the way Felix's rendered chains do
 * then deny.
 
 A host endpoint's side first checks the failsafe ports, then its untracked and (ingress)
-pre-DNAT layers, which only decide on Allow or Deny (design/explain.md "Host endpoints").
+pre-DNAT layers, which only decide on Allow or Deny (design/explain.md "Host endpoints"); the
+host endpoint chains a forwarded packet crosses are ``calico.policyeval.forwarding``'s, on the
+tier walk here (:meth:`Evaluator.walk_tiers`).
 
 Rule matching mirrors the rule scanner (negated selectors folded into positive ones, named
 ports as selector+protocol+name sets, a plain selector set skipped when a side has only named
