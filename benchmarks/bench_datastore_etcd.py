@@ -16,6 +16,9 @@ ratio is the cost of the Backend layer (CAS transactions, encoding, KVPair objec
   (target p99 <= 2 ms) vs a raw gRPC Watch stream read in this process (baseline): the ratio is
   what the Backend layer (pump thread, queue, conversion) adds. Two rounds of each, alternating;
   ``put_rtt`` is the same quantile of the writer's own Put round trips (counted in every sample).
+* ``etcd_watch_added_p50`` / ``_p99``: per event, our EtcdWatch's arrival minus a raw stream's
+  (own thread) on the same writes in one process: what our path adds (value) vs the raw
+  stream's write-to-event latency on those events (baseline).
   ``--watch-only`` runs just this (``--list-only`` just the list); ``--tmpfs`` puts etcd's data
   dir on /dev/shm (no fsync cost).
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import shutil
 import statistics
@@ -283,6 +287,62 @@ def raw_latency(target: str, prefix: str, rtts: list[float]) -> list[float]:
     return samples
 
 
+def both_latency(endpoints: str, prefix: str) -> list[tuple[float, float]]:
+    """One raw stream (its own thread, iterating gRPC directly) and one EtcdWatch on the same
+    writes: per event, (raw arrival, ours arrival) as seconds after the write started, so
+    ``ours - raw`` is what our watch path adds to that very event."""
+    import grpc
+
+    target = endpoints.split("//")[1]
+    channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
+    stub = rpc_pb2_grpc.WatchStub(channel)
+    start, end = prefix_range(prefix)
+    done = threading.Event()
+    created = threading.Event()
+    raw: dict[str, float] = {}
+
+    def requests():  # type: ignore[no-untyped-def]
+        create = rpc_pb2.WatchCreateRequest(key=start, range_end=end)
+        yield rpc_pb2.WatchRequest(create_request=create)
+        done.wait()
+
+    call = stub.Watch(requests())
+
+    def read_raw() -> None:
+        with contextlib.suppress(grpc.RpcError):
+            for resp in call:
+                created.set()
+                for ev in resp.events:
+                    raw[ev.kv.value.decode()] = time.time()
+
+    reader = threading.Thread(target=read_raw, daemon=True)
+    reader.start()
+    backend = EtcdBackend(endpoints)
+    proc = timed_writes(target, prefix)
+    watch = backend.watch(prefix, backend.current_revision())
+    ours: dict[str, float] = {}
+    try:
+        assert created.wait(10), "raw watch not created"
+        time.sleep(0.2)  # our stream is open too
+        release(proc)
+        while len(ours) < N_LATENCY:
+            event = watch.next(10)
+            assert event is not None and event.value is not None, "writer stalled"
+            ours[event.value] = time.time()
+    finally:
+        watch.stop()
+        finish(proc, [])
+        deadline = time.monotonic() + 10
+        while len(raw) < len(ours) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        done.set()
+        call.cancel()
+        reader.join(10)
+        channel.close()
+        backend.close()
+    return [(raw[v] - float(v), ours[v] - float(v)) for v in ours if v in raw]
+
+
 def quantile(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[round(q * 100) - 1]
 
@@ -299,6 +359,14 @@ def bench_watch_latency(endpoints: str, data_dir_on: str) -> None:
     for i in range(WATCH_ROUNDS):
         raw += raw_latency(target, f"/lat-raw{i}/", rtts)
         ours += backend_latency(endpoints, f"/lat{i}/", rtts)
+    both: list[tuple[float, float]] = []
+    for i in range(WATCH_ROUNDS):
+        both += both_latency(endpoints, f"/lat-both{i}/")
+    added = [o - r for r, o in both]
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        emit(f"etcd_watch_added_{name}", "seconds", quantile(added, q),
+             quantile([r for r, _ in both], q), samples=len(both), data_dir_on=data_dir_on,
+             baseline_is="raw stream's write-to-event, same events")  # fmt: skip
     for name, q in (("p50", 0.5), ("p99", 0.99)):
         emit(f"etcd_watch_latency_{name}", "seconds", quantile(ours, q), quantile(raw, q),
              samples=len(ours), target=0.002 if name == "p99" else None, max=max(ours),
