@@ -75,9 +75,9 @@ def _load_with_configs(config_file: str | None) -> tuple[Dataset, FelixConfigs]:
 
 def _node_addresses(config_file: str | None) -> NodeAddresses:
     """The stored Nodes' addresses: read only when a side is an address no endpoint holds."""
-    with open_client(config_file) as client:
+    with open_backend_checked(config_file) as backend:
         prefix = resource_prefix("Node")
-        return NodeAddresses.from_kvs(prefix, client.backend.list(prefix).kvs)
+        return NodeAddresses.from_kvs(prefix, backend.list(prefix).kvs)
 
 
 def host_addresses(
