@@ -69,6 +69,8 @@ class FelixConfigs:
     """The stored FelixConfiguration documents, converted only for a node that is asked about."""
 
     raw: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> stored JSON
+    # name -> stored text: a document read with its text converts through the conversion cache
+    texts: dict[str, str] = field(default_factory=dict)
     _cache: dict[str, HostConfig] = field(default_factory=dict)
 
     @classmethod
@@ -84,17 +86,26 @@ class FelixConfigs:
                 continue
             if isinstance(raw, dict):
                 out.raw[name] = raw
+                out.texts[name] = kv.value
         return out
 
     def _params(self, name: str) -> dict[str, str]:
         raw = self.raw.get(name)
         if raw is None:
             return {}
-        from calico.model import processors as p
         from calico.model.resources import ResourceKey
 
+        key = ResourceKey("FelixConfiguration", name, "")
+        text = self.texts.get(name)
         try:
-            converted = p.process(ResourceKey("FelixConfiguration", name, ""), raw)
+            if text is not None:
+                from calico.policyeval import convcache
+
+                converted = convcache.default().process(key, text, raw)
+            else:
+                from calico.model import processors as p
+
+                converted = p.process(key, raw)
         except Exception as exc:  # Felix's syncer drops it too
             log.warning("Ignoring FelixConfiguration %s: %s", name, exc)
             return {}

@@ -35,6 +35,9 @@ COMMANDS = [
     ["-l", "warn", "explain", "endpoint", "prod/web", "-o", "json"],
     ["-l", "warn", "explain", "policy", "security.bad"],
     ["explain", "policy", "allow-front", "-n", "prod"],
+    # A host endpoint side: its node's FelixConfigurations are converted (and cached); the
+    # failsafe ports are still parsed with the API's ProtoPort (pydantic) on every run.
+    ["explain", "--from", "203.0.113.9", "--to", "hep/node1-eth0", "--port", "2222", "-o", "json"],
     ["get", "workloadendpoint", "node1-k8s-web-eth0", "-n", "prod", "--show-policies"],
 ]
 
@@ -55,9 +58,19 @@ sys.stderr.write(json.dumps({"code": code, "out": out.getvalue(), "mods": mods})
 """
 
 
+# A host endpoint side reads the FelixConfigurations (failsafe ports): converted, and cached.
+FELIX_CONFIG = """
+apiVersion: projectcalico.org/v3
+kind: FelixConfiguration
+metadata: {name: default}
+spec:
+  failsafeInboundHostPorts: [{protocol: TCP, port: 2222}]
+"""
+
+
 @pytest.fixture
 def valid(ctl: Ctl, ds_env: dict[str, str]) -> dict[str, str]:
-    assert ctl("apply", "-f", "-", stdin=MANIFEST).code == 0
+    assert ctl("apply", "-f", "-", stdin=MANIFEST + "---" + FELIX_CONFIG).code == 0
     return ds_env
 
 
@@ -97,6 +110,8 @@ def test_cold_warm_and_uncached_answers_are_identical(
         warm = run_bin(_with_cache(stored, cache), *args)
         assert cold == uncached == warm, args
     assert "Ignoring GlobalNetworkPolicy security.bad" in run_bin(never, *COMMANDS[4]).err
+    hep = run_bin(_with_cache(stored, cache), *COMMANDS[6]).out
+    assert "failsafe port tcp:2222" in hep  # the stored (not a default) failsafe port
 
 
 def _probe(env: dict[str, str], *args: str) -> dict[str, object]:

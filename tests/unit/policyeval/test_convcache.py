@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -309,6 +310,7 @@ def test_dataset_keeps_single_endpoints_not_every_endpoint(
     again.add_endpoint_text("WorkloadEndpoint", "ns", "n-k8s-p0-eth0", wep(0))
     assert again.endpoint("WorkloadEndpoint", "n-k8s-p0-eth0", "ns") == one
     assert cache.hits == 1
+    atexit.unregister(cache.flush)  # registered because it stood in for the default
 
 
 def test_an_output_that_cannot_be_pickled_is_dropped_not_raised(tmp_path: Path) -> None:
