@@ -216,23 +216,26 @@ class ElementBatch:
         return f"{_OBJECT_MESSAGES[kind][1]} {name}"
 
     def encode(self, seq: int) -> tuple[bytes, list[int]]:
-        """The whole batch (begin, messages with ACK requested, end) and their seqs."""
+        """The whole batch (begin ``seq``, messages, end) and the messages' seqs. Only the
+        last message asks for an ack (design/felix-nftables.md "Transactions over netlink")."""
         if self.family not in FAMILIES:
             raise Unencodable(f"family {self.family!r}")
         fam = FAMILIES[self.family]
         table = attr(LIST_TABLE, self.table.encode() + b"\0")
         out = [_nlmsg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES)]
         seqs = []
+        last = len(self.messages)
         for i, (kind, name, payload) in enumerate(self.messages, start=1):
+            ack = NLM_F_ACK if i == last else 0
             if isinstance(payload, bytes):
                 body = table + payload
-                flags = NLM_F_REQUEST | NLM_F_ACK | _OBJECT_MESSAGES[kind][0]
+                flags = NLM_F_REQUEST | ack | _OBJECT_MESSAGES[kind][0]
             else:
                 body = (
                     table + attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
                 )
                 create = NLM_F_CREATE if kind == NFT_MSG_NEWSETELEM else 0
-                flags = NLM_F_REQUEST | NLM_F_ACK | create
+                flags = NLM_F_REQUEST | ack | create
             msg_type = (NFNL_SUBSYS_NFTABLES << 8) | kind
             out.append(_nlmsg(msg_type, flags, seq + i, fam, 0, body))
             seqs.append(seq + i)
@@ -323,15 +326,17 @@ def _drain(sock: socket.socket) -> None:
 def _read_acks(
     sock: socket.socket, seqs: list[int], batch: ElementBatch, timeout: float
 ) -> str | None:
-    """Wait for an ack of every element message; the first error aborts (the kernel has
-    rolled the whole batch back by the time it reports it)."""
+    """Wait for the batch's answer: the first refused message's error (the kernel has rolled
+    the whole batch back by the time it reports it), else the last message's ack."""
     try:
-        for seq, code in nlmsg.refusals(nlmsg.receive(sock, timeout, 1 << 16), seqs):
-            what = batch.describe(seq - seqs[0])
-            return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
+        refused = nlmsg.batch_refusal(nlmsg.receive(sock, timeout, 1 << 16), seqs[0], seqs[-1])
     except nlmsg.AckTimeout as e:
         return f"no netlink ack for {e.missing} message(s)"
-    return None
+    if refused is None:
+        return None
+    seq, code = refused
+    what = "the batch" if seq < seqs[0] else batch.describe(seq - seqs[0])
+    return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
 
 
 __all__ = [
