@@ -221,24 +221,25 @@ class ElementBatch:
         if self.family not in FAMILIES:
             raise Unencodable(f"family {self.family!r}")
         fam = FAMILIES[self.family]
-        table = attr(LIST_TABLE, self.table.encode() + b"\0")
+        # Every message's nfgenmsg header and table attribute are the same: packed once.
+        prefix = struct.pack("=BBH", fam, 0, 0) + attr(LIST_TABLE, self.table.encode() + b"\0")
+        header, header_size = nlmsg.HDR.pack, nlmsg.HDR.size + len(prefix)
         out = [_nlmsg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES)]
-        seqs = []
         last = len(self.messages)
+        seqs = list(range(seq + 1, seq + last + 1))
         for i, (kind, name, payload) in enumerate(self.messages, start=1):
             ack = NLM_F_ACK if i == last else 0
             if isinstance(payload, bytes):
-                body = table + payload
+                body = payload
                 flags = NLM_F_REQUEST | ack | _OBJECT_MESSAGES[kind][0]
             else:
-                body = (
-                    table + attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
-                )
+                body = attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
                 create = NLM_F_CREATE if kind == NFT_MSG_NEWSETELEM else 0
                 flags = NLM_F_REQUEST | ack | create
             msg_type = (NFNL_SUBSYS_NFTABLES << 8) | kind
-            out.append(_nlmsg(msg_type, flags, seq + i, fam, 0, body))
-            seqs.append(seq + i)
+            out.append(header(header_size + len(body), msg_type, flags, seq + i, 0))
+            out.append(prefix)
+            out.append(body)
         out.append(_nlmsg(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq + len(seqs) + 1, 0,
                           NFNL_SUBSYS_NFTABLES))  # fmt: skip
         return b"".join(out), seqs
