@@ -190,8 +190,8 @@ class _Builder:
     def add_rules(self, chain: str, rules: Iterable[tuple[Any, Any]]) -> None:
         """Phase 6's ``add rule`` commands, as ``cmd`` builds them, in one literal each: a
         new endpoint chain at 1,000 policies is ~200 rules, and the keyword-argument dicts
-        were a measurable part of its apply (design/performance.md "TTFR: one ack per batch,
-        and the kernel's jump validation")."""
+        were a measurable part of its apply (design/performance.md
+        "TTFR: one ack per batch, and the kernel's jump validation")."""
         family, table = self.family, self.table
         self.phases[5].extend(
             {"add": {"rule": {"family": family, "table": table, "chain": chain, "expr": exprs,
