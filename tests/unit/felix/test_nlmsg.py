@@ -359,6 +359,31 @@ def test_nft_sender_reads_acks_through_the_shared_walk(pair, reply, want) -> Non
     assert sender._sock is a
 
 
+def test_nft_sender_drains_only_after_a_refused_batch(pair, monkeypatch) -> None:
+    a, b = pair
+    drained: list[int] = []
+    real_drain = nft._drain
+    monkeypatch.setattr(nft, "_drain", lambda sock: (drained.append(1), real_drain(sock)))
+    sender = nft.NetlinkElements(timeout=10.0)
+    sender._sock = a
+    t = kernel_answering(b, lambda s: [ack(s[-1])])
+    assert sender.send(nft_batch(3)) is None
+    t.join(10)
+    assert drained == []  # an answered batch leaves nothing behind
+    # Refused at its first message: the last message's ack is still to come, unread.
+    t = kernel_answering(b, lambda s: [ack(s[0], errno.ENOENT) + ack(s[-1])])
+    assert sender.send(nft_batch(3)) == "adding elements of s0: No such file or directory (ENOENT)"
+    t.join(10)
+    t = kernel_answering(b, lambda s: [ack(s[-1])])
+    assert sender.send(nft_batch(2)) is None
+    t.join(10)
+    assert drained == [1]
+    t = kernel_answering(b, lambda s: [ack(s[-1])])
+    assert sender.send(nft_batch(2)) is None
+    t.join(10)
+    assert drained == [1]
+
+
 def test_nft_sender_times_out_with_the_count_still_missing(pair) -> None:
     a, b = pair
     sender = nft.NetlinkElements(timeout=0.05)
