@@ -23,7 +23,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Collection
-from http import HTTPStatus
 from typing import BinaryIO
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,23 @@ ERROR_BODY = """\
     </body>
 </html>
 """
-_PHRASES = {s.value: (s.phrase, s.description) for s in HTTPStatus}
+# (phrase, description) as http.HTTPStatus has them, for the statuses this module and the
+# health server send; others come from HTTPStatus itself (building that enum is ~1.5% of a
+# Felix start, so it is imported only then).
+_PHRASES = {
+    200: ("OK", "Request fulfilled, document follows"),
+    204: ("No Content", "Request fulfilled, nothing follows"),
+    400: ("Bad Request", "Bad request syntax or unsupported method"),
+    404: ("Not Found", "Nothing matches the given URI"),
+    414: ("Request-URI Too Long", "URI is too long"),
+    431: (
+        "Request Header Fields Too Large",
+        "The server is unwilling to process the request because its header fields are too large",
+    ),
+    501: ("Not Implemented", "Server does not support this operation"),
+    503: ("Service Unavailable", "The server cannot process the request due to a high load"),
+    505: ("HTTP Version Not Supported", "Cannot fulfill request"),
+}
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -65,25 +80,39 @@ def http_date(timestamp: float | None = None) -> str:
     )  # fmt: skip
 
 
+def phrases(status: int) -> tuple[str, str] | None:
+    """``(phrase, description)`` of ``status`` as ``http.HTTPStatus`` gives it, else None."""
+    if (known := _PHRASES.get(status)) is not None:
+        return known
+    from http import HTTPStatus
+
+    try:
+        member = HTTPStatus(status)
+    except ValueError:
+        return None
+    return member.phrase, member.description
+
+
 def _escape(text: str) -> str:
     """``html.escape(text, quote=False)``."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class _Exchange:
-    """One request and its reply; ``version`` None means HTTP/0.9 (body only, no head)."""
+    """One request and its reply; a ``version`` of ``HTTP/0.9`` (the default, or as sent)
+    gets the body only, as http.server writes it."""
 
     def __init__(self, sock: socket.socket, server_version: str) -> None:
         self.sock, self.server_version = sock, server_version
-        self.version: str | None = None
+        self.version = "HTTP/0.9"
         self.command: str | None = None
         self.requestline = ""
 
     def head(self, status: int, message: str | None, headers: list[tuple[str, str]]) -> bytes:
-        if self.version is None:
+        if self.version == "HTTP/0.9":
             return b""
         if message is None:
-            message = _PHRASES.get(status, ("",))[0]
+            message = (phrases(status) or ("",))[0]
         lines = [f"{PROTOCOL} {status} {message}\r\n", f"Server: {self.server_version}\r\n"]
         lines.append(f"Date: {http_date()}\r\n")
         lines.extend(f"{k}: {v}\r\n" for k, v in headers)
@@ -91,7 +120,7 @@ class _Exchange:
         return "".join(lines).encode("latin-1", "strict")
 
     def error(self, status: int, message: str | None = None, explain: str | None = None) -> None:
-        short, long = _PHRASES.get(status, ("???", "???"))
+        short, long = phrases(status) or ("???", "???")
         message = short if message is None else message
         explain = long if explain is None else explain
         log.debug("http request: code %d, message %s", status, message)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calico.health import HealthAggregator, HealthServer
-from calico.health.responder import MAX_HEADERS, MAX_LINE, http_date
+from calico.health.responder import _PHRASES, MAX_HEADERS, MAX_LINE, http_date, phrases
 from calico.health.server import METHODS
 
 DATE = re.compile(rb"\r\nDate: [^\r]*\r\n")
@@ -123,6 +123,7 @@ CASES = [
     b"GET /liveness HTTP/12345678901.1\r\n\r\n",
     b"GET /liveness FTP/1.0\r\n\r\n",
     b"GET /liveness\r\n\r\n",
+    b"GET /liveness HTTP/0.9\r\n\r\n",  # as sent: no status line either
     b"POST /liveness\r\n\r\n",
     b"GET\r\n\r\n",
     b"GET /a /b HTTP/1.1\r\n\r\n",
@@ -166,7 +167,7 @@ _END = st.sampled_from([b"\r\n\r\n", b"\n\n", b"\r\n", b"", b"\n"])
 
 
 @settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     words=st.lists(_WORD, min_size=0, max_size=5),
@@ -211,3 +212,30 @@ def test_shutdown_before_serving_and_close() -> None:
     listener.server_close()
     with pytest.raises(OSError):
         socket.create_connection(listener.server_address, timeout=2).close()
+
+
+def test_phrases_are_http_status() -> None:
+    from http import HTTPStatus
+
+    for code in _PHRASES:
+        assert phrases(code) == (HTTPStatus(code).phrase, HTTPStatus(code).description)
+    assert phrases(418) == (HTTPStatus(418).phrase, HTTPStatus(418).description)  # not listed
+    assert phrases(299) is None
+
+
+def test_other_statuses_from_a_responder() -> None:
+    """Statuses outside the table: http.server's phrase, or none for an unknown code."""
+    from calico.health.responder import Listener
+
+    for status, line in ((418, b"HTTP/1.0 418 I'm a Teapot\r\n"), (299, b"HTTP/1.0 299 \r\n")):
+        listener = Listener(
+            socket.AF_INET, ("127.0.0.1", 0), lambda c, p, s=status: (s, [], b"x"), ["GET"], "v"
+        )
+        t = threading.Thread(target=listener.serve_forever, daemon=True)
+        t.start()
+        try:
+            reply = exchange(listener.server_address[1], b"GET / HTTP/1.0\r\n\r\n")
+        finally:
+            listener.shutdown()
+            listener.server_close()
+        assert reply == line + b"Server: v\r\nDate: -\r\n\r\nx"
