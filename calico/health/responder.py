@@ -2,7 +2,7 @@
 
 Why: ``http.server`` imports ``http.client``, ``email``, ``ssl``, ``socketserver``, ``html``
 and ``mimetypes`` (~45 ms of a Felix start, design/performance.md "Cold start: the HTTP
-stack") to answer two fixed paths. This module parses a request exactly as
+stack and the BGP models") to answer two fixed paths. This module parses a request exactly as
 ``BaseHTTPRequestHandler`` does with its defaults (protocol ``HTTP/1.0``, one request per
 connection, request line up to 65,536 bytes, at most 100 header lines, the same error
 statuses, reason phrases and HTML error bodies, HTTP/0.9 replies without a status line) and
