@@ -112,7 +112,8 @@ def test_metrics_only_when_enabled() -> None:
 
 def test_felix_modules_import_no_http_stack() -> None:
     """What a Felix start with metrics off imports (daemon, dataplane, calc graph, health)
-    pulls in neither prometheus_client nor http.server's chain."""
+    pulls in neither prometheus_client nor http.server's chain, nor subprocess (BPF mode's
+    tc calls) or configparser (a felix.cfg that exists)."""
     import subprocess
     import sys
 
@@ -121,7 +122,7 @@ def test_felix_modules_import_no_http_stack() -> None:
         "calico.felix.calc.calc_graph, calico.health.server\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('prometheus_client', 'email', 'ssl', 'socketserver', 'wsgiref') "
-        "or m in ('http.server', 'http.client'))\n"
+        "or m in ('http.server', 'http.client', 'subprocess', 'configparser'))\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
