@@ -288,9 +288,10 @@ class Listener:
         ).start()
 
     def shutdown(self) -> None:
-        """Stop ``serve_forever`` and wait until it has returned."""
-        self._stop.set()
+        """Stop ``serve_forever`` and wait until it has returned. The wake-up is written first:
+        until then the loop cannot return, so its owner cannot have closed the pipe yet."""
         os.write(self._wake_w, b"x")
+        self._stop.set()
         self._done.wait()
 
     def server_close(self) -> None:
