@@ -24,7 +24,9 @@ Uses the Felix test harness (a "host" netns running ``calico component felix``, 
    the first apply alone). Baseline: loading the resulting ruleset (as ``nft -j list`` shows it)
    in one libnftables ``json_cmd`` into an empty netns. Target <= 1 s. Then a restart with the
    table left in place (``restart_unchanged_s``, baseline the cold start): no rule may be
-   rewritten (``rules_rewritten``, by rule handle).
+   rewritten (``rules_rewritten``, by rule handle). ``--cold-only`` runs just these two;
+   ``--cold-compare DIR`` alternates them with an older tree; ``--metrics-off`` (with either)
+   starts Felix with PrometheusMetricsEnabled at its default, false (the harness enables it).
 3. Throughput: iperf3 between two workloads with 1,000 policies applying to the server vs none.
    Value is the with-policy rate, baseline the no-policy rate. Target ratio >= 0.95.
 """
@@ -201,7 +203,9 @@ def host_env(tag: str) -> Iterator[tuple[str, Any, Any, Path]]:
     with fh.netns("fxbh") as host, fh.netns("fxbx") as outside:
         fh.host_netns_setup(host, outside)
         ds = fh.Datastore(str(workdir / "calico.db"))
-        felix = fh.Felix(host, workdir, env=FELIX_ENV)
+        felix = fh.Felix(host, workdir, env=dict(FELIX_ENV))
+        if "--metrics-off" in sys.argv[1:]:  # Felix's default (the harness turns them on)
+            felix.env["FELIX_PROMETHEUSMETRICSENABLED"] = "false"
         try:
             ds.apply({"kind": "IPPool", "metadata": {"name": "p"}, "spec": {"cidr": fh.POOL}})
             fh.namespace_profile(ds, NAMESPACE)

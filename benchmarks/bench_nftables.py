@@ -289,7 +289,7 @@ def validation_table(nft: object, name: str, endpoints: int) -> None:
 def send_acking_each(sender: object, batch: object) -> str | None:
     """The previous protocol, for the baseline: every message asks for an ack and each is
     read (one datagram each)."""
-    from calico.felix import nlmsg
+    from calico import nlmsg
     from calico.felix.nftables import netlink
 
     data, seqs = batch.encode(1 << 20)  # type: ignore[attr-defined]

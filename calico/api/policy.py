@@ -8,7 +8,6 @@ policy's ``stagedAction`` becomes ``Set``). Names in a non-default tier may carr
 """
 
 import importlib
-import math
 import re
 from typing import Any, ClassVar, Literal, Self
 
@@ -96,12 +95,7 @@ class _PolicySpecBase(CalicoModel):
             v.dns1123_label(value, "tier name")
         return value
 
-    @field_validator("order")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("order must be a finite number")
-        return value
+    _finite = field_validator("order")(v.finite_order)
 
     @field_validator("selector", "service_account_selector")
     @classmethod
@@ -215,12 +209,7 @@ class TierSpec(CalicoModel):
     order: float | None = None
     default_action: Literal["Deny", "Pass"] | None = None
 
-    @field_validator("order")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("order must be a finite number")
-        return value
+    _finite = field_validator("order")(v.finite_order)
 
     @property
     def effective_default_action(self) -> str:

@@ -6,7 +6,6 @@ builds"). ``calico.api.policy`` still answers for every name defined here.
 """
 
 import ipaddress
-import math
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, Field, WithJsonSchema, field_validator, model_validator
@@ -61,12 +60,7 @@ class QoSPolicySpec(CalicoModel):
     def _selectors(cls, value: str | None) -> str | None:
         return v.validate_selector(value) if value else value
 
-    @field_validator("order")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("order must be a finite number")
-        return value
+    _finite = field_validator("order")(v.finite_order)
 
 
 @register

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import _socket  # socket's C core: inet_pton without socket.py's imports (~3 ms)
 import ipaddress
+import math
 import re
 from functools import lru_cache
 
@@ -143,6 +144,14 @@ def cidr(value: str, version: int | None = None, strict: bool = False) -> str:
         raise ValueError(f"{value!r} is not a valid CIDR") from None
     if version is not None and net.version != version:
         raise ValueError(f"{value!r} is not an IPv{version} CIDR")
+    return value
+
+
+def finite_order(value: float | None) -> float | None:
+    """A tier's or policy's ``order``: any float except NaN and the infinities, which would
+    make the dataplane's ordering undefined."""
+    if value is not None and not math.isfinite(value):
+        raise ValueError("order must be a finite number")
     return value
 
 

@@ -21,7 +21,10 @@ from calico.model.resources import resource_prefix
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, load
 from calico.policyeval.evaluate import Packet
 from calico.policyeval.hostconfig import FelixConfigs
+from calico.policyeval.hostendpoints import CrossingUnknown
+from calico.policyeval.nodeaddrs import NodeAddresses
 from calico.policyeval.report import (
+    HostAddress,
     endpoint_policies,
     enforcing_endpoint,
     explain_connection,
@@ -68,6 +71,30 @@ def _load_with_configs(config_file: str | None) -> tuple[Dataset, FelixConfigs]:
         data = load(client.backend)
         prefix = resource_prefix("FelixConfiguration")
         return data, FelixConfigs.from_kvs(prefix, client.backend.list(prefix).kvs)
+
+
+def _node_addresses(config_file: str | None) -> NodeAddresses:
+    """The stored Nodes' addresses: read only when a side is an address no endpoint holds."""
+    with open_client(config_file) as client:
+        prefix = resource_prefix("Node")
+        return NodeAddresses.from_kvs(prefix, client.backend.list(prefix).kvs)
+
+
+def host_addresses(
+    config_file: str | None, src: Endpoint | None, dst: Endpoint | None, pkt: Packet
+) -> tuple[HostAddress | None, HostAddress | None]:
+    """Which node, if any, a side's address belongs to when no endpoint holds it."""
+    if src is not None and dst is not None:
+        return None, None
+    nodes = _node_addresses(config_file)
+    out: list[HostAddress | None] = []
+    for ep, addr in ((src, pkt.src), (dst, pkt.dst)):
+        try:
+            owner = None if ep is not None else nodes.owner(addr)
+        except ValueError as exc:
+            raise CtlError(str(exc)) from None
+        out.append(HostAddress(*owner) if owner is not None else None)
+    return out[0], out[1]
 
 
 def _unique(spec: str, found: list[Endpoint]) -> Endpoint:
@@ -218,6 +245,14 @@ class ExplainGroup(click.Group):
 @click.option("-n", "--namespace", default="default", help="Namespace for bare names.")
 @click.option("-o", "--output", default="text", help="text, yaml or json.")
 @click.option(
+    "--via-interface",
+    "via",
+    default=None,
+    metavar="IFACE",
+    help="Host interface forwarded traffic crosses [default: the node's one uplink host "
+    "endpoint, else its * one].",
+)
+@click.option(
     "--live", is_flag=True, help="Also trace a real probe through this node's dataplane (root)."
 )
 @config_option
@@ -236,6 +271,7 @@ def explain_group(
     ip_version: int | None,
     namespace: str,
     output: str,
+    via: str | None,
     live: bool,
     config_file: str | None,
 ) -> None:
@@ -244,6 +280,7 @@ def explain_group(
     \b
     calicoctl explain --from prod/frontend --to prod/backend --port 8080
     calicoctl explain --from 10.65.0.4 --to hep/node1-eth0 --protocol ICMP -o yaml
+    calicoctl explain --from 203.0.113.9 --to prod/backend --port 80 --via-interface eth1
     calicoctl explain endpoint prod/backend
     calicoctl explain policy default.allow-dns
     """
@@ -254,13 +291,21 @@ def explain_group(
         raise CtlError("explain needs --from and --to (or a subcommand: endpoint, policy)")
     if ip_version not in (None, 4, 6):
         raise CtlError(f"invalid IP version {ip_version}")
+    if via is not None and not via.strip():
+        raise CtlError("--via-interface needs an interface name")
     with paused():  # the read and the first conversions (model imports, schema builds)
         data, configs = _load_with_configs(config_file)
         s, d, pkt, name = build_packet(
             data, src, dst, namespace, protocol, port, src_port, icmp_type, icmp_code, ip_version
         )
+        hosts = host_addresses(config_file, s, d, pkt)
         try:
-            report = explain_connection(data, s, d, pkt, name, configs)
+            report = explain_connection(data, s, d, pkt, name, configs, hosts=hosts, via=via)
+        except CrossingUnknown as exc:
+            raise CtlError(
+                f"cannot tell which host endpoint traffic forwarded by node {exc.node} crosses: "
+                f"{', '.join(exc.interfaces)} all have one; pass --via-interface IFACE"
+            ) from None
         except ValueError as exc:  # a FelixConfiguration value Felix itself would refuse
             raise CtlError(f"cannot evaluate host endpoint policy: {exc}") from None
     if live:

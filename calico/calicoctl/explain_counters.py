@@ -3,8 +3,10 @@ table on this node for ``calicoctl explain --live``.
 
 Felix counts the deciding nft rule of every policy/profile rule and writes the rule's index in
 its comment (``calico.policyeval.chains``), so the counts of one rule's per-family copies add up
-here. The chains read are the workload's own (``cali-fw-`` for egress, ``cali-tw-`` for ingress)
-and the policy/profile chains they jump to, in jump order. Reads only; nothing is reset.
+here. The chains read are the workload's own (``cali-fw-`` for egress, ``cali-tw-`` for ingress),
+the host endpoint chains of this node the computed steps name (``endpointChain``: forward chains
+of the uplink and of ``*`` on workload interfaces, a host endpoint's own), and the policy/profile
+chains they jump to, in jump order. Reads only; nothing is reset.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Any
 
 from calico.policyeval.chains import (
     FILTER_LAYER,
+    HOST_FROM_FWD_PREFIX,
+    HOST_FROM_PREFIX,
+    NFT_LAYER,
     POLICY_INBOUND_PREFIX,
     POLICY_OUTBOUND_PREFIX,
     PROFILE_INBOUND_PREFIX,
@@ -27,8 +32,10 @@ from calico.policyeval.chains import (
 )
 
 FELIX_TABLE = "calico"
+# Policy and profile chains of every layer (untracked policy is in raw, pre-DNAT in mangle).
 _COUNTED = tuple(
-    f"{FILTER_LAYER}-{p}"
+    f"{layer}-{p}"
+    for layer in sorted(set(NFT_LAYER.values()))
     for p in (
         POLICY_INBOUND_PREFIX,
         POLICY_OUTBOUND_PREFIX,
@@ -36,6 +43,7 @@ _COUNTED = tuple(
         PROFILE_OUTBOUND_PREFIX,
     )
 )
+_INBOUND_ENDPOINT = (WL_TO_PREFIX, HOST_FROM_PREFIX, HOST_FROM_FWD_PREFIX)
 
 Counts = dict[int, tuple[int, int]]  # rule index -> (packets, bytes)
 Snapshot = dict[str, dict[str, Counts]]  # endpoint chain -> policy/profile chain -> counts
@@ -45,18 +53,35 @@ def endpoint_chain(iface: str, ingress: bool) -> str:
     return f"{FILTER_LAYER}-{WL_TO_PREFIX if ingress else WL_FROM_PREFIX}{iface}"
 
 
-def step_chain(policy: str, ingress: bool) -> str | None:
+def step_chain(policy: str, ingress: bool, layer: str = FILTER_LAYER) -> str | None:
     """The chain of a decision step's ``policy`` ("GlobalNetworkPolicy web", "NetworkPolicy
-    ns/db", "Profile kns.ns"), as Felix names it (an over-long, hashed name is not found)."""
+    ns/db", "Profile kns.ns") in nft ``layer``, as Felix names it (an over-long, hashed name
+    is not found)."""
     kind, _, scoped = policy.partition(" ")
     if not scoped:
         return None
     if kind == "Profile":
         prefix = PROFILE_INBOUND_PREFIX if ingress else PROFILE_OUTBOUND_PREFIX
-        return f"{FILTER_LAYER}-{prefix}{scoped}"
+        return f"{layer}-{prefix}{scoped}"
     namespace, _, name = scoped.rpartition("/")
     prefix = POLICY_INBOUND_PREFIX if ingress else POLICY_OUTBOUND_PREFIX
-    return f"{FILTER_LAYER}-{prefix}{policy_chain_id(kind, namespace, name)}"
+    return f"{layer}-{prefix}{policy_chain_id(kind, namespace, name)}"
+
+
+def step_policy_chain(step: dict[str, Any], side_ingress: bool) -> str | None:
+    """The policy chain of a rule step: in its host endpoint chain's layer and direction when
+    it names one (``endpointChain``: a ``*`` forward chain on a workload's egress side is that
+    endpoint's ingress, say), else the side's filter-layer chain."""
+    root = step.get("endpointChain")
+    if not root:
+        return step_chain(step.get("policy", ""), side_ingress)
+    layer, _, rest = root.partition("-")
+    return step_chain(step.get("policy", ""), rest.startswith(_INBOUND_ENDPOINT), layer)
+
+
+def host_endpoint_roots(side: dict[str, Any]) -> list[str]:
+    """The host endpoint chains a computed side's steps were taken in, in order."""
+    return list(dict.fromkeys(s["endpointChain"] for s in side["chain"] if s.get("endpointChain")))
 
 
 def _list_chain(name: str) -> list[dict[str, Any]] | None:
@@ -123,16 +148,27 @@ def _entry(index: int, now: tuple[int, int], before: tuple[int, int]) -> dict[st
     }
 
 
+def _merged(snap: Snapshot, roots: list[str]) -> dict[str, Counts]:
+    out: dict[str, Counts] = {}
+    for root in roots:
+        for name, counts in snap.get(root, {}).items():
+            out.setdefault(name, counts)  # a policy chain two roots jump to is one chain
+    return out
+
+
 def report(
-    sides: dict[str, str], before: Snapshot, after: Snapshot, computed: dict[str, Any]
-) -> dict[str, Any]:
-    """Per side (``egress``/``ingress`` -> its endpoint chain): every chain's per-rule counts
+    sides: dict[str, str | None], before: Snapshot, after: Snapshot, computed: dict[str, Any],
+    host_roots: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Per side (``egress``/``ingress`` -> its workload chain or None, plus ``host_roots``: the host
+    endpoint chains of this node its steps were taken in): every chain's per-rule counts
     after the probe (and their change across it), and the computed chain's rule steps with the
     counts of the nft rules they became (``chain`` None when Felix has no such chain here)."""
     out: dict[str, Any] = {}
     for side, root in sides.items():
-        chains = after.get(root, {})
-        old = before.get(root, {})
+        roots = [r for r in (root, *(host_roots or {}).get(side, [])) if r]
+        chains = _merged(after, roots)
+        old = _merged(before, roots)
         listed = [
             {
                 "chain": name,
@@ -146,7 +182,7 @@ def report(
         for step in computed[side]["chain"]:
             if step.get("step") != "rule":
                 continue
-            name = step_chain(step.get("policy", ""), side == "ingress")
+            name = step_policy_chain(step, side == "ingress")
             index = step["ruleIndex"]
             item: dict[str, Any] = {"policy": step["policy"], "ruleIndex": index}
             if name in chains and index in chains[name]:
@@ -155,5 +191,5 @@ def report(
             else:
                 item["chain"] = None
             steps.append(item)
-        out[side] = {"chain": root, "chains": listed, "steps": steps}
+        out[side] = {"chain": root, "endpointChains": roots, "chains": listed, "steps": steps}
     return out

@@ -11,12 +11,22 @@ def _rule(rule: Any) -> str:
     return json.dumps(rule, separators=(", ", ": "), sort_keys=False)
 
 
+def _layer(step: dict[str, Any]) -> str:
+    """``[untracked]``, ``[forward hostendpoint X]``, ...: a host endpoint layer's tag."""
+    if "layer" not in step:
+        return ""
+    hep = step.get("hostEndpoint")  # other steps name the endpoint in their note
+    if hep and step.get("step") in ("rule", "no-match"):
+        return f"[{step['layer']} {hep}]"
+    return f"[{step['layer']}]"
+
+
 def _step(step: dict[str, Any]) -> str:
     kind, action = step["step"], step["action"]
     where = " ".join(
         part
         for part in (
-            f"[{step['layer']}]" if "layer" in step else "",
+            _layer(step),
             f"tier {step['tier']}" if "tier" in step else "",
             step.get("policy", ""),
         )
@@ -58,7 +68,7 @@ def _side(
 
 
 def _live_counters(side: str, data: dict[str, Any]) -> list[str]:
-    lines = [f"  {side} counters ({data['chain']}):"]
+    lines = [f"  {side} counters ({', '.join(data.get('endpointChains') or [data['chain']])}):"]
     if not data["chains"]:
         lines.append("    (no policy or profile chains programmed)")
     for chain in data["chains"]:
@@ -72,7 +82,8 @@ def _live_counters(side: str, data: dict[str, Any]) -> list[str]:
 def _result(result: dict[str, Any]) -> str:
     if result["verdict"] == "Allow":
         return "Allow"
-    return f"Deny (at the {result['deniedAt']} of {result['endpoint']})"
+    by = f", by {result['hostEndpoint']}" if "hostEndpoint" in result else ""
+    return f"Deny (at the {result['deniedAt']} of {result['endpoint']}{by})"
 
 
 def render_connection(report: dict[str, Any]) -> str:
@@ -130,7 +141,8 @@ def render_endpoint(report: dict[str, Any]) -> str:
         lines.append(f"{direction.capitalize()} policies:")
         lines += [_policy_line(ref) for ref in report[direction]] or ["  (none)"]
     lines.append("Profiles: " + (", ".join(report["profiles"]) or "(none)"))
-    for layer, title in (("untracked", "Untracked"), ("preDNAT", "Pre-DNAT")):
+    layers = (("untracked", "Untracked"), ("preDNAT", "Pre-DNAT"), ("forward", "Forward"))
+    for layer, title in layers:
         for direction, refs in report.get(layer, {}).items():  # host endpoints only
             lines.append(f"{title} {direction} policies:")
             lines += [_policy_line(ref) for ref in refs] or ["  (none)"]

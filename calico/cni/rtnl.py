@@ -5,8 +5,9 @@ of CPU (it loads asyncio and every message family), more than all the kernel wor
 This module encodes just the messages an ADD, DEL and CHECK send (veth pair, link up/down and
 delete, addresses, routes, link and address dumps) with :mod:`struct`, and decodes the replies'
 few attributes it reads. One :class:`RTNL` is one socket; a socket stays in the network
-namespace it was created in, so one socket per namespace serves a whole call. Felix and the
-tests keep using pyroute2.
+namespace it was created in, so one socket per namespace serves a whole call. The message
+header, attributes and datagram walk are :mod:`calico.nlmsg`'s, shared with Felix's raw
+sockets, in its strict mode: a malformed reply raises ``ValueError``.
 
 Errors from the kernel raise :class:`NetlinkError`, an ``OSError`` whose ``errno`` (and
 ``code``, as pyroute2 names it) is the kernel's error number.
@@ -19,13 +20,13 @@ import ipaddress
 import os
 import socket
 import struct
-from collections.abc import Iterator
 from typing import NamedTuple
+
+from calico import nlmsg
+from calico.nlmsg import NLM_F_ACK, NLM_F_MULTI, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR
 
 NETLINK_ROUTE = 0
 # Message types.
-NLMSG_ERROR = 2
-NLMSG_DONE = 3
 RTM_NEWLINK = 16
 RTM_DELLINK = 17
 RTM_GETLINK = 18
@@ -34,9 +35,6 @@ RTM_GETADDR = 22
 RTM_NEWROUTE = 24
 RTM_GETROUTE = 26
 # Header flags.
-NLM_F_REQUEST = 0x1
-NLM_F_MULTI = 0x2
-NLM_F_ACK = 0x4
 NLM_F_DUMP = 0x300
 NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
@@ -66,13 +64,10 @@ RT_SCOPE_UNIVERSE = 0
 RT_SCOPE_LINK = 253
 RTN_UNICAST = 1
 
-_NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
 _IFINFOMSG = struct.Struct("=BxHiII")  # family, type, index, flags, change
 _IFADDRMSG = struct.Struct("=BBBBI")  # family, prefixlen, flags, scope, index
 # family, dst_len, src_len, tos, table, protocol, scope, type, flags
 _RTMSG = struct.Struct("=BBBBBBBBI")
-_RTATTR = struct.Struct("=HH")  # len, type
-_ERRNO = struct.Struct("=i")
 _U32 = struct.Struct("=I")
 _RECV_SIZE = 1 << 16
 
@@ -85,14 +80,7 @@ class NetlinkError(OSError):
         self.code = code
 
 
-def _align(n: int) -> int:
-    return (n + 3) & ~3
-
-
-def attr(kind: int, payload: bytes) -> bytes:
-    """One rtattr: header, payload, padding to 4 bytes."""
-    size = _RTATTR.size + len(payload)
-    return _RTATTR.pack(size, kind) + payload + b"\0" * (_align(size) - size)
+attr = nlmsg.attr
 
 
 def attr_str(kind: int, text: str) -> bytes:
@@ -103,18 +91,10 @@ def attr_u32(kind: int, value: int) -> bytes:
     return attr(kind, _U32.pack(value))
 
 
-def parse_attrs(data: bytes | memoryview) -> dict[int, bytes]:
-    """The rtattrs of a message body, by type (the last one wins; nested ones stay raw)."""
-    view = memoryview(data)
-    out: dict[int, bytes] = {}
-    pos = 0
-    while pos + _RTATTR.size <= len(view):
-        size, kind = _RTATTR.unpack_from(view, pos)
-        if size < _RTATTR.size or pos + size > len(view):
-            raise ValueError(f"malformed rtattr at offset {pos} (length {size})")
-        out[kind & 0x3FFF] = bytes(view[pos + _RTATTR.size : pos + size])  # drop NLA_F_* bits
-        pos += _align(size)
-    return out
+def parse_attrs(data: bytes, offset: int = 0) -> dict[int, bytes]:
+    """The rtattrs of a message body from ``offset``, by type (the last one wins; nested ones
+    stay raw); a malformed one raises ``ValueError``."""
+    return nlmsg.parse_attrs(data, offset, strict=True)
 
 
 def _mac(raw: bytes) -> str:
@@ -169,17 +149,16 @@ class RTNL:
         """Send one message; return the replies' (type, body) until its ACK or DONE."""
         self._seq += 1
         seq = self._seq
-        header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), kind, NLM_F_REQUEST | flags, seq, 0)
-        self.sock.send(header + body)
+        self.sock.send(nlmsg.message(kind, NLM_F_REQUEST | flags, seq, body))
         replies: list[tuple[int, bytes]] = []
         while True:
-            for mtype, mflags, mseq, payload in self._messages(self.sock.recv(_RECV_SIZE)):
+            for mtype, mflags, mseq, payload in nlmsg.split(self.sock.recv(_RECV_SIZE), True):
                 if mseq != seq:
                     continue  # a stale reply to an earlier request
                 if mtype == NLMSG_ERROR:
-                    (code,) = _ERRNO.unpack_from(payload)
+                    code = nlmsg.error_code(payload)
                     if code:
-                        raise NetlinkError(-code, what)
+                        raise NetlinkError(code, what)
                     return replies  # the ACK
                 if mtype == NLMSG_DONE:
                     return replies
@@ -187,22 +166,12 @@ class RTNL:
                 if not mflags & NLM_F_MULTI and not flags & NLM_F_ACK:
                     return replies
 
-    @staticmethod
-    def _messages(data: bytes) -> Iterator[tuple[int, int, int, bytes]]:
-        pos = 0
-        while pos + _NLMSGHDR.size <= len(data):
-            size, mtype, mflags, seq, _pid = _NLMSGHDR.unpack_from(data, pos)
-            if size < _NLMSGHDR.size or pos + size > len(data):
-                raise ValueError(f"malformed netlink message at offset {pos} (length {size})")
-            yield mtype, mflags, seq, data[pos + _NLMSGHDR.size : pos + size]
-            pos += _align(size)
-
     # -- links -----------------------------------------------------------------------------
 
     @staticmethod
     def _link(payload: bytes) -> Link:
         _family, _type, index, flags, _change = _IFINFOMSG.unpack_from(payload)
-        attrs = parse_attrs(memoryview(payload)[_IFINFOMSG.size :])
+        attrs = parse_attrs(payload, _IFINFOMSG.size)
         name = attrs.get(IFLA_IFNAME, b"").split(b"\0", 1)[0].decode()
         return Link(index, name, bool(flags & IFF_UP), _mac(attrs.get(IFLA_ADDRESS, b"")))
 
@@ -292,7 +261,7 @@ class RTNL:
             _fam, prefixlen, _flags, _scope, idx = _IFADDRMSG.unpack_from(payload)
             if idx != index:
                 continue
-            attrs = parse_attrs(memoryview(payload)[_IFADDRMSG.size :])
+            attrs = parse_attrs(payload, _IFADDRMSG.size)
             raw = attrs.get(IFA_ADDRESS) or attrs.get(IFA_LOCAL)
             if raw:
                 out.append((str(ipaddress.ip_address(raw)), prefixlen))
@@ -322,7 +291,7 @@ class RTNL:
             _fam, dst_len, _s, _t, table, _p, _sc, _ty, _f = _RTMSG.unpack_from(payload)
             if table != RT_TABLE_MAIN:
                 continue
-            attrs = parse_attrs(memoryview(payload)[_RTMSG.size :])
+            attrs = parse_attrs(payload, _RTMSG.size)
             dst = str(ipaddress.ip_address(attrs[RTA_DST])) if RTA_DST in attrs else ""
             oif = _U32.unpack(attrs[RTA_OIF])[0] if RTA_OIF in attrs else None
             out.append(Route(dst, dst_len, oif))

@@ -4,14 +4,11 @@ under. The resolver itself is shared with ``calicoctl explain`` and lives below 
 
 from __future__ import annotations
 
+from calico.policyeval.chains import ALL_INTERFACES
 from calico.policyeval.hostendpoints import (
     all_interfaces_endpoint,
     normalise_addr,
     resolve_host_endpoints,
 )
-
-# The key the all-interfaces (``interfaceName: "*"``) endpoint is resolved under, and the suffix
-# of its chains (upstream's name): longer than IFNAMSIZ, so no real interface can clash with it.
-ALL_INTERFACES = "any-interface-at-all"
 
 __all__ = ["ALL_INTERFACES", "all_interfaces_endpoint", "normalise_addr", "resolve_host_endpoints"]

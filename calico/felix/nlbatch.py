@@ -27,8 +27,8 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from calico.felix import nlmsg
-from calico.felix.nlmsg import NLM_F_ACK, NLM_F_REQUEST, parse_attrs
+from calico import nlmsg
+from calico.nlmsg import NLM_F_ACK, NLM_F_REQUEST, parse_attrs
 
 NETLINK_ROUTE = 0
 NLM_F_REPLACE = 0x100

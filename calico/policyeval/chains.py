@@ -18,6 +18,15 @@ POLICY_INBOUND_PREFIX = "cali-pi-"
 POLICY_OUTBOUND_PREFIX = "cali-po-"
 PROFILE_INBOUND_PREFIX = "cali-pri-"
 PROFILE_OUTBOUND_PREFIX = "cali-pro-"
+HOST_FROM_PREFIX = "cali-fh-"  # from host endpoint (arriving): its ingress policy
+HOST_TO_PREFIX = "cali-th-"  # to host endpoint (leaving): egress policy
+HOST_FROM_FWD_PREFIX = "cali-fhfw-"  # the same for forwarded traffic: applyOnForward policy
+HOST_TO_FWD_PREFIX = "cali-thfw-"
+# The key the all-interfaces (``interfaceName: "*"``) endpoint is resolved under, and the suffix
+# of its chains (upstream's name): longer than IFNAMSIZ, so no real interface can clash with it.
+ALL_INTERFACES = "any-interface-at-all"
+# explain's layer names (``calico.policyeval.evaluate``) -> the nft layer their chains are in
+NFT_LAYER = {"untracked": "raw", "preDNAT": "mangle", "normal": "filter", "forward": "filter"}
 
 KIND_SHORT = {
     "NetworkPolicy": "np",
@@ -59,3 +68,18 @@ def rule_index(comment: str | None) -> int | None:
     ``cali:<hash>;``), None for other rules."""
     m = _RULE_COMMENT.search(comment or "")
     return int(m.group(1)) if m else None
+
+
+def host_endpoint_chain(iface: str, layer: str, inbound: bool) -> str | None:
+    """The nft chain of a host endpoint on ``iface`` (``*`` for the all-interfaces one) in
+    explain's ``layer`` (normal, untracked, preDNAT, forward), layer-prefixed as Felix's
+    table holds it; None for an endpoint with no interface name (expected IPs only: its
+    interface is the kernel's to say)."""
+    if not iface:
+        return None
+    suffix = ALL_INTERFACES if iface == "*" else iface
+    if layer == "forward":
+        prefix = HOST_FROM_FWD_PREFIX if inbound else HOST_TO_FWD_PREFIX
+    else:
+        prefix = HOST_FROM_PREFIX if inbound else HOST_TO_PREFIX
+    return f"{NFT_LAYER[layer]}-{prefix}{suffix}"

@@ -13,7 +13,9 @@ endpoint's tiers, policies and profiles the way Felix's rendered chains do
 * then deny.
 
 A host endpoint's side first checks the failsafe ports, then its untracked and (ingress)
-pre-DNAT layers, which only decide on Allow or Deny (design/explain.md "Host endpoints").
+pre-DNAT layers, which only decide on Allow or Deny (design/explain.md "Host endpoints"); the
+host endpoint chains a forwarded packet crosses are ``calico.policyeval.forwarding``'s, on the
+tier walk here (:meth:`Evaluator.walk_tiers`).
 
 Rule matching mirrors the rule scanner (negated selectors folded into positive ones, named
 ports as selector+protocol+name sets, a plain selector set skipped when a side has only named
@@ -31,6 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from calico.model import values as v1
+from calico.policyeval.chains import host_endpoint_chain
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, IPNetwork, PolicyEntry, selector
 from calico.policyeval.hostconfig import Failsafe, FelixConfigs, HostConfig
 from calico.policyeval.ordering import (
@@ -51,8 +54,9 @@ from calico.policyeval.rulesem import (
 )
 
 ALL_SELECTOR = "all()"
-# The layers a policy is rendered in (raw: untracked, mangle: pre-DNAT, filter: normal).
-UNTRACKED, PRE_DNAT, NORMAL = "untracked", "preDNAT", "normal"
+# The layers a policy is rendered in (raw: untracked, mangle: pre-DNAT, filter: normal), and
+# the filter FORWARD chains of a host endpoint (applyOnForward normal policy, cali-fhfw/thfw-).
+UNTRACKED, PRE_DNAT, NORMAL, FORWARD = "untracked", "preDNAT", "normal", "forward"
 _STAGED_OF = {
     "StagedNetworkPolicy": "NetworkPolicy",
     "StagedGlobalNetworkPolicy": "GlobalNetworkPolicy",
@@ -83,6 +87,8 @@ _STEP_FIELDS = (
     ("rule_index", "ruleIndex"),
     ("rule", "rule"),
     ("layer", "layer"),
+    ("host_endpoint", "hostEndpoint"),
+    ("endpoint_chain", "endpointChain"),
     ("note", "note"),
 )
 
@@ -98,7 +104,9 @@ class Step:
     rule_index: int | None = None
     rule: Any = None
     note: str = ""
-    layer: str | None = None  # untracked | preDNAT for host endpoint layers; None = normal
+    layer: str | None = None  # untracked | preDNAT | forward host endpoint layers; None = normal
+    host_endpoint: str | None = None  # the endpoint a forwarded packet's step belongs to
+    endpoint_chain: str | None = None  # a host endpoint step's nft chain (``--live`` reads it)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.kind, "action": self.action}
@@ -241,7 +249,8 @@ class Evaluator:
         self, ep: Endpoint, inbound: bool, *, staged: bool = False, layer: str = NORMAL
     ) -> list[tuple[str, str, list[PolicyEntry]]]:
         """(tier, end-of-tier action, policies) in enforcement order, for one layer: normal
-        (tracked, filter) policy by default, or a host endpoint's untracked / pre-DNAT policy.
+        (tracked, filter) policy by default, or a host endpoint's untracked / pre-DNAT policy,
+        or its forward chains' (the normal policies with applyOnForward).
         ``staged``: the would-be view, staged policies enforced in place of the policies they
         stage."""
         replaced = set()
@@ -255,7 +264,8 @@ class Evaluator:
         for entry in self.data.candidate_policies(ep):
             key = entry.key
             meta = entry.meta
-            if (UNTRACKED if meta.untracked else PRE_DNAT if meta.pre_dnat else NORMAL) != layer:
+            own = UNTRACKED if meta.untracked else PRE_DNAT if meta.pre_dnat else NORMAL
+            if own != layer and not (layer == FORWARD and own == NORMAL and meta.apply_on_forward):
                 continue
             if not (meta.ingress if inbound else meta.egress):
                 continue
@@ -301,32 +311,26 @@ class Evaluator:
         if ep.kind == "HostEndpoint":
             host = host if host is not None else FelixConfigs().for_node(ep.key.hostname)
             verdict = self._host_layers(ep, inbound, pkt, steps, host, staged)
-            if verdict is not None:
+            if verdict is None:
+                self._normal_side(ep, inbound, pkt, staged, result)
+            else:
                 result.verdict = verdict
-                return result
+            tag_chains(steps, 0, ep, inbound)
+            return result
+        return self._normal_side(ep, inbound, pkt, staged, result)
+
+    def _normal_side(
+        self, ep: Endpoint, inbound: bool, pkt: Packet, staged: bool, result: SideResult
+    ) -> SideResult:
+        """The normal (filter) layer: tiers, profiles, the final deny."""
+        direction, steps = result.direction, result.steps
         if not ep.active:
             steps.append(Step("endpoint-down", "Deny", note="endpoint is not active"))
             return result
-        for tier, default_action, entries in self.tiers_for(ep, inbound, staged=staged):
-            passed = False
-            for entry in entries:
-                rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
-                v3_rules = entry.v3_rules.get(direction, [])
-                verdict = self._walk_rules(rules, v3_rules, pkt, steps, tier, entry.display)
-                if verdict in ("Allow", "Deny"):
-                    result.verdict = verdict
-                    return result
-                if verdict == "Pass":
-                    passed = True
-                    break
-            if passed:
-                continue
-            steps.append(
-                Step("end-of-tier", default_action, tier=tier, note=f"no policy in tier {tier} "
-                     f"decided: end-of-tier action {default_action}")
-            )  # fmt: skip
-            if default_action != "Pass":
-                return result
+        verdict = self.walk_tiers(self.tiers_for(ep, inbound, staged=staged), inbound, pkt, steps)
+        if verdict is not None:
+            result.verdict = verdict
+            return result
         for pid in ep.value.profile_ids:
             prof = self.data.profile_rules.get(pid)
             name = f"Profile {pid}"
@@ -337,14 +341,43 @@ class Evaluator:
                 return result
             rules = prof.inbound_rules if inbound else prof.outbound_rules
             v3_rules = self.data.profile_v3_rules.get(pid, {}).get(direction, [])
-            verdict = self._walk_rules(rules, v3_rules, pkt, steps, None, name)
+            verdict = self.walk_rules(rules, v3_rules, pkt, steps, None, name)
             if verdict in ("Allow", "Deny"):
                 result.verdict = verdict
                 return result
         steps.append(Step("default", "Deny", note="no policy or profile allowed the traffic"))
         return result
 
-    def _walk_rules(
+    def walk_tiers(
+        self, tiers: list[tuple[str, str, list[PolicyEntry]]], inbound: bool, pkt: Packet,
+        steps: list[Step], layer: str | None = None,
+    ) -> str | None:  # fmt: skip
+        """A tracked chain's tiers: the first Allow/Deny decides, Pass skips to the next tier,
+        a tier no rule decided takes its end-of-tier action (Deny decides); None when every
+        tier passed (on to the profiles, or a forward chain's final deny)."""
+        direction = "ingress" if inbound else "egress"
+        for tier, default_action, entries in tiers:
+            passed = False
+            for entry in entries:
+                rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
+                v3_rules = entry.v3_rules.get(direction, [])
+                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
+                if verdict in ("Allow", "Deny"):
+                    return verdict
+                if verdict == "Pass":
+                    passed = True
+                    break
+            if passed:
+                continue
+            steps.append(
+                Step("end-of-tier", default_action, tier=tier, layer=layer, note=f"no policy in "
+                     f"tier {tier} decided: end-of-tier action {default_action}")
+            )  # fmt: skip
+            if default_action != "Pass":
+                return "Deny"
+        return None
+
+    def walk_rules(
         self, rules: Sequence[v1.Rule], v3_rules: Sequence[Any], pkt: Packet, steps: list[Step],
         tier: str | None, name: str, layer: str | None = None,
     ) -> str | None:  # fmt: skip
@@ -402,7 +435,7 @@ class Evaluator:
                              f"{back} (Failsafe{other}HostPorts): untracked policy skipped")
                     )  # fmt: skip
                     continue
-            verdict = self._walk_layer(tiers, inbound, pkt, steps, layer)
+            verdict = self.walk_layer(tiers, inbound, pkt, steps, layer)
             if verdict is not None:
                 return verdict
             steps.append(
@@ -411,18 +444,18 @@ class Evaluator:
             )  # fmt: skip
         return None
 
-    def _walk_layer(
+    def walk_layer(
         self, tiers: list[tuple[str, str, list[PolicyEntry]]], inbound: bool, pkt: Packet,
         steps: list[Step], layer: str,
     ) -> str | None:  # fmt: skip
         """An allow-only layer: Allow/Deny decide, Pass and a tier's end go to the next tier
-        (no end-of-tier deny, no profiles, no final deny)."""
+        (no end-of-tier deny, no profiles, no final deny); None if neither decided."""
         direction = "ingress" if inbound else "egress"
         for tier, _default, entries in tiers:
             for entry in entries:
                 rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
                 v3_rules = entry.v3_rules.get(direction, [])
-                verdict = self._walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
+                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
                 if verdict in ("Allow", "Deny"):
                     return verdict
                 if verdict == "Pass":
@@ -445,3 +478,13 @@ def failsafe_match(
             continue
         return fs
     return None
+
+
+def tag_chains(steps: Sequence[Step], start: int, ep: Endpoint, inbound: bool) -> None:
+    """Name the nft chain (``calico.policyeval.chains.host_endpoint_chain``) each host endpoint
+    step from ``start`` on was taken in, by its layer, unless it already has one; not a
+    failsafe step (the first of the endpoint's layers to hold a failsafe jump took it)."""
+    for step in steps[start:]:
+        if step.endpoint_chain is None and not step.kind.startswith("failsafe"):
+            layer = step.layer or NORMAL
+            step.endpoint_chain = host_endpoint_chain(ep.value.name, layer, inbound)

@@ -79,3 +79,40 @@ def endpoint_holding(heps: Mapping[K, H], addr: str) -> H | None:
         iface_addrs[holders[0]] = {addr}
     resolved = resolve_host_endpoints(heps, iface_addrs, lambda _iface: False)
     return resolved.get(holders[0]) or all_interfaces_endpoint(heps)
+
+
+class CrossingUnknown(ValueError):
+    """Several host interfaces with endpoints could carry a node's forwarded traffic."""
+
+    def __init__(self, interfaces: list[str], node: str = "") -> None:
+        self.interfaces = interfaces
+        self.node = node
+        names = ", ".join(interfaces)
+        super().__init__(f"several host endpoints' interfaces could carry it: {names}")
+
+
+def crossed_endpoint(heps: Mapping[K, H], via: str | None = None) -> H | None:
+    """Of one node's endpoints, the one on the host interface a packet between the node and
+    the outside crosses (explain has no routes): ``via``'s endpoint when the interface is
+    given (the lowest-ID endpoint named so, else ``*``); otherwise the one named or
+    expected-IP endpoint (the uplink), else ``*``, else None. Two or more of them leave it
+    open (:class:`CrossingUnknown`); expected-IP endpoints count as an interface each, named
+    ones as one per name."""
+    ids = sorted(heps)
+    if via is not None:
+        named = [heps[i] for i in ids if heps[i].name == via]
+        return named[0] if named else all_interfaces_endpoint(heps)
+    uplinks: dict[str, H] = {}
+    for i in ids:
+        hep = heps[i]
+        if hep.name != "*":
+            uplinks.setdefault(hep.name or f"({', '.join(_expected(hep))})", hep)
+    if len(uplinks) > 1:
+        raise CrossingUnknown(sorted(uplinks))
+    if uplinks:
+        return next(iter(uplinks.values()))
+    return all_interfaces_endpoint(heps)
+
+
+def _expected(hep: HostEndpointLike) -> list[str]:
+    return [*hep.expected_ipv4_addrs, *hep.expected_ipv6_addrs]

@@ -5,12 +5,14 @@ selects (design/explain.md).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from calico.model import HostEndpointKey, PolicyKey
 from calico.policyeval.dataset import Dataset, Endpoint, IPAddress, PolicyEntry, selector
 from calico.policyeval.evaluate import (
     ALL_SELECTOR,
+    FORWARD,
     NORMAL,
     PRE_DNAT,
     UNTRACKED,
@@ -19,17 +21,21 @@ from calico.policyeval.evaluate import (
     SideResult,
     Step,
 )
-from calico.policyeval.hostconfig import FelixConfigs
+from calico.policyeval.forwarding import NodeEndpoints, forward_chain, forwarded_in
+from calico.policyeval.hostconfig import FelixConfigs, HostConfig
 from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.ordering import is_staged
 from calico.policyeval.rulesem import combine_selectors
 
 
 def _overall(egress: SideResult, ingress: SideResult) -> dict[str, Any]:
-    if egress.verdict != "Allow":
-        return {"verdict": "Deny", "deniedAt": "egress", "endpoint": egress.endpoint}
-    if ingress.verdict != "Allow":
-        return {"verdict": "Deny", "deniedAt": "ingress", "endpoint": ingress.endpoint}
+    for side in (egress, ingress):
+        if side.verdict != "Allow":
+            out = {"verdict": "Deny", "deniedAt": side.direction, "endpoint": side.endpoint}
+            last = side.steps[-1] if side.steps else None
+            if last is not None and last.host_endpoint is not None:
+                out["hostEndpoint"] = last.host_endpoint  # a forward chain denied it
+            return out
     return {"verdict": "Allow"}
 
 
@@ -63,108 +69,174 @@ def _node(ep: Endpoint | None) -> str | None:
     return None if ep is None else ep.key.hostname
 
 
-def _local_side(ep: Endpoint, direction: str, step: Step, verdict: str) -> SideResult:
-    return SideResult(direction, ep.display, verdict, [step])
+@dataclass(frozen=True)
+class HostAddress:
+    """A side's address that only a Node resource lists (no host endpoint holds it)."""
+
+    node: str
+    field: str  # where the Node lists it, e.g. spec.bgp.ipv4Address
+
+    @property
+    def display(self) -> str:
+        return f"host of node {self.node}"
 
 
-def _forward_note(data: Dataset, ev: Evaluator, ep: Endpoint | None) -> Step | None:
-    """A workload's traffic to or from anything but its own host is forwarded by its node,
-    through host endpoint forward chains explain does not model (design/explain.md "Host
-    endpoints"): say so when one of that node's endpoints has policy there."""
-    if ep is None or ep.kind != "WorkloadEndpoint":
+@dataclass
+class _Context:
+    ev: Evaluator
+    configs: FelixConfigs
+    heps: NodeEndpoints
+    via: str | None
+    staged: bool
+
+
+def _display(ep: Endpoint | None, host: HostAddress | None) -> str | None:
+    return ep.display if ep is not None else host.display if host is not None else None
+
+
+def _host_config(ctx: _Context, ep: Endpoint | None) -> HostConfig | None:
+    if ep is None or ep.kind != "HostEndpoint":
         return None
-    node = ep.key.hostname
-    for name, raw in data.raw_endpoints("HostEndpoint", "", f'"{node}"'):
-        hep = (
-            data.endpoint("HostEndpoint", name)
-            if (raw.get("spec") or {}).get("node") == node
-            else None
-        )
-        if hep is None:
-            continue
-        layers = [(True, NORMAL), (False, NORMAL), (True, PRE_DNAT)]
-        if any(
-            entry.meta.apply_on_forward
-            for inbound, layer in layers
-            for _tier, _action, entries in ev.tiers_for(hep, inbound, layer=layer)
-            for entry in entries
-        ):
-            return Step(
-                "note", None, note=f"forwarded by node {node}: its host endpoints' "
-                "applyOnForward and pre-DNAT policy is not evaluated"
-            )  # fmt: skip
-    return None
+    return ctx.configs.for_node(ep.key.hostname)
 
 
-def _noted(side: SideResult, note: Step | None) -> SideResult:
-    if note is not None:
-        side.steps.insert(0, note)
+def _side(
+    ctx: _Context, ep: Endpoint | None, host: HostAddress | None, inbound: bool, pkt: Packet
+) -> SideResult:
+    """One endpoint's own chain; a node's address with no endpoint of its own is policed by
+    the endpoint of the interface it crosses, if any (``NodeEndpoints.crossed``)."""
+    direction = "ingress" if inbound else "egress"
+    addr = pkt.dst if inbound else pkt.src
+    if host is None:
+        return ctx.ev.evaluate_side(ep, inbound, pkt, staged=ctx.staged, host=_host_config(ctx, ep))
+    known = f"{addr} is node {host.node}'s ({host.field}), listed by no host endpoint"
+    if ep is None:
+        note = f"{known}; no host endpoint polices the interface it crosses: not policed"
+        step = Step("host-address", "Allow", note=note)
+        return SideResult(direction, host.display, "Allow", [step])
+    side = ctx.ev.evaluate_side(ep, inbound, pkt, staged=ctx.staged, host=_host_config(ctx, ep))
+    note = f"{known}: {ep.display} polices the interface it crosses"
+    side.steps.insert(0, Step("host-address", None, note=note))
     return side
 
 
+def _forwarded(
+    ctx: _Context, wl: Endpoint, inbound: bool, peer_node: str | None, pkt: Packet,
+    side: SideResult,
+) -> SideResult:  # fmt: skip
+    """A workload's side of traffic its node forwards, in ``cali-FORWARD``'s order
+    (``calico.policyeval.forwarding``): egress = the ``*`` endpoint's from-HEP forward chain on
+    the workload's interface, the workload's egress, then (peer off this node) the to-HEP
+    forward chain of the interface it leaves by; ingress = (peer off this node) the endpoint
+    it came in through (untracked, pre-DNAT, from-HEP forward), the workload's ingress, then the
+    ``*`` endpoint's to-HEP forward chain on the workload's interface."""
+    node = wl.key.hostname
+    wild = ctx.heps.wild(node)
+    off_node = peer_node != node
+    before: list[Step] = []
+    after: list[Step] = []
+    if inbound:
+        crossed = ctx.heps.crossed(node, ctx.via) if off_node else None
+        first = None
+        if crossed is not None:
+            where = f"forwarded in through {crossed.display} of node {node}"
+            host = ctx.configs.for_node(node)
+            first = forwarded_in(ctx.ev, crossed, pkt, before, host, ctx.staged, where)
+    else:
+        where = f"forwarded from the workload's interface: {wild.display}" if wild else ""
+        first = forward_chain(ctx.ev, wild, True, pkt, before, ctx.staged, where) if wild else None
+    if first == "Deny":
+        return SideResult(side.direction, side.endpoint, "Deny", before)
+    if side.verdict != "Allow":
+        return SideResult(side.direction, side.endpoint, side.verdict, [*before, *side.steps])
+    last = None
+    if inbound and wild is not None:
+        where = f"forwarded to the workload's interface: {wild.display}"
+        last = forward_chain(ctx.ev, wild, False, pkt, after, ctx.staged, where)
+    elif not inbound and off_node:
+        crossed = ctx.heps.crossed(node, ctx.via)
+        if crossed is not None:
+            where = f"forwarded out through {crossed.display} of node {node}"
+            last = forward_chain(ctx.ev, crossed, False, pkt, after, ctx.staged, where)
+    verdict = "Deny" if last == "Deny" else "Allow"
+    return SideResult(side.direction, side.endpoint, verdict, [*before, *side.steps, *after])
+
+
 def _sides(
-    ev: Evaluator, src: Endpoint | None, dst: Endpoint | None, pkt: Packet,
-    configs: FelixConfigs, staged: bool,
+    ctx: _Context, src: Endpoint | None, dst: Endpoint | None, hosts: tuple[HostAddress | None,
+    HostAddress | None], pkt: Packet,
 ) -> tuple[SideResult, SideResult]:  # fmt: skip
     """The two sides as the source's node and the destination's node police them. Between a
     host and its own workloads (design/felix-rules.md "Chain layout"): host -> workload leaves
     by OUTPUT, which returns for workload interfaces, so neither side is policed; workload ->
     host runs the workload's egress, then DefaultEndpointToHostAction instead of any host
-    endpoint's ingress."""
-    src_hep = src is not None and src.kind == "HostEndpoint"
-    dst_hep = dst is not None and dst.kind == "HostEndpoint"
-    same_node = src is not None and dst is not None and _node(src) == _node(dst)
-    if src_hep and same_node and dst is not None and dst.kind == "WorkloadEndpoint":
-        assert src is not None
+    endpoint's ingress. A workload's traffic with anything else is forwarded by its node
+    (:func:`_forwarded`)."""
+    src_host, dst_host = hosts
+    src_node = _node(src) or (src_host.node if src_host else None)
+    dst_node = _node(dst) or (dst_host.node if dst_host else None)
+    src_is_host = src_host is not None or (src is not None and src.kind == "HostEndpoint")
+    dst_is_host = dst_host is not None or (dst is not None and dst.kind == "HostEndpoint")
+    src_wl = src if src is not None and src.kind == "WorkloadEndpoint" else None
+    dst_wl = dst if dst is not None and dst.kind == "WorkloadEndpoint" else None
+    same_node = src_node is not None and src_node == dst_node
+    if src_is_host and same_node and dst_wl is not None:
         note = "host to its own workload: not policed (OUTPUT returns for workload interfaces)"
+        shown = _display(src, src_host)
         return (
-            _local_side(src, "egress", Step("host-to-workload", "Allow", note=note), "Allow"),
-            _local_side(dst, "ingress", Step("host-to-workload", "Allow", note=note), "Allow"),
-        )
-    egress = ev.evaluate_side(
-        src, False, pkt, staged=staged, host=configs.for_node(src.key.hostname) if src_hep else None
-    )
-    if dst_hep and same_node and src is not None and src.kind == "WorkloadEndpoint":
-        assert dst is not None
-        action = configs.for_node(dst.key.hostname).endpoint_to_host
+            SideResult("egress", shown, "Allow", [Step("host-to-workload", "Allow", note=note)]),
+            SideResult("ingress", dst_wl.display, "Allow", [Step("host-to-workload", "Allow",
+                       note=note)]),
+        )  # fmt: skip
+    egress = _side(ctx, src, src_host, False, pkt)
+    if src_wl is not None and not (dst_is_host and same_node):
+        egress = _forwarded(ctx, src_wl, False, dst_node, pkt, egress)
+    if dst_is_host and same_node and src_wl is not None:
+        action = ctx.configs.for_node(src_wl.key.hostname).endpoint_to_host
         verdict = "Deny" if action == "Drop" else "Allow"
         note = (
             f"workload to its own host: DefaultEndpointToHostAction {action}, "
             "host endpoint policy not applied"
         )
         step = Step("workload-to-host", verdict, note=note)
-        return egress, _local_side(dst, "ingress", step, verdict)
-    ingress = ev.evaluate_side(
-        dst, True, pkt, staged=staged, host=configs.for_node(dst.key.hostname) if dst_hep else None
-    )
-    return _noted(egress, _forward_note(ev.data, ev, src)), _noted(
-        ingress, _forward_note(ev.data, ev, dst)
-    )
+        return egress, SideResult("ingress", _display(dst, dst_host), verdict, [step])
+    ingress = _side(ctx, dst, dst_host, True, pkt)
+    if dst_wl is not None:
+        ingress = _forwarded(ctx, dst_wl, True, src_node, pkt, ingress)
+    return egress, ingress
 
 
 def explain_connection(
     data: Dataset, src: Endpoint | None, dst: Endpoint | None, pkt: Packet, protocol_name: str,
-    configs: FelixConfigs | None = None,
+    configs: FelixConfigs | None = None, *, hosts: tuple[HostAddress | None, HostAddress | None]
+    = (None, None), via: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Source egress then destination ingress, enforced; and the staged (would-be) view.
     ``configs``: the stored FelixConfigurations (host endpoints' failsafe ports and the
-    workload-to-host action; none stored = upstream's defaults)."""
+    workload-to-host action; none stored = upstream's defaults). ``hosts``: the node of a side
+    whose address only a Node lists (its endpoint, if any, is the one of the interface it
+    crosses); ``via``: the host interface forwarded traffic crosses (default: the node's one
+    uplink endpoint, else its ``*`` one). Raises ``CrossingUnknown`` when that is not
+    decided."""
     ev = Evaluator(data)
     configs = configs if configs is not None else FelixConfigs()
-    egress, ingress = _sides(ev, src, dst, pkt, configs, False)
-    s_egress, s_ingress = _sides(ev, src, dst, pkt, configs, True)
-    return {
-        "packet": packet_dict(pkt, protocol_name),
-        "egress": egress.to_dict(),
-        "ingress": ingress.to_dict(),
-        "result": _overall(egress, ingress),
-        "staged": {
-            "enforced": False,
-            "egress": s_egress.to_dict(),
-            "ingress": s_ingress.to_dict(),
-            "result": _overall(s_egress, s_ingress),
-        },
-    }
+    heps = NodeEndpoints(data)
+    ends = []
+    for ep, host in zip((src, dst), hosts, strict=True):
+        if ep is None and host is not None:
+            ep = heps.crossed(host.node, via)
+        ends.append(ep)
+    out: dict[str, Any] = {"packet": packet_dict(pkt, protocol_name)}
+    for staged in (False, True):
+        ctx = _Context(ev, configs, heps, via, staged)
+        egress, ingress = _sides(ctx, ends[0], ends[1], hosts, pkt)
+        view = {"egress": egress.to_dict(), "ingress": ingress.to_dict()}
+        view["result"] = _overall(egress, ingress)
+        if staged:
+            out["staged"] = {"enforced": False, **view}
+        else:
+            out.update(view)
+    return out
 
 
 def _policy_ref(entry: PolicyEntry) -> dict[str, Any]:
@@ -193,6 +265,10 @@ def endpoint_policies(data: Dataset, ep: Endpoint) -> dict[str, Any]:
                 "egress": _listed(ev, ep, False, UNTRACKED),
             }
         out[PRE_DNAT] = {"ingress": _listed(ev, ep, True, PRE_DNAT)}
+        out[FORWARD] = {  # applyOnForward: also in the cali-fhfw-/thfw- forward chains
+            "ingress": _listed(ev, ep, True, FORWARD),
+            "egress": _listed(ev, ep, False, FORWARD),
+        }
     return out
 
 

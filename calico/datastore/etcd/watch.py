@@ -40,7 +40,8 @@ class EtcdWatch:
         self._conn = conn
         self._prefix = prefix
         self._revision = revision
-        self._events: queue.Queue[WatchEvent | None] = queue.Queue()
+        # A SimpleQueue (C) hands each event to next() without Queue's Python-level Condition.
+        self._events: queue.SimpleQueue[WatchEvent | None] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._call: grpc.RpcContext | None = None

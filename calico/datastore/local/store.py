@@ -25,6 +25,7 @@ from calico.datastore.errors import (
     ResourceDoesNotExistError,
     UpdateConflictError,
 )
+from calico.datastore.gcdefer import deferred
 from calico.datastore.local.schema import migrate
 from calico.datastore.local.sqlite import (
     Synchronous,
@@ -233,12 +234,14 @@ class LocalBackend:
             conn.execute("BEGIN")
             try:
                 rev = _revision(conn)
-                rows = conn.execute(sql, (*params, time.time())).fetchall()
+                # tuple.__new__ straight from each 4-column row as the cursor yields it: no
+                # per-key Python frame, no second list of rows alive, no collection mid-build.
+                new = tuple.__new__
+                with deferred():
+                    kvs = [new(KVPair, row) for row in conn.execute(sql, (*params, time.time()))]
             finally:
                 conn.execute("COMMIT")
-            # tuple.__new__ straight from each 4-column row: no per-key Python frame.
-            new = tuple.__new__
-            return ListResult([new(KVPair, row) for row in rows], rev)
+            return ListResult(kvs, rev)
 
         return self._read(read)
 

@@ -3,6 +3,9 @@
 Why not pyroute2: it has no NFLOG support, and the reader needs only three things per packet
 (group, prefix, the first bytes of the IP packet), so a direct socket is both smaller and
 faster. ``parse_messages`` is pure (property-tested); ``NflogReader`` owns the socket.
+Requests and their acks use :mod:`calico.nlmsg`; ``parse_messages`` walks the datagram in
+place (offsets, no per-message body copy) because it is the collector's hot loop, and drops a
+message cut short by the buffer's end.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import socket
 import struct
 from collections.abc import Iterable
 from typing import NamedTuple
+
+from calico import nlmsg
+from calico.nlmsg import NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +35,6 @@ NFULA_CFG_TIMEOUT = 4
 NFULA_CFG_QTHRESH = 5
 NFULNL_CFG_CMD_BIND = 1
 NFULNL_COPY_PACKET = 2
-NLM_F_REQUEST = 1
-NLM_F_ACK = 4
-NLMSG_ERROR = 2
-NLMSG_DONE = 3
 
 _NLMSGHDR = struct.Struct("=IHHII")
 _NLATTR = struct.Struct("=HH")
@@ -59,10 +61,6 @@ class NflogPacket(NamedTuple):
     prefix: str
     tuple: FiveTuple
     length: int  # the IP packet's full length (from its header, not the truncated copy)
-
-
-def _align(n: int) -> int:
-    return (n + 3) & ~3
 
 
 def parse_ip(payload: bytes) -> tuple[FiveTuple, int] | None:
@@ -123,18 +121,14 @@ def parse_messages(data: bytes) -> list[NflogPacket]:
     return out
 
 
-def _attr(atype: int, value: bytes) -> bytes:
-    raw = _NLATTR.pack(_NLATTR.size + len(value), atype) + value
-    return raw + b"\0" * (_align(len(raw)) - len(raw))
+_attr = nlmsg.attr
 
 
 def config_message(group: int, attrs: Iterable[bytes], seq: int) -> bytes:
     """An NFULNL_MSG_CONFIG request for ``group`` carrying ``attrs`` (acked)."""
     body = struct.pack("=BB", socket.AF_UNSPEC, 0) + struct.pack("!H", group) + b"".join(attrs)
     mtype = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG
-    return (
-        _NLMSGHDR.pack(_NLMSGHDR.size + len(body), mtype, NLM_F_REQUEST | NLM_F_ACK, seq, 0) + body
-    )
+    return nlmsg.message(mtype, NLM_F_REQUEST | NLM_F_ACK, seq, body)
 
 
 class NflogError(OSError):
@@ -168,17 +162,16 @@ class NflogReader:
     def _request(self, msg: bytes, group: int) -> None:
         self.sock.send(msg)
         while True:
-            data = self.sock.recv(65536)
-            _length, mtype = struct.unpack_from("=IH", data, 0)
-            if mtype != NLMSG_ERROR:
-                continue  # a packet raced the ack: the reader drops it
-            code = -struct.unpack_from("=i", data, _NLMSGHDR.size)[0]
-            if code:
-                hint = ""
-                if code in (errno.EPERM, errno.EBUSY):  # the kernel's answer for a bound group
-                    hint = " (is another NFLOG reader bound to it in this namespace?)"
-                raise NflogError(code, f"NFLOG group {group}: {os.strerror(code)}{hint}")
-            return
+            for mtype, _flags, _seq, body in nlmsg.split(self.sock.recv(65536)):
+                if mtype != NLMSG_ERROR:
+                    continue  # a packet raced the ack: the reader drops it
+                code = nlmsg.error_code(body)
+                if code:
+                    hint = ""
+                    if code in (errno.EPERM, errno.EBUSY):  # the kernel's answer when bound
+                        hint = " (is another NFLOG reader bound to it in this namespace?)"
+                    raise NflogError(code, f"NFLOG group {group}: {os.strerror(code)}{hint}")
+                return
 
     def read(self, timeout: float) -> list[NflogPacket]:
         # A zero timeout would make the socket non-blocking (EAGAIN instead of a timeout).

@@ -21,18 +21,23 @@ from typing import Any
 
 from calico.felix import nlbatch as nb
 from calico.felix.dataplane.vxlan_model import DeviceSpec, RouteSpec
-from calico.felix.nlbatch import BatchWriter, Failure, Request
+from calico.felix.nlbatch import (
+    MAIN_TABLE,
+    NUD_PERMANENT,
+    RTN_BLACKHOLE,
+    RTN_UNICAST,
+    RTNH_F_ONLINK,
+    BatchWriter,
+    Failure,
+    Request,
+)
 
 log = logging.getLogger(__name__)
 
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
 IFA_F_NODAD = 0x02  # the tunnel address is ours alone: skip duplicate detection
-NUD_PERMANENT = 0x80
 RTPROT_KERNEL = 2
-RTN_UNICAST, RTN_BLACKHOLE = 1, 6
-RTNH_F_ONLINK = 0x4
-MAIN_TABLE = 254
 V6_DEFAULT_PRIORITY = 1024
 
 

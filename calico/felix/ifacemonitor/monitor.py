@@ -39,7 +39,7 @@ from calico.felix.nlbatch import (
     link_dump_request,
     open_rtnl_socket,
 )
-from calico.felix.nlmsg import NLMSG_DONE, NLMSG_ERROR, error_code, parse_attrs, split
+from calico.nlmsg import NLMSG_DONE, NLMSG_ERROR, error_code, parse_attrs, split
 
 log = logging.getLogger(__name__)
 

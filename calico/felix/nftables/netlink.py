@@ -24,9 +24,9 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from calico.felix import nlmsg
+from calico import nlmsg
 from calico.felix.nftables.elements import Element, SetType, Verdict
-from calico.felix.nlmsg import NLA_F_NESTED, NLM_F_ACK, NLM_F_REQUEST, attr
+from calico.nlmsg import NLA_F_NESTED, NLM_F_ACK, NLM_F_REQUEST, attr
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_NFTABLES = 10

@@ -37,6 +37,18 @@ class Desired:
     maps: dict[str, MapState] = field(default_factory=dict)
 
 
+def _touch_items(
+    dirty: set[str], tracked: dict[str, set[Element]], name: str, items: Iterable[Element]
+) -> None:
+    """``name`` changed only at ``items``: a clean name starts tracking them; a name already
+    dirtied whole (dirty but untracked) stays whole."""
+    if name not in dirty:
+        dirty.add(name)
+        tracked[name] = set(items)
+    elif (touched := tracked.get(name)) is not None:
+        touched.update(items)
+
+
 @dataclass
 class Dirty:
     """Names whose desired or known state may differ; only these are diffed at apply time.
@@ -67,11 +79,7 @@ class Dirty:
 
     def touch_map_keys(self, name: str, keys: Iterable[Element]) -> None:
         """Map ``name`` changed only at ``keys`` (tracked if it was clean until now)."""
-        if name not in self.maps:
-            self.maps.add(name)
-            self.map_keys[name] = set(keys)
-        elif (touched := self.map_keys.get(name)) is not None:
-            touched.update(keys)
+        _touch_items(self.maps, self.map_keys, name, keys)
 
     def touch_map(self, name: str) -> None:
         """Map ``name`` changed as a whole: its next diff compares all of it."""
@@ -80,11 +88,7 @@ class Dirty:
 
     def touch_members(self, name: str, members: Iterable[Element]) -> None:
         """Set ``name`` changed only at ``members`` (tracked if it was clean until now)."""
-        if name not in self.sets:
-            self.sets.add(name)
-            self.members[name] = set(members)
-        elif (touched := self.members.get(name)) is not None:
-            touched.update(members)
+        _touch_items(self.sets, self.members, name, members)
 
     def touch_set(self, name: str) -> None:
         """Set ``name`` changed as a whole: its next diff compares all of it."""

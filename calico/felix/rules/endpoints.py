@@ -31,12 +31,14 @@ from calico.felix.rules.exprs import (
 )
 from calico.felix.rules.nflog import end_of_tier_prefix, nflog, no_profile_prefix
 from calico.felix.rules.policy import is_staged, policy_chain_name, profile_chain_name
-from calico.policyeval.chains import WL_FROM_PREFIX, WL_TO_PREFIX
-
-HOST_TO_PREFIX = "cali-th-"  # to host endpoint (leaving the host): egress policy
-HOST_FROM_PREFIX = "cali-fh-"  # from host endpoint (arriving): ingress policy
-HOST_TO_FWD_PREFIX = "cali-thfw-"
-HOST_FROM_FWD_PREFIX = "cali-fhfw-"
+from calico.policyeval.chains import (
+    HOST_FROM_FWD_PREFIX,
+    HOST_FROM_PREFIX,
+    HOST_TO_FWD_PREFIX,
+    HOST_TO_PREFIX,
+    WL_FROM_PREFIX,
+    WL_TO_PREFIX,
+)
 
 FAILSAFE_IN = "cali-failsafe-in"
 FAILSAFE_OUT = "cali-failsafe-out"

@@ -300,15 +300,135 @@ def test_explain_endpoint_lists_host_endpoint_layers(loaded: Ctl) -> None:
     assert report["untracked"]["egress"] == [] == report["preDNAT"]["ingress"]
     assert report["ingress"] == []  # an untracked policy is not a normal one
     text = loaded("explain", "endpoint", "hep/node1-eth0").out.splitlines()
-    assert text[-6:] == [
+    assert text[-10:] == [
         "Untracked ingress policies:",
         "  tier default: GlobalNetworkPolicy untracked-no-8080  selector: role == 'host'",
         "Untracked egress policies:",
         "  (none)",
         "Pre-DNAT ingress policies:",
         "  (none)",
+        "Forward ingress policies:",  # applyOnForward normal policy only
+        "  (none)",
+        "Forward egress policies:",
+        "  (none)",
     ]
     star = json.loads(loaded("explain", "endpoint", "hep/auto-node1", "-o", "json").out)
     assert "untracked" not in star and star["preDNAT"] == {"ingress": []}
     wep = json.loads(loaded("explain", "endpoint", "prod/web", "-o", "json").out)
     assert "untracked" not in wep and "preDNAT" not in wep
+
+
+FWD_MANIFEST = """
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: uplink-fwd-in}
+spec:
+  selector: role == 'host'
+  applyOnForward: true
+  types: [Ingress]
+  ingress: [{action: Deny, protocol: TCP, destination: {ports: [81]}}, {action: Allow}]
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node1}
+spec:
+  bgp: {ipv4Address: 192.168.0.1/24}
+  ipv4VXLANTunnelAddr: 10.0.0.129
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node2}
+spec:
+  addresses: [{address: 192.168.5.2, type: InternalIP}]
+"""
+
+
+def test_forwarded_through_host_endpoint_text_yaml_json(loaded: Ctl) -> None:
+    """Outside -> a workload crosses node1's one uplink endpoint: its applyOnForward policy
+    decides in the forward chain; ``--via-interface`` picks another interface (``*``'s);
+    two uplinks without it are a clear error."""
+    assert loaded("apply", "-f", "-", stdin=FWD_MANIFEST).code == 0
+    base = ["explain", "--from", "203.0.113.9", "--to", "prod/web", "--port"]
+    r = loaded(*base, "81")
+    assert r.code == 0, r
+    assert r.out.splitlines()[3:7] == [
+        "Ingress of workloadendpoint prod/node1-k8s-web-eth0: Deny",
+        "  [forward]: (forwarded in through hostendpoint node1-eth0 of node node1 (cali-fhfw-))",
+        "  [forward hostendpoint node1-eth0] tier default GlobalNetworkPolicy uplink-fwd-in: "
+        'rule 0 {"action": "Deny", "destination": {"ports": [81]}, "protocol": "TCP"} -> Deny',
+        "Verdict: Deny (at the ingress of workloadendpoint prod/node1-k8s-web-eth0, by "
+        "hostendpoint node1-eth0)",
+    ], r.out
+    report = yaml.safe_load(loaded(*base, "81", "-o", "yaml").out)
+    assert report["result"]["hostEndpoint"] == "hostendpoint node1-eth0"
+    assert report["ingress"]["chain"][1]["layer"] == "forward"
+    # Port 80: the forward policy allows, then the workload's own policy has its say.
+    report = json.loads(loaded(*base, "80", "-o", "json").out)
+    assert [
+        (s["step"], s.get("layer"), s.get("hostEndpoint"), s["action"])
+        for s in report["ingress"]["chain"]
+    ] == [
+        ("forward-chain", "forward", "hostendpoint node1-eth0", None),
+        ("rule", "forward", "hostendpoint node1-eth0", "Allow"),
+        ("rule", None, None, "Pass"),  # security.pass-web
+        ("no-match", None, None, None),  # allow-front wants app == 'front'
+        ("end-of-tier", None, None, "Deny"),
+    ]
+    assert "hostEndpoint" not in report["result"]
+    # No `*` endpoint on node1 here: another interface has no host endpoint at all.
+    r = loaded(*base, "81", "--via-interface", "eth1", "-o", "json")
+    assert json.loads(r.out)["ingress"]["chain"][0]["step"] != "forward-chain"
+    assert loaded(*base, "81", "--via-interface", " ").err.startswith(
+        "--via-interface needs an interface name"
+    )
+    second = """
+apiVersion: projectcalico.org/v3
+kind: HostEndpoint
+metadata: {name: node1-eth1, labels: {role: other}}
+spec: {node: node1, interfaceName: eth1}
+"""
+    assert loaded("apply", "-f", "-", stdin=second).code == 0
+    r = loaded(*base, "81")
+    assert r.code == 1, r
+    assert r.err.strip() == (
+        "cannot tell which host endpoint traffic forwarded by node node1 crosses: eth0, eth1 "
+        "all have one; pass --via-interface IFACE"
+    )
+    assert "Traceback" not in r.err
+    r = loaded(*base, "81", "--via-interface", "eth0")
+    assert r.code == 0 and "Verdict: Deny" in r.out, r
+
+
+def test_node_address_is_the_hosts(loaded: Ctl) -> None:
+    """An address only a Node lists: the host of that node, policed by the endpoint of the
+    interface it crosses (node1's uplink), or by none (node2 has no host endpoints)."""
+    assert loaded("apply", "-f", "-", stdin=FWD_MANIFEST).code == 0
+    r = loaded("explain", "--from", "203.0.113.9", "--to", "10.0.0.129", "--port", "22")
+    assert r.code == 0, r
+    assert r.out.splitlines()[3:5] == [
+        "Ingress of hostendpoint node1-eth0: Allow",
+        "  (10.0.0.129 is node node1's (spec.ipv4VXLANTunnelAddr), listed by no host endpoint: "
+        "hostendpoint node1-eth0 polices the interface it crosses)",
+    ], r.out
+    report = json.loads(
+        loaded("explain", "--from", "prod/web", "--to", "10.0.0.129", "--port", "22", "-o",
+               "json").out
+    )  # fmt: skip
+    assert report["ingress"]["chain"][0]["step"] == "workload-to-host"
+    report = json.loads(
+        loaded("explain", "--from", "203.0.113.9", "--to", "192.168.5.2", "--port", "22", "-o",
+               "json").out
+    )  # fmt: skip
+    assert report["ingress"]["endpoint"] == "host of node node2"
+    assert report["ingress"]["chain"] == [
+        {"step": "host-address", "action": "Allow",
+         "note": "192.168.5.2 is node node2's (spec.addresses), listed by no host endpoint; no "
+         "host endpoint polices the interface it crosses: not policed"}
+    ]  # fmt: skip
+    # from that host to a workload of node1: forwarded in through node1's uplink
+    report = json.loads(
+        loaded("explain", "--from", "192.168.5.2", "--to", "prod/web", "--port", "81", "-o",
+               "json").out
+    )  # fmt: skip
+    assert report["egress"]["endpoint"] == "host of node node2"
+    assert report["result"]["hostEndpoint"] == "hostendpoint node1-eth0"

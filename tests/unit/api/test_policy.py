@@ -163,6 +163,29 @@ def test_order_is_a_float() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("kind", "extra"),
+    [
+        ("Tier", ""),
+        ("GlobalNetworkPolicy", ""),
+        ("NetworkPolicy", ""),
+        ("QoSPolicy", ", egress: [{action: {dscp: EF}}]"),
+    ],
+)
+def test_every_order_must_be_finite(kind: str, extra: str) -> None:
+    """One validator serves tiers, policies and QoS policies: every non-finite value is
+    refused with the same text, the largest finite float is accepted."""
+    ns = "ns" if kind == "NetworkPolicy" else None
+    for bad in (".nan", ".inf", "-.inf"):
+        spec = f"{{order: {bad}{extra}}}"
+        assert issues(doc(kind, "p", spec, ns) if ns else doc(kind, "p", spec)) == [
+            "spec.order: order must be a finite number"
+        ], (kind, bad)
+    spec = f"{{order: 1.7976931348623157e+308{extra}}}"
+    res = load_one(doc(kind, "p", spec, ns) if ns else doc(kind, "p", spec))
+    assert res.spec.order == 1.7976931348623157e308
+
+
 def test_policy_selectors_validated() -> None:
     (msg,) = issues(doc("NetworkPolicy", "p", "{selector: 'a =='}", "ns"))
     assert msg.startswith("spec.selector: invalid selector")

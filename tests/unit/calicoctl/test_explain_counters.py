@@ -6,8 +6,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calico.calicoctl.explain_counters import endpoint_chain, per_rule, report, step_chain
-from calico.calicoctl.explain_render import _side
+from calico.calicoctl.explain_counters import (
+    endpoint_chain,
+    host_endpoint_roots,
+    per_rule,
+    report,
+    step_chain,
+    step_policy_chain,
+)
+from calico.calicoctl.explain_render import _live_counters, _side
 from calico.policyeval.chains import policy_chain_id, rule_comment, rule_index
 
 
@@ -106,3 +113,57 @@ def test_text_shows_counters_next_to_each_rule_step() -> None:
     assert lines[2].endswith("[counters: 2 packets, 82 bytes (probe +0 packets, +0 bytes)]")
     assert lines[3].endswith("[counters: no such chain on this node]")
     assert all("counters" not in ln for ln in _side("Ingress", side))  # offline: none
+
+
+def test_host_endpoint_steps_map_to_their_layer_and_direction() -> None:
+    """A step taken in a host endpoint chain names it (``endpointChain``): the policy chain is
+    in that chain's layer, and in its direction (``*``'s from-HEP forward chain on a
+    workload's egress side holds that endpoint's ingress policy)."""
+    rule = {"step": "rule", "policy": "GlobalNetworkPolicy f", "ruleIndex": 0}
+    cases = {
+        "filter-cali-fhfw-any-interface-at-all": "filter-cali-pi-gnp/f",
+        "filter-cali-thfw-eth0": "filter-cali-po-gnp/f",
+        "filter-cali-fh-eth0": "filter-cali-pi-gnp/f",
+        "filter-cali-th-eth0": "filter-cali-po-gnp/f",
+        "mangle-cali-fh-eth0": "mangle-cali-pi-gnp/f",
+        "raw-cali-th-eth0": "raw-cali-po-gnp/f",
+    }
+    for root, chain in cases.items():
+        for side_ingress in (True, False):  # the side does not matter, the chain does
+            assert step_policy_chain({**rule, "endpointChain": root}, side_ingress) == chain
+    assert step_policy_chain(rule, False) == "filter-cali-po-gnp/f"  # a workload's own step
+    prof = {"step": "rule", "policy": "Profile p", "endpointChain": "filter-cali-fh-eth0"}
+    assert step_policy_chain(prof, False) == "filter-cali-pri-p"
+    side = {"chain": [{**rule, "endpointChain": "filter-cali-fhfw-any-interface-at-all"}, rule,
+                      {**rule, "endpointChain": "filter-cali-thfw-eth0"},
+                      {"step": "default", "endpointChain": "filter-cali-thfw-eth0"}]}  # fmt: skip
+    assert host_endpoint_roots(side) == [
+        "filter-cali-fhfw-any-interface-at-all",
+        "filter-cali-thfw-eth0",
+    ]
+
+
+def test_report_reads_host_endpoint_chains_of_the_side() -> None:
+    fw, thfw = "filter-cali-fw-w", "filter-cali-thfw-eth0"
+    po_f, pro = "filter-cali-po-gnp/f", "filter-cali-pro-kns.ns"
+    computed = {
+        "egress": {
+            "chain": [
+                {"step": "rule", "policy": "Profile kns.ns", "ruleIndex": 0},
+                {"step": "rule", "policy": "GlobalNetworkPolicy f", "ruleIndex": 1,
+                 "endpointChain": thfw},
+            ]
+        }
+    }  # fmt: skip
+    before = {fw: {pro: {0: (3, 300)}}, thfw: {po_f: {0: (0, 0), 1: (7, 700)}}}
+    after = {fw: {pro: {0: (4, 400)}}, thfw: {po_f: {0: (0, 0), 1: (8, 800)}}}
+    out = report({"egress": fw}, before, after, computed, {"egress": [thfw]})["egress"]
+    assert out["chain"] == fw and out["endpointChains"] == [fw, thfw]
+    assert [c["chain"] for c in out["chains"]] == [pro, po_f]
+    assert [(s["chain"], s["probePackets"], s["packets"]) for s in out["steps"]] == [
+        (pro, 1, 4),
+        (po_f, 1, 8),
+    ]
+    live = {**out}
+    lines = _live_counters("egress", live)
+    assert lines[0] == f"  egress counters ({fw}, {thfw}):"

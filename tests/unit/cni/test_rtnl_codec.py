@@ -51,13 +51,13 @@ def test_message_framing(msgs: list[tuple[int, int, bytes]]) -> None:
     for mtype, seq, body in msgs:
         size = 16 + len(body)
         data += struct.pack("=IHHII", size, mtype, 0, seq, 0) + body + b"\0" * (-size % 4)
-    parsed = list(rtnl.RTNL._messages(data))
+    parsed = rtnl.nlmsg.split(data, strict=True)
     assert [(t, s, b) for t, _f, s, b in parsed] == msgs
 
 
 def test_truncated_message_is_refused() -> None:
     with pytest.raises(ValueError, match="malformed netlink message"):
-        list(rtnl.RTNL._messages(struct.pack("=IHHII", 40, 16, 0, 1, 0)))
+        rtnl.nlmsg.split(struct.pack("=IHHII", 40, 16, 0, 1, 0), strict=True)
 
 
 def test_netlink_error_carries_errno() -> None:

@@ -429,31 +429,6 @@ def test_staged_view_covers_host_layers() -> None:
     ]
 
 
-# -- forwarded traffic (not modelled: noted) -----------------------------------------------------
-
-
-def test_forwarded_workload_traffic_notes_the_nodes_forward_policy() -> None:
-    fwd = gnp("fwd", "role == 'wild'", "egress", [{"action": "Deny"}], applyOnForward=True)
-    data = dataset(WILD, wep("w", WL_IP), fwd)
-    report = explain(data, WL_IP, EXT_IP)
-    assert report["egress"]["chain"][0] == {
-        "step": "note",
-        "action": None,
-        "note": "forwarded by node node1: its host endpoints' applyOnForward and pre-DNAT "
-        "policy is not evaluated",
-    }
-    assert report["result"] == {"verdict": "Allow"}  # the workload's own egress: its profile
-    assert report["staged"]["egress"] == report["egress"]
-    # No forward policy on the node (or another node's): the chain is as before, no note.
-    plain = gnp("plain", "role == 'wild'", "egress", [{"action": "Deny"}])
-    for docs in ([WILD, wep("w", WL_IP), plain], [wep("w", WL_IP, node="node2"), WILD, fwd]):
-        chain = explain(dataset(*docs), WL_IP, EXT_IP)["egress"]["chain"]
-        assert [(s["step"], s.get("policy")) for s in chain] == [("rule", "Profile kns.ns1")]
-    # Nor on traffic to the workload's own host (not forwarded).
-    report = explain(data, WL_IP, HOST_IP)
-    assert [s["step"] for s in report["egress"]["chain"]] == ["rule"]
-
-
 _NETS = st.one_of(
     st.none(),
     st.builds(

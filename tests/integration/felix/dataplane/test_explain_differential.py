@@ -31,7 +31,7 @@ from harness import (
 )
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
-from netns_support import probe
+from netns_support import in_ns, probe
 
 from calico.cli.root import cli
 
@@ -256,7 +256,10 @@ HEP_DOCS: list[dict[str, Any]] = [
                            "destination": {"ports": [8081, 8083]}}]}},
     {"kind": "GlobalNetworkPolicy", "metadata": {"name": "host-out"},
      "spec": {"selector": "role == 'host'", "types": ["Egress"],
-              "egress": [_tcp_rule("Allow", 8081)]}},
+              "egress": [_tcp_rule("Allow", 8081, 6667)]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "auto-fwd-in"},
+     "spec": {"selector": "role == 'auto'", "types": ["Ingress"], "applyOnForward": True,
+              "ingress": [_tcp_rule("Deny", 6667), {"action": "Allow"}]}},
     {"kind": "GlobalNetworkPolicy", "metadata": {"name": "untracked-8083"},
      "spec": {"selector": "role == 'host'", "types": ["Ingress"], "doNotTrack": True,
               "applyOnForward": True,
@@ -265,6 +268,21 @@ HEP_DOCS: list[dict[str, Any]] = [
      "spec": {"selector": "role == 'host'", "types": ["Ingress"], "preDNAT": True,
               "applyOnForward": True,
               "ingress": [_tcp_rule("Allow", 8084)]}},
+    # Forwarded traffic through the uplink (applyOnForward: the cali-fhfw-/thfw- chains) and
+    # into workloads (the `*` endpoint's cali-thfw- on their interfaces).
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "fwd-in"},
+     "spec": {"selector": "role == 'host'", "types": ["Ingress"], "applyOnForward": True,
+              "ingress": [_tcp_rule("Allow", 8080, 8086), _tcp_rule("Deny", 9090),
+                          _tcp_rule("Pass", 8085)]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "fwd-out"},
+     "spec": {"selector": "role == 'host'", "types": ["Egress"], "applyOnForward": True,
+              "egress": [_tcp_rule("Allow", 8081, 6667)]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "auto-fwd-in"},
+     "spec": {"selector": "role == 'auto'", "types": ["Ingress"], "applyOnForward": True,
+              "ingress": [_tcp_rule("Deny", 6667), {"action": "Allow"}]}},
+    {"kind": "GlobalNetworkPolicy", "metadata": {"name": "auto-fwd"},
+     "spec": {"selector": "role == 'auto'", "types": ["Egress"], "applyOnForward": True,
+              "egress": [_tcp_rule("Deny", 8086), {"action": "Allow"}]}},
     # Workload a denies all ingress: the host still reaches it (host -> own workload).
     {"kind": "NetworkPolicy", "metadata": {"name": "a-closed", "namespace": "ns1"},
      "spec": {"selector": "app == 'a'", "types": ["Ingress"], "ingress": [{"action": "Deny"}]}},
@@ -283,7 +301,32 @@ HEP_PROBES = [
     ("host", "outside", 6667),  # outbound failsafe
     ("host", "a", 8080),  # host -> own workload: not policed
     ("a", "host", 8081),  # workload -> own host: DefaultEndpointToHostAction (Drop)
+    # forwarded in through the uplink, to a workload
+    ("outside", "b", 8080),  # fwd-in allows, b's profile allows, auto-fwd allows
+    ("outside", "b", 9090),  # fwd-in denies
+    ("outside", "b", 8085),  # fwd-in passes: no later tier, the forward chain's final deny
+    ("outside", "b", 8087),  # no rule: end-of-tier deny (host-in is not applyOnForward)
+    ("outside", "b", 8084),  # pre-DNAT allow: the forward chain in is skipped
+    ("outside", "b", 8083),  # the untracked deny
+    ("outside", "b", 6667),  # failsafe skips raw and mangle only: fwd-in's end of tier
+    ("outside", "b", 8086),  # fwd-in allows, `*`'s egress forward chain on cali-b denies
+    ("outside", "a", 8080),  # fwd-in allows, a's own ingress policy denies
+    # forwarded out of the uplink, from a workload
+    ("a", "outside", 8081),  # fwd-out allows
+    ("a", "outside", 8082),  # fwd-out: no rule, end-of-tier deny
+    ("a", "outside", 6667),  # fwd-out allows, but `*`'s ingress forward chain on cali-a denies
+    # an address only the host's Node resource lists: the uplink endpoint polices it
+    ("outside", "node-addr", 8081),  # host-in allows
+    ("outside", "node-addr", 8082),  # end-of-tier deny
+    ("a", "node-addr", 8081),  # workload -> own host: DefaultEndpointToHostAction (Drop)
 ]
+FORWARDED_EXPECTED = ["ok", "timeout", "timeout", "timeout", "ok", "timeout", "timeout",
+                      "timeout", "timeout", "ok", "timeout", "timeout",
+                      "ok", "timeout", "timeout"]  # fmt: skip
+NODE_ADDR = "10.66.0.1"  # on the host's lo; listed only by its Node resource
+NODE_DOC = {"kind": "Node", "metadata": {"name": HOSTNAME},
+            "spec": {"addresses": [{"address": NODE_ADDR, "type": "InternalIP"}]}}  # fmt: skip
+B_PORTS = ("tcp:8083", "tcp:8084", "tcp:8085", "tcp:8086", "tcp:8087", "tcp:6667")
 HOST_PORTS = ("tcp:8081", "tcp:8082", "tcp:8083", "tcp:8084", "tcp:6667", "tcp:6668")
 
 
@@ -293,6 +336,8 @@ def _spec(c: Cluster, who: str) -> tuple[str, str]:
         return HOST_UPLINK_IP, c.host
     if who == "outside":
         return EXTERNAL_IP, c.outside
+    if who == "node-addr":
+        return NODE_ADDR, c.host
     return f"{c.w[who].namespace}/{who}", c.w[who].ns
 
 
@@ -306,27 +351,46 @@ def explained_hep(c: Cluster, src: str, dst: str, port: int) -> str:
 
 
 def observed_hep(c: Cluster, src: str, dst: str, port: int) -> str:
-    dst_ip = {"host": HOST_UPLINK_IP, "outside": EXTERNAL_IP}.get(dst) or c.w[dst].ip
+    named = {"host": HOST_UPLINK_IP, "outside": EXTERNAL_IP, "node-addr": NODE_ADDR}
+    dst_ip = named.get(dst) or c.w[dst].ip
     return tcp(_spec(c, src)[1], dst_ip, port, timeout=0.6)
+
+
+def observe_hep_all(c: Cluster) -> list[str]:
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda p: observed_hep(c, *p), HEP_PROBES))
 
 
 def test_explain_agrees_with_host_endpoint_traffic(diff_cluster: Cluster) -> None:
     """Failsafe ports, untracked before pre-DNAT before normal policy, a named endpoint over
-    the ``*`` one, and the host <-> own workload exceptions: explain's verdicts are the
-    kernel's. Felix's convergence is waited for (every probe as explained, then still so)."""
+    the ``*`` one, the host <-> own workload exceptions, and traffic forwarded through the
+    uplink to and from workloads (applyOnForward allow / deny / pass / no match against the
+    workload's own policy, pre-DNAT and untracked before the forward chain, failsafe ports
+    not covering it, the ``*`` endpoint's forward chains on workload interfaces), and an
+    address only the host's Node resource lists: explain's
+    verdicts are the kernel's. Felix's convergence is waited for (every probe as explained,
+    then still so)."""
     c = diff_cluster
-    with servers(c.host, *HOST_PORTS), servers(c.outside, "tcp:8081", "tcp:8082", "tcp:6667"):
+    route = ["ip", "route", "add", "10.65.0.0/16", "via", HOST_UPLINK_IP]
+    with (
+        servers(c.host, *HOST_PORTS),
+        servers(c.outside, "tcp:8081", "tcp:8082", "tcp:6667"),
+        servers(c.w["b"], *B_PORTS),
+    ):
         assert eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8082), "ok")
-        for doc in HEP_DOCS:
+        in_ns(c.outside, *route)  # the outside reaches the pool through the host
+        in_ns(c.outside, "ip", "route", "add", f"{NODE_ADDR}/32", "via", HOST_UPLINK_IP)
+        in_ns(c.host, "ip", "addr", "add", f"{NODE_ADDR}/32", "dev", "lo")
+        for doc in [*HEP_DOCS, NODE_DOC]:
             c.ds.apply(doc)
         try:
             expected = [explained_hep(c, *p) for p in HEP_PROBES]
             assert expected == [
                 "ok", "timeout", "timeout", "ok", "ok", "timeout",
-                "ok", "timeout", "ok", "ok", "timeout",
+                "ok", "timeout", "ok", "ok", "timeout", *FORWARDED_EXPECTED,
             ]  # fmt: skip
-            probe_all = lambda: [observed_hep(c, *p) for p in HEP_PROBES]  # noqa: E731
-            deadline = time.monotonic() + 20
+            probe_all = lambda: observe_hep_all(c)  # noqa: E731
+            deadline = time.monotonic() + 30
             got = probe_all()
             while got != expected and time.monotonic() < deadline:
                 time.sleep(0.3)
@@ -336,7 +400,10 @@ def test_explain_agrees_with_host_endpoint_traffic(diff_cluster: Cluster) -> Non
                 got = probe_all()
             assert got == expected, list(zip(HEP_PROBES, got, expected, strict=True))
         finally:
-            for doc in reversed(HEP_DOCS):
+            in_ns(c.outside, "ip", "route", "del", "10.65.0.0/16", check=False)
+            in_ns(c.outside, "ip", "route", "del", f"{NODE_ADDR}/32", check=False)
+            in_ns(c.host, "ip", "addr", "del", f"{NODE_ADDR}/32", "dev", "lo", check=False)
+            for doc in reversed([*HEP_DOCS, NODE_DOC]):
                 meta = doc["metadata"]
                 c.ds.delete(doc["kind"], meta["name"], meta.get("namespace"))
             # The next example starts from an unpoliced host again.

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from felix_dp_fixtures import Cluster
-from harness import eventually, in_ns, tcp
+from harness import EXTERNAL_IP, HOST_UPLINK_IP, HOSTNAME, eventually, in_ns, tcp
 
 pytestmark = pytest.mark.root
 
@@ -33,14 +33,15 @@ DENY_9090 = {
 
 
 def explain_live(
-    c: Cluster, db: Path, port: int, protocol: str = "TCP", output: str = "json"
-) -> tuple[int, Any, str]:
+    c: Cluster, db: Path, port: int, protocol: str = "TCP", output: str = "json",
+    to: str = "ns1/server", frm: str = "ns1/client",
+) -> tuple[int, Any, str]:  # fmt: skip
     env = {
         "DATASTORE_TYPE": "local",
         "CALICO_DATASTORE_PATH": str(db),
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
     }
-    args = ["explain", "--from", "ns1/client", "--to", "ns1/server", "--port", str(port)]
+    args = ["explain", "--from", frm, "--to", to, "--port", str(port)]
     args += ["--protocol", protocol]
     proc = subprocess.run(
         [
@@ -153,6 +154,119 @@ def test_live_reports_per_rule_counters_of_the_endpoint_chains(policy_cluster: C
         assert f"    {pi_chain}:" in text
     finally:
         c.ds.delete("GlobalNetworkPolicy", "live-count-udp")
+
+
+UPLINK_HEP = {
+    "kind": "HostEndpoint",
+    "metadata": {"name": "live-uplink", "labels": {"role": "live-up"}},
+    "spec": {"node": HOSTNAME, "interfaceName": "uplink0", "expectedIPs": [HOST_UPLINK_IP]},
+}
+FWD_OUT = {
+    "kind": "GlobalNetworkPolicy",
+    "metadata": {"name": "live-fwd-out"},
+    "spec": {
+        "selector": "role == 'live-up'",
+        "types": ["Egress"],
+        "applyOnForward": True,
+        "egress": [
+            {"action": "Deny", "protocol": "UDP", "destination": {"ports": [5356]}},
+            {"action": "Allow"},
+        ],
+    },
+}
+
+
+def test_live_counts_the_host_endpoint_forward_chain(policy_cluster: Cluster) -> None:
+    """Workload -> outside leaves by the uplink's endpoint: its to-HEP forward chain
+    (``cali-thfw-uplink0``) is read with the workload's own, and each computed step there
+    carries the counts of the nft rule Felix made of it."""
+    c = policy_cluster
+    po_chain = "filter-cali-po-gnp/live-fwd-out"
+    thfw = "filter-cali-thfw-uplink0"
+    c.ds.apply(UPLINK_HEP)
+    c.ds.apply(FWD_OUT)
+    try:
+        listing = ("nft", "list", "chain", "inet", "calico", thfw)
+        eventually(lambda: po_chain in in_ns(c.host, *listing, check=False).stdout, True)
+        code, report, err = explain_live(c, c.workdir / "calico.db", 5356, "UDP", to=EXTERNAL_IP)
+        assert code == 0, err
+        assert report["result"]["verdict"] == "Deny"
+        assert report["result"]["hostEndpoint"] == "hostendpoint live-uplink"
+        assert report["live"]["verdict"] == "Deny" and report["live"]["agrees"] is True
+        assert report["live"]["rule"].startswith(f"calico {po_chain}:"), report["live"]
+        egress = report["live"]["counters"]["egress"]
+        client = c.w["client"]
+        assert egress["endpointChains"] == [f"filter-cali-fw-{client.iface}", thfw]
+        profile, fwd = egress["steps"]
+        assert profile["chain"].startswith("filter-cali-pro-") and profile["probePackets"] >= 1
+        assert (fwd["policy"], fwd["ruleIndex"], fwd["chain"]) == (
+            "GlobalNetworkPolicy live-fwd-out",
+            0,
+            po_chain,
+        )
+        assert (fwd["probePackets"], fwd["probeBytes"]) == (1, PROBE_BYTES)
+        [listed] = [ch for ch in egress["chains"] if ch["chain"] == po_chain]
+        assert [r["probePackets"] for r in listed["rules"]] == [1, 0]
+        # The allow rule the next port takes, in text.
+        code, text, err = explain_live(
+            c, c.workdir / "calico.db", 5357, "UDP", "text", to=EXTERNAL_IP
+        )
+        assert code == 0, err
+        line = next(ln for ln in text.splitlines() if "[forward hostendpoint live-uplink]" in ln)
+        assert "rule 1" in line and "(probe +1 packets" in line, text
+        assert f"egress counters (filter-cali-fw-{client.iface}, {thfw}):" in text
+    finally:
+        c.ds.delete("GlobalNetworkPolicy", "live-fwd-out")
+        c.ds.delete("HostEndpoint", "live-uplink")
+        # The next test starts with an unpoliced uplink again.
+        eventually(lambda: thfw in in_ns(c.host, "nft", "list", "ruleset").stdout, False)
+
+
+HOST_OUT = {
+    "kind": "GlobalNetworkPolicy",
+    "metadata": {"name": "live-host-out"},
+    "spec": {
+        "selector": "role == 'live-up'",
+        "types": ["Egress"],
+        "egress": [
+            {"action": "Deny", "protocol": "UDP", "destination": {"ports": [5358]}},
+            {"action": "Allow"},
+        ],
+    },
+}
+
+
+def test_live_probes_from_a_host_endpoint_and_counts_its_chain(policy_cluster: Cluster) -> None:
+    """A host endpoint source: the probe leaves the host itself (OUTPUT), bound to the
+    endpoint's address; its ``cali-th-`` chain is read (no workload chain on that side)."""
+    c = policy_cluster
+    po_chain = "filter-cali-po-gnp/live-host-out"
+    th = "filter-cali-th-uplink0"
+    c.ds.apply(UPLINK_HEP)
+    c.ds.apply(HOST_OUT)
+    try:
+        listing = ("nft", "list", "chain", "inet", "calico", th)
+        eventually(lambda: po_chain in in_ns(c.host, *listing, check=False).stdout, True)
+        db = c.workdir / "calico.db"
+        verdicts = {}
+        for port, index in ((5358, 0), (5359, 1)):
+            code, report, err = explain_live(
+                c, db, port, "UDP", to=EXTERNAL_IP, frm="hep/live-uplink"
+            )
+            assert code == 0, err
+            live = report["live"]
+            verdicts[port] = (report["result"]["verdict"], live["verdict"], live["agrees"])
+            egress = live["counters"]["egress"]
+            assert egress["chain"] is None and egress["endpointChains"] == [th]
+            [step] = egress["steps"]
+            assert (step["ruleIndex"], step["chain"]) == (index, po_chain)
+            assert (step["probePackets"], step["probeBytes"]) == (1, PROBE_BYTES)
+            assert "ingress" not in live["counters"]
+        assert verdicts == {5358: ("Deny", "Deny", True), 5359: ("Allow", "Allow", True)}
+    finally:
+        c.ds.delete("GlobalNetworkPolicy", "live-host-out")
+        c.ds.delete("HostEndpoint", "live-uplink")
+        eventually(lambda: th in in_ns(c.host, "nft", "list", "ruleset").stdout, False)
 
 
 def test_live_flags_drift_between_datastore_and_dataplane(

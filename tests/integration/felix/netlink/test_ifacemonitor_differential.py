@@ -36,7 +36,7 @@ from calico.felix.ifacemonitor.monitor import (
 )
 from calico.felix.ifacemonitor.state import IfaceTracker, LinkFact
 from calico.felix.nlbatch import RTM_NEWLINK, SOL_NETLINK, BatchWriter, open_rtnl_socket
-from calico.felix.nlmsg import split
+from calico.nlmsg import split
 
 pytestmark = pytest.mark.root
 

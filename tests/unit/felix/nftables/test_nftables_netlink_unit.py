@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from calico.felix import nlmsg
+from calico import nlmsg
 from calico.felix.nftables.model import Chain, NftRule
 from calico.felix.nftables.netlink import (
     IFNAMSIZ,

@@ -1,17 +1,21 @@
-"""Netlink framing for Felix's raw sockets: the message header, attributes, and one reply walk.
+"""Netlink framing for raw sockets: the message header, attributes, and one reply walk.
 
-Why: the rtnetlink batch writer (``calico.felix.nlbatch``: acks of a pipelined batch, dumps)
-and the nfnetlink transaction sender (``calico.felix.nftables.netlink``) each walked reply
-buffers by hand. Here is the one walk, in three layers so that each can be tested alone:
-:func:`split` cuts one datagram into messages, :func:`receive` reads datagrams off a
-socket with a timeout, and :func:`dump_replies` / :func:`refusals` / :func:`batch_refusal`
-give a dump's or a batch's answer out of any stream of datagrams (design/felix-dataplane.md
-"Netlink framing").
+Why: the rtnetlink batch writer (``calico.felix.nlbatch``: acks of a pipelined batch, dumps),
+the nfnetlink transaction sender (``calico.felix.nftables.netlink``), Felix's interface
+monitor and the CNI plugin's rtnetlink client (``calico.cni.rtnl``) each walked reply buffers
+and packed attributes by hand. It sits at the ground floor, standard library only, because
+Felix and the CNI plugin may not import each other. Here is the one walk, in three layers
+so that each can be tested alone: :func:`split` cuts one datagram into messages,
+:func:`receive` reads datagrams off a socket with a timeout, and :func:`dump_replies` /
+:func:`refusals` / :func:`batch_refusal` give a dump's or a batch's answer out of any stream
+of datagrams (design/felix-dataplane.md "Netlink framing").
 
 A netlink datagram holds whole messages, each 4-byte aligned. A header whose length is below
 the header's own size ends the walk (nothing after it can be framed); a message cut short by
 the end of the buffer (a datagram truncated by a small receive buffer) is given with the body
 there is, so that an error ack's code, which comes first, is still read, and ends the walk.
+With ``strict=True`` (the CNI plugin, which reads only short replies to its own requests)
+either case raises ``ValueError`` instead.
 """
 
 from __future__ import annotations
@@ -42,14 +46,18 @@ def attr(kind: int, data: bytes) -> bytes:
     return _RTA.pack(length, kind) + data + b"\0" * (-length % 4)
 
 
-def parse_attrs(data: bytes, offset: int) -> dict[int, bytes]:
-    """Attributes from ``offset`` to the end of ``data`` (last one of a type wins; the walk
-    stops at a truncated or bogus length)."""
+def parse_attrs(data: bytes, offset: int = 0, strict: bool = False) -> dict[int, bytes]:
+    """Attributes from ``offset`` to the end of ``data`` (last one of a type wins, nested
+    ones stay raw, the NLA_F_* bits are dropped from the type). A truncated or bogus length
+    ends the walk, or with ``strict`` raises ``ValueError`` naming its offset from
+    ``offset``."""
     out: dict[int, bytes] = {}
-    end = len(data)
+    start, end = offset, len(data)
     while offset + _RTA.size <= end:
         length, kind = _RTA.unpack_from(data, offset)
-        if length < _RTA.size:
+        if length < _RTA.size or (strict and offset + length > end):
+            if strict:
+                raise ValueError(f"malformed rtattr at offset {offset - start} (length {length})")
             break
         out[kind & 0x3FFF] = data[offset + _RTA.size : offset + length]
         offset += (length + 3) & ~3
@@ -66,15 +74,18 @@ def error_code(body: bytes) -> int:
     return -_ERRNO.unpack_from(body, 0)[0] if len(body) >= _ERRNO.size else errno.EPROTO
 
 
-def split(data: bytes) -> list[Message]:
+def split(data: bytes, strict: bool = False) -> list[Message]:
     """The messages of one datagram, in order (a list: cheaper than a generator per message,
-    and a datagram is at most the receive size)."""
+    and a datagram is at most the receive size). With ``strict`` a bogus or cut-off length
+    raises ``ValueError`` instead of ending the walk."""
     out: list[Message] = []
     append, unpack = out.append, HDR.unpack_from
     off, size = 0, len(data)
     while off + HDR.size <= size:
         length, msg_type, flags, seq, _pid = unpack(data, off)
-        if length < HDR.size:
+        if length < HDR.size or (strict and off + length > size):
+            if strict:
+                raise ValueError(f"malformed netlink message at offset {off} (length {length})")
             break
         append((msg_type, flags, seq, data[off + HDR.size : off + length]))
         off += (length + 3) & ~3

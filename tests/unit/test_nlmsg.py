@@ -1,4 +1,4 @@
-"""``calico.felix.nlmsg``: the one netlink reply walk, on random message streams (hypothesis),
+"""``calico.nlmsg``: the one netlink reply walk, on random message streams (hypothesis),
 and the two senders wired to it (``nlbatch.BatchWriter``, ``nftables.netlink``) over a
 datagram socket pair standing in for the kernel."""
 
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calico import nlmsg
 from calico.felix import nlbatch as nb
-from calico.felix import nlmsg
 from calico.felix.nftables import netlink as nft
-from calico.felix.nlmsg import NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, Message, error_code
+from calico.nlmsg import NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, Message, error_code
 
 DATA_TYPES = (16, 24, 28, 0x0A0C)
 
@@ -105,6 +105,70 @@ def test_a_header_shorter_than_itself_ends_the_walk() -> None:
     bogus = struct.pack("=IHHII", 8, 24, 0, 2, 0)
     assert list(nlmsg.split(good + bogus + good)) == [msg(24, 0, 1, b"abcd")]
     assert list(nlmsg.split(good[:15])) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(grouped())
+def test_strict_split_agrees_on_well_formed_datagrams(case) -> None:
+    msgs, dgrams = case
+    assert [m for d in dgrams for m in nlmsg.split(d, strict=True)] == msgs
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_strict_split_raises_exactly_where_the_lenient_walk_stops_short(raw) -> None:
+    """Strict mode either gives what the lenient walk gives, or raises because the lenient walk
+    met a bogus or cut-off length (it then stopped early or gave a short body)."""
+    lenient = nlmsg.split(raw)
+    try:
+        strict = nlmsg.split(raw, strict=True)
+    except ValueError as exc:
+        assert str(exc).startswith("malformed netlink message at offset ")
+        off = sum((nlmsg.HDR.size + len(b) + 3) & ~3 for *_, b in lenient[:-1])
+        if lenient:  # the lenient walk gave the last message cut short, or stopped there
+            (length,) = struct.unpack_from("=I", raw, off)
+            cut = length != nlmsg.HDR.size + len(lenient[-1][3])
+            assert cut or len(raw) - off - ((length + 3) & ~3) >= nlmsg.HDR.size
+        return
+    assert strict == lenient
+    off = 0
+    for *_, body in strict:  # every message given whole, as its header says
+        (length,) = struct.unpack_from("=I", raw, off)
+        assert length == nlmsg.HDR.size + len(body)
+        off += (length + 3) & ~3
+    assert len(raw) - off < nlmsg.HDR.size  # only a tail too short for a header is left
+
+
+def test_strict_split_names_the_bad_message() -> None:
+    good = frame(msg(24, 0, 1, b"abcd"))
+    bogus = struct.pack("=IHHII", 8, 24, 0, 2, 0)
+    with pytest.raises(ValueError, match=r"at offset 20 \(length 8\)"):
+        nlmsg.split(good + bogus, strict=True)
+    with pytest.raises(ValueError, match=r"at offset 0 \(length 20\)"):
+        nlmsg.split(good[:19], strict=True)
+    assert nlmsg.split(good[:15], strict=True) == []  # no whole header: nothing to frame
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0x3FFF), st.binary(max_size=40)), max_size=8),
+       st.binary(max_size=8))  # fmt: skip
+def test_attrs_lenient_and_strict_from_an_offset(items, head) -> None:
+    data = head + b"".join(nlmsg.attr(kind, payload) for kind, payload in items)
+    expected = dict(items)
+    assert nlmsg.parse_attrs(data, len(head)) == expected
+    assert nlmsg.parse_attrs(data, len(head), strict=True) == expected
+
+
+def test_attrs_strict_mode_refuses_what_the_lenient_walk_cuts() -> None:
+    good = nlmsg.attr(3, b"eth0")
+    long = struct.pack("=HH", 12, 4) + b"ab"
+    assert nlmsg.parse_attrs(b"xx" + good + long, 2) == {3: b"eth0", 4: b"ab"}
+    with pytest.raises(ValueError, match=r"malformed rtattr at offset 8 \(length 12\)"):
+        nlmsg.parse_attrs(b"xx" + good + long, 2, strict=True)
+    short = struct.pack("=HH", 3, 4)
+    assert nlmsg.parse_attrs(good + short + good) == {3: b"eth0"}
+    with pytest.raises(ValueError, match=r"offset 8 \(length 3\)"):
+        nlmsg.parse_attrs(good + short, strict=True)
 
 
 def test_error_codes_and_a_cut_off_code() -> None:
