@@ -7,8 +7,7 @@ one walks all of them again to free almost nothing (~600 garbage objects in all)
 ~20% of a ``calicoctl explain`` (design/performance.md "Garbage collection at start-up").
 :func:`resume` freezes what was built (``gc.freeze``: never scanned again) and turns the
 collector back on, so the command proper, and any daemon, runs with normal collection (Felix
-resumes at its first in-sync apply, so its start-up is covered too; one still building past
-its pause's limit re-freezes with :func:`freeze_built`).
+resumes at its first in-sync apply, so its start-up is covered too).
 
 Only a pause this module started is resumed: a process (or test) that disabled the collector
 itself keeps it disabled, and calls without a pause do nothing.
@@ -38,15 +37,6 @@ def resume() -> None:
         _paused = False
         gc.freeze()
         gc.enable()
-
-
-def freeze_built() -> None:
-    """With collection on (no pause), freeze every object alive now: for a daemon still
-    building its start-up state past its pause, whose full collections would otherwise walk
-    everything built so far to free almost nothing (Felix at 250,000 endpoints: 13 full
-    collections, 3.4 s, 908 objects freed). Garbage made later is collected as usual."""
-    if not _paused and gc.isenabled():
-        gc.freeze()
 
 
 @contextmanager

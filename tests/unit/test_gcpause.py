@@ -54,33 +54,6 @@ def test_collector_disabled_by_someone_else_stays_disabled() -> None:
     assert not gc.isenabled()
 
 
-def test_freeze_built_freezes_what_is_alive_with_collection_on() -> None:
-    gc.enable()
-    gc.unfreeze()
-    kept = [[i] for i in range(1000)]  # tracked objects made after the last freeze
-    gcpause.freeze_built()
-    frozen = gc.get_freeze_count()
-    assert frozen >= len(kept)
-    assert gc.isenabled()
-    more = [[i] for i in range(1000)]
-    gcpause.freeze_built()
-    assert gc.get_freeze_count() >= frozen + len(more)
-
-
-def test_freeze_built_does_nothing_while_paused_or_disabled() -> None:
-    gc.enable()
-    gc.unfreeze()
-    gcpause.pause()
-    gcpause.freeze_built()  # the pause's own resume freezes; not this
-    assert gc.get_freeze_count() == 0
-    assert not gc.isenabled()
-    gcpause.resume()
-    gc.unfreeze()
-    gc.disable()  # a process that turned collection off itself
-    gcpause.freeze_built()
-    assert gc.get_freeze_count() == 0
-
-
 def test_paused_block_resumes_on_error() -> None:
     gc.enable()
     with pytest.raises(RuntimeError), gcpause.paused():
@@ -164,7 +137,7 @@ def _run_component_probe(name: str) -> list[str]:
         "def probe():\n"
         "    print(gc.isenabled())\n"
         "    from calico.felix.daemon import FelixDaemon\n"
-        "    FelixDaemon()._on_dataplane_in_sync()\n"
+        "    FelixDaemon._on_dataplane_in_sync()\n"
         "    print(gc.isenabled(), gc.get_freeze_count() > 0)\n"
         f"components.COMPONENTS[{name!r}] = '__main__:probe'\n"
         "from calico.cli.main import main\n"
@@ -237,36 +210,6 @@ def test_felix_supervisor_keeps_the_pause_within_the_limit(
     d._supervise()  # three supervision rounds, then stopped
     assert len(waits) == 4
     assert not gc.isenabled()
-
-
-def test_felix_past_the_limit_refreezes_until_the_first_in_sync_apply(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Past the pause's limit and not in sync: every supervision round past the re-freeze
-    interval resumes (once) and freezes what was built; from the in-sync apply on, never."""
-    from calico.felix import daemon as felix_daemon
-
-    monkeypatch.setattr(felix_daemon, "GC_PAUSE_LIMIT", 0.0)
-    monkeypatch.setattr(felix_daemon, "GC_REFREEZE_INTERVAL", 0.0)
-    freezes: list[bool] = []
-    monkeypatch.setattr(felix_daemon, "freeze_gc", lambda: freezes.append(gc.isenabled()))
-    monkeypatch.setattr(felix_daemon, "flush_code_cache", lambda: None)
-    gc.enable()
-    gcpause.pause()
-    d = felix_daemon.FelixDaemon()
-    rounds: list[int] = []
-    real_wait = d._stop.wait
-
-    def counted_wait(timeout: float | None = None) -> bool:
-        rounds.append(1)
-        if len(rounds) == 3:
-            d._on_dataplane_in_sync()
-        return len(rounds) > 5 or real_wait(0)
-
-    monkeypatch.setattr(d._stop, "wait", counted_wait)
-    d._supervise()  # two rounds before the in-sync apply, three after, then stopped
-    assert freezes == [True, True]  # collection was back on at each freeze
-    assert gc.isenabled()
 
 
 def test_felix_waiting_for_the_datastore_collects(monkeypatch: pytest.MonkeyPatch) -> None:
