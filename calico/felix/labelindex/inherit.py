@@ -49,13 +49,6 @@ class InheritStore:
         """Effective labels for ``own`` over ``parent_ids`` (first parent wins, own wins)."""
         if not parent_ids:
             return dict(own)
-        if len(parent_ids) == 1:  # an endpoint's one profile: merged_labels' answer, inline
-            parent = self.parents.get(parent_ids[0])
-            if parent is None or not parent.labels:
-                return dict(own)
-            out = dict(parent.labels)
-            out.update(own)
-            return out
         parents = [self.parents.get(pid) for pid in parent_ids]
         return merged_labels(own, [p.labels if p is not None else None for p in parents])
 

@@ -76,10 +76,6 @@ def make_ip_set(
 class SelectorAndNamedPortIndex:
     """Optimised IP set membership index (see module docstring)."""
 
-    # False: a new item goes through the general path too (the reference the fast path is
-    # tested equal to, callback for callback).
-    fast_new_items = True
-
     def __init__(
         self,
         on_member_added: MemberCallback = _ignore,
@@ -110,8 +106,6 @@ class SelectorAndNamedPortIndex:
         CIDRs or bare IPs (normalised here; a ``/0`` becomes two ``/1`` halves)."""
         data = (normalise_nets(nets), tuple(named_ports))
         old = self._eps.get(item_id)
-        if old is None and self.fast_new_items:
-            return self._add_new(item_id, data, labels, parent_ids)
         before = self._matcher.selectors_matching(item_id)
         self._eps[item_id] = data
         self._matcher.update_labels(item_id, labels, parent_ids)
@@ -127,30 +121,6 @@ class SelectorAndNamedPortIndex:
             for set_id in before:
                 self._add_contribution(delta, set_id, old, -1)
         self._apply(delta)
-
-    def _add_new(
-        self,
-        item_id: Hashable,
-        data: EndpointData,
-        labels: Mapping[str, str],
-        parent_ids: Sequence[str],
-    ) -> None:
-        """An item not indexed before: every change is an increment, so members are counted
-        straight into their sets, in the order the general path's delta would emit them.
-        A snapshot sends hundreds of thousands of these, most matching no active set
-        (design/performance.md "Full-Felix scale: the snapshot path")."""
-        self._eps[item_id] = data
-        self._matcher.update_labels(item_id, labels, parent_ids)
-        self._started.clear()
-        self._stopped.clear()
-        for set_id in self._matcher.selectors_matching(item_id):
-            ip_set = self._sets[set_id]
-            refs = ip_set.refs
-            for member in ip_set.contribution(*data):
-                count = refs.get(member, 0)
-                refs[member] = count + 1
-                if not count:
-                    self.on_member_added(set_id, member)
 
     def delete_endpoint_or_set(self, item_id: Hashable) -> None:
         """Called when an endpoint or network set goes away; idempotent."""

@@ -222,35 +222,3 @@ def test_callbacks_never_remove_a_member_that_was_not_added(ops: list[tuple]) ->
             check_member_stream(model, op, rec.take())
         for set_id in index.ip_set_ids():
             assert index.members(set_id) == model.get(set_id, set())
-
-
-class _Ordered:
-    """Every callback of one index, in order."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Hashable, Hashable]] = []
-
-    def added(self, set_id: Hashable, member: Hashable) -> None:
-        self.events.append(("+", set_id, member))
-
-    def removed(self, set_id: Hashable, member: Hashable) -> None:
-        self.events.append(("-", set_id, member))
-
-
-@SETTINGS
-@given(named_port_index_ops)
-def test_new_item_fast_path_equals_the_general_path(ops: list[tuple]) -> None:
-    """A never-indexed endpoint's fast path emits exactly the general path's callbacks, in the
-    same order, and leaves the same members (design/performance.md "Full-Felix scale: the
-    snapshot path")."""
-    fast_rec, ref_rec = _Ordered(), _Ordered()
-    fast = SelectorAndNamedPortIndex(fast_rec.added, fast_rec.removed)
-    ref = SelectorAndNamedPortIndex(ref_rec.added, ref_rec.removed)
-    ref.fast_new_items = False
-    for op in ops:
-        _apply_ip_set_op(fast, op)
-        _apply_ip_set_op(ref, op)
-        assert fast_rec.events == ref_rec.events, op
-        assert fast.ip_set_ids() == ref.ip_set_ids()
-        for set_id in fast.ip_set_ids():
-            assert fast.members(set_id) == ref.members(set_id)
