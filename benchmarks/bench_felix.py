@@ -738,7 +738,8 @@ def process_cpu_s(pid: int) -> float:
 
 def profile_felix(felix: Any, tag: str, seconds: float) -> subprocess.Popen[bytes] | None:
     """With ``BENCH_PYSPY_DIR`` set: py-spy samples the running Felix for ``seconds`` into
-    ``<dir>/felix-<tag>.txt`` (collapsed stacks, one line per stack with its sample count)."""
+    ``<dir>/felix-<tag>.txt`` (collapsed stacks, one line per stack with its sample count);
+    ``BENCH_PYSPY_ARGS`` adds py-spy options (``--gil``: only the thread holding the GIL)."""
     out_dir = os.environ.get("BENCH_PYSPY_DIR")
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if not out_dir or spy is None:
@@ -746,6 +747,7 @@ def profile_felix(felix: Any, tag: str, seconds: float) -> subprocess.Popen[byte
     out = Path(out_dir) / f"felix-{tag}.txt"
     args = [spy, "record", "-p", str(felix.proc.pid), "-o", str(out), "--format", "raw"]
     args += ["-d", str(round(seconds)), "-r", "250", "--threads", "--nonblocking"]
+    args += os.environ.get("BENCH_PYSPY_ARGS", "").split()  # e.g. --gil: the GIL holder only
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -55,8 +55,11 @@ STARTUP_HEALTH = "FelixStartup"
 SHUTDOWN_BUDGET = 10.0
 RETRY_MIN, RETRY_MAX = 0.5, 5.0
 # The garbage collector stays paused from the CLI's imports to the first in-sync apply
-# (calico.gcpause); a Felix that is not in sync by then collects normally anyway.
-GC_PAUSE_LIMIT = 30.0
+# (calico.gcpause); a Felix that is not in sync by then collects normally anyway. A snapshot
+# of 250,000 endpoints takes 50-100 s to in-sync and makes ~1,500 garbage objects, while
+# collecting from 30 s on cost 4-6 s of full collections (design/performance.md "Full-Felix
+# scale: the snapshot path").
+GC_PAUSE_LIMIT = 300.0
 
 
 def describe(datastore: DatastoreConfig) -> str:
