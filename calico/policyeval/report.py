@@ -26,6 +26,7 @@ from calico.policyeval.hostconfig import FelixConfigs, HostConfig
 from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.ordering import is_staged
 from calico.policyeval.rulesem import combine_selectors
+from calico.policyeval.tunnels import Routing
 
 
 def _overall(egress: SideResult, ingress: SideResult) -> dict[str, Any]:
@@ -88,6 +89,7 @@ class _Context:
     heps: NodeEndpoints
     via: str | None
     staged: bool
+    routing: Routing | None = None
 
 
 def _display(ep: Endpoint | None, host: HostAddress | None) -> str | None:
@@ -120,6 +122,27 @@ def _side(
     return side
 
 
+def _crossing(
+    ctx: _Context, node: str, peer_node: str | None, inbound: bool, pkt: Packet,
+    steps: list[Step],
+) -> tuple[str | None, str]:  # fmt: skip
+    """The interface ``node`` forwards the packet through to or from ``peer_node`` (``via``
+    for ``NodeEndpoints.crossed``) and how the text names it: ``--via-interface`` if given,
+    else the tunnel device the sender's route uses (``calico.policyeval.tunnels``; a
+    ``crossing`` step records it), else None (the node's uplink)."""
+    if ctx.via is not None or ctx.routing is None or peer_node is None or peer_node == node:
+        return ctx.via, ""
+    sender, receiver = (peer_node, node) if inbound else (node, peer_node)
+    found = ctx.routing.crossing(sender, receiver, pkt.dst)
+    verb = "receives it on" if inbound else "sends it out on"
+    shown = found.device or "its uplink"
+    steps.append(
+        Step("crossing", None, note=f"node {node} {verb} {shown}: {found.reason}",
+             device=found.device)
+    )  # fmt: skip
+    return found.device, f" ({found.device})" if found.device else ""
+
+
 def _forwarded(
     ctx: _Context, wl: Endpoint, inbound: bool, peer_node: str | None, pkt: Packet,
     side: SideResult,
@@ -135,11 +158,12 @@ def _forwarded(
     off_node = peer_node != node
     before: list[Step] = []
     after: list[Step] = []
+    via, on = _crossing(ctx, node, peer_node, inbound, pkt, before if inbound else after)
     if inbound:
-        crossed = ctx.heps.crossed(node, ctx.via) if off_node else None
+        crossed = ctx.heps.crossed(node, via) if off_node else None
         first = None
         if crossed is not None:
-            where = f"forwarded in through {crossed.display} of node {node}"
+            where = f"forwarded in through {crossed.display} of node {node}{on}"
             host = ctx.configs.for_node(node)
             first = forwarded_in(ctx.ev, crossed, pkt, before, host, ctx.staged, where)
     else:
@@ -154,9 +178,9 @@ def _forwarded(
         where = f"forwarded to the workload's interface: {wild.display}"
         last = forward_chain(ctx.ev, wild, False, pkt, after, ctx.staged, where)
     elif not inbound and off_node:
-        crossed = ctx.heps.crossed(node, ctx.via)
+        crossed = ctx.heps.crossed(node, via)
         if crossed is not None:
-            where = f"forwarded out through {crossed.display} of node {node}"
+            where = f"forwarded out through {crossed.display} of node {node}{on}"
             last = forward_chain(ctx.ev, crossed, False, pkt, after, ctx.staged, where)
     verdict = "Deny" if last == "Deny" else "Allow"
     return SideResult(side.direction, side.endpoint, verdict, [*before, *side.steps, *after])
@@ -209,15 +233,16 @@ def _sides(
 def explain_connection(
     data: Dataset, src: Endpoint | None, dst: Endpoint | None, pkt: Packet, protocol_name: str,
     configs: FelixConfigs | None = None, *, hosts: tuple[HostAddress | None, HostAddress | None]
-    = (None, None), via: str | None = None,
+    = (None, None), via: str | None = None, routing: Routing | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Source egress then destination ingress, enforced; and the staged (would-be) view.
     ``configs``: the stored FelixConfigurations (host endpoints' failsafe ports and the
     workload-to-host action; none stored = upstream's defaults). ``hosts``: the node of a side
     whose address only a Node lists (its endpoint, if any, is the one of the interface it
     crosses); ``via``: the host interface forwarded traffic crosses (default: the node's one
-    uplink endpoint, else its ``*`` one). Raises ``CrossingUnknown`` when that is not
-    decided."""
+    uplink endpoint, else its ``*`` one); ``routing``: the IP pools and Nodes, so that traffic
+    between nodes crosses the tunnel device Felix routes it by (``via`` overrides; without
+    it, the uplink). Raises ``CrossingUnknown`` when that is not decided."""
     ev = Evaluator(data)
     configs = configs if configs is not None else FelixConfigs()
     heps = NodeEndpoints(data)
@@ -228,7 +253,7 @@ def explain_connection(
         ends.append(ep)
     out: dict[str, Any] = {"packet": packet_dict(pkt, protocol_name)}
     for staged in (False, True):
-        ctx = _Context(ev, configs, heps, via, staged)
+        ctx = _Context(ev, configs, heps, via, staged, routing)
         egress, ingress = _sides(ctx, ends[0], ends[1], hosts, pkt)
         view = {"egress": egress.to_dict(), "ingress": ingress.to_dict()}
         view["result"] = _overall(egress, ingress)
