@@ -5,7 +5,7 @@ selects (design/explain.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from calico.model import HostEndpointKey, PolicyKey
@@ -90,6 +90,7 @@ class _Context:
     via: str | None
     staged: bool
     routing: Routing | None = None
+    host_crossings: dict[bool, Step] = field(default_factory=dict)  # by inbound
 
 
 def _display(ep: Endpoint | None, host: HostAddress | None) -> str | None:
@@ -112,35 +113,46 @@ def _side(
     if host is None:
         return ctx.ev.evaluate_side(ep, inbound, pkt, staged=ctx.staged, host=_host_config(ctx, ep))
     known = f"{addr} is node {host.node}'s ({host.field}), listed by no host endpoint"
+    crossing = ctx.host_crossings.get(inbound)
+    first = [] if crossing is None else [replace(crossing)]
     if ep is None:
         note = f"{known}; no host endpoint polices the interface it crosses: not policed"
         step = Step("host-address", "Allow", note=note)
-        return SideResult(direction, host.display, "Allow", [step])
+        return SideResult(direction, host.display, "Allow", [step, *first])
     side = ctx.ev.evaluate_side(ep, inbound, pkt, staged=ctx.staged, host=_host_config(ctx, ep))
     note = f"{known}: {ep.display} polices the interface it crosses"
-    side.steps.insert(0, Step("host-address", None, note=note))
+    side.steps[:0] = [Step("host-address", None, note=note), *first]
     return side
+
+
+def _route_crossing(
+    routing: Routing | None, via: str | None, node: str, peer_node: str | None, inbound: bool,
+    pkt: Packet,
+) -> tuple[str | None, Step | None]:  # fmt: skip
+    """The interface ``node`` takes the packet to or from ``peer_node`` through (``via`` for
+    ``NodeEndpoints.crossed``): ``--via-interface`` if given, else the tunnel device the
+    sender's route uses (``calico.policyeval.tunnels``, with a ``crossing`` step saying so),
+    else None (the node's uplink)."""
+    if via is not None or routing is None or peer_node is None or peer_node == node:
+        return via, None
+    sender, receiver = (peer_node, node) if inbound else (node, peer_node)
+    found = routing.crossing(sender, receiver, pkt.dst)
+    verb = "receives it on" if inbound else "sends it out on"
+    note = f"node {node} {verb} {found.device or 'its uplink'}: {found.reason}"
+    return found.device, Step("crossing", None, note=note, device=found.device)
 
 
 def _crossing(
     ctx: _Context, node: str, peer_node: str | None, inbound: bool, pkt: Packet,
     steps: list[Step],
 ) -> tuple[str | None, str]:  # fmt: skip
-    """The interface ``node`` forwards the packet through to or from ``peer_node`` (``via``
-    for ``NodeEndpoints.crossed``) and how the text names it: ``--via-interface`` if given,
-    else the tunnel device the sender's route uses (``calico.policyeval.tunnels``; a
-    ``crossing`` step records it), else None (the node's uplink)."""
-    if ctx.via is not None or ctx.routing is None or peer_node is None or peer_node == node:
-        return ctx.via, ""
-    sender, receiver = (peer_node, node) if inbound else (node, peer_node)
-    found = ctx.routing.crossing(sender, receiver, pkt.dst)
-    verb = "receives it on" if inbound else "sends it out on"
-    shown = found.device or "its uplink"
-    steps.append(
-        Step("crossing", None, note=f"node {node} {verb} {shown}: {found.reason}",
-             device=found.device)
-    )  # fmt: skip
-    return found.device, f" ({found.device})" if found.device else ""
+    """:func:`_route_crossing` for a workload's forwarded side: the step goes to ``steps``;
+    also how the forward chain's note names the device."""
+    via, step = _route_crossing(ctx.routing, ctx.via, node, peer_node, inbound, pkt)
+    if step is None:
+        return via, ""
+    steps.append(step)
+    return via, f" ({step.device})" if step.device else ""
 
 
 def _forwarded(
@@ -246,14 +258,20 @@ def explain_connection(
     ev = Evaluator(data)
     configs = configs if configs is not None else FelixConfigs()
     heps = NodeEndpoints(data)
+    nodes = [_node(ep) or (h.node if h else None) for ep, h in zip((src, dst), hosts, strict=True)]
     ends = []
-    for ep, host in zip((src, dst), hosts, strict=True):
+    host_crossings: dict[bool, Step] = {}
+    for inbound, ep, host in zip((False, True), (src, dst), hosts, strict=True):
         if ep is None and host is not None:
-            ep = heps.crossed(host.node, via)
+            peer = nodes[0 if inbound else 1]
+            side_via, step = _route_crossing(routing, via, host.node, peer, inbound, pkt)
+            if step is not None:
+                host_crossings[inbound] = step
+            ep = heps.crossed(host.node, side_via)
         ends.append(ep)
     out: dict[str, Any] = {"packet": packet_dict(pkt, protocol_name)}
     for staged in (False, True):
-        ctx = _Context(ev, configs, heps, via, staged, routing)
+        ctx = _Context(ev, configs, heps, via, staged, routing, host_crossings)
         egress, ingress = _sides(ctx, ends[0], ends[1], hosts, pkt)
         view = {"egress": egress.to_dict(), "ingress": ingress.to_dict()}
         view["result"] = _overall(egress, ingress)

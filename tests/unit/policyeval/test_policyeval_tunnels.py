@@ -18,8 +18,9 @@ from calico.model import ResourceKey
 from calico.model import processors as p
 from calico.model.v3_resources import decode_resource
 from calico.policyeval.hostendpoints import CrossingUnknown
+from calico.policyeval.report import HostAddress
 from calico.policyeval.tunnels import Routing
-from tests.unit.policyeval.test_policyeval_forwarding import dataset, explain, fwd, hep, tcp
+from tests.unit.policyeval.test_policyeval_forwarding import dataset, explain, fwd, gnp, hep, tcp
 from tests.unit.policyeval.test_policyeval_forwarding import wep as wep4
 
 V4_POOL, V6_POOL = "10.244.0.0/16", "fd00:244::/48"
@@ -265,3 +266,34 @@ def test_same_node_and_external_peers_consult_no_routing() -> None:
                for s in report[side]["chain"])  # fmt: skip
     report = explain(dataset(*docs), "203.0.113.9", WL2, routing=r)
     assert all(s["step"] != "crossing" for s in report["ingress"]["chain"])
+
+
+@pytest.mark.parametrize(("modes", "nodes", "device"), [
+    ({"vxlan": "Always"}, NODES_SAME, "vxlan.calico"),
+    ({"vxlan": "CrossSubnet"}, NODES_APART, "vxlan.calico"),
+    ({"vxlan": "CrossSubnet"}, NODES_SAME, None),
+])  # fmt: skip
+def test_host_address_of_the_remote_node(modes, nodes, device) -> None:
+    """A workload to node2's VXLAN tunnel address (in the pool): node2's INPUT runs on the
+    device the packet arrives on, `*`'s policy on a tunnel, the named uplink's otherwise;
+    the reverse (node2's host to the workload) leaves node2 by the same device."""
+    tunnel_addr = "10.244.2.0"
+    docs = [UP2, WILD2, wep("a", WL1, "node1"),
+            gnp("h-wild", "role == 'wild'", "ingress", [tcp("Allow")]),
+            gnp("h-up", "role == 'up'", "ingress", [tcp("Deny")])]  # fmt: skip
+    data, r = dataset(*docs), routing(_pools_for(modes), nodes)
+    host = HostAddress("node2", "spec.ipv4VXLANTunnelAddr")
+    report = explain(data, WL1, tunnel_addr, routing=r, hosts=(None, host))
+    side = report["ingress"]
+    assert [s["step"] for s in side["chain"][:2]] == ["host-address", "crossing"]
+    assert side["chain"][1].get("device") == device
+    assert side["endpoint"] == ("hostendpoint node2-eth0" if device is None else
+                                "hostendpoint auto-node2")  # fmt: skip
+    assert side["verdict"] == ("Deny" if device is None else "Allow")
+    report = explain(data, tunnel_addr, WL1, routing=r, hosts=(host, None))
+    egress = report["egress"]
+    assert egress["chain"][1]["step"] == "crossing"
+    assert "node node2 sends it out on" in egress["chain"][1]["note"]
+    assert egress["chain"][1].get("device") == device
+    crossing = next(s for s in report["ingress"]["chain"] if s["step"] == "crossing")
+    assert crossing.get("device") == device and "node node1 receives it on" in crossing["note"]
