@@ -10,8 +10,10 @@ sender's node address network holds the receiver's node address, in either famil
 (``_same_subnet`` there; addresses as ``calico.felix.calc.dataplane_passthru.node_addresses``
 reads them: BGP, else the first InternalIP then ExternalIP). Then, as
 ``calico.felix.dataplane.vxlan_model.route_for`` and upstream's IPIP manager program it: VXLAN
--> ``vxlan.calico`` / ``vxlan-v6.calico`` unless same subnet; IPIP (v4 only) -> ``tunl0``
-unless same subnet; no encapsulation, same subnet, or no pool -> the uplink (None here).
+-> ``vxlan.calico`` / ``vxlan-v6.calico`` unless same subnet (and the receiver has an address
+of the family), with no route at all when the receiver has no VTEP of the family; IPIP (v4
+only) -> ``tunl0`` unless same subnet, no route when the receiver has no IPv4 address; no
+encapsulation, same subnet, no route (the default route's) or no pool -> the uplink (None).
 WireGuard is not modelled (its routing table and the peers' public keys are Felix's).
 """
 
@@ -74,6 +76,10 @@ class NodeNet:
 
     v4: ipaddress.IPv4Interface | None = None
     v6: ipaddress.IPv6Interface | None = None
+    vteps: frozenset[int] = frozenset()  # families with a VXLAN tunnel endpoint
+
+    def has(self, version: int) -> bool:
+        return (self.v4 if version == 4 else self.v6) is not None
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,13 @@ def node_net(node: Any) -> NodeNet:
                     v4 = iface
                 elif iface.version == 6 and v6 is None:
                     v6 = iface
-    return NodeNet(
-        v4=v4 if isinstance(v4, ipaddress.IPv4Interface) else None,
-        v6=v6 if isinstance(v6, ipaddress.IPv6Interface) else None,
-    )
+    v4 = v4 if isinstance(v4, ipaddress.IPv4Interface) else None
+    v6 = v6 if isinstance(v6, ipaddress.IPv6Interface) else None
+    # A VTEP per family needs the node address and the VXLAN tunnel address
+    # (``calico.felix.calc.vxlan_resolver.VXLANResolver.vtep``).
+    tunnels = ((4, v4, spec.ipv4_vxlan_tunnel_addr), (6, v6, spec.ipv6_vxlan_tunnel_addr))
+    vteps = frozenset(version for version, addr, tunnel in tunnels if addr and tunnel)
+    return NodeNet(v4=v4, v6=v6, vteps=vteps)
 
 
 def same_subnet(sender: NodeNet | None, receiver: NodeNet | None) -> bool:
@@ -196,10 +205,22 @@ class Routing:
         if encap == "none":
             reason = f"pool {pool.name} ({pool.cidr}) has no encapsulation: the uplink"
             return Crossing(None, reason)
-        device = VXLAN_DEVICES[dst.version] if encap == "VXLAN" else IPIP_DEVICE
-        if not cross:
-            return Crossing(device, pool.shown)
-        if same_subnet(self.nodes.get(sender), self.nodes.get(receiver)):
+        family = f"IPv{dst.version}"
+        theirs = self.nodes.get(receiver) or NodeNet()
+        direct = cross and theirs.has(dst.version)
+        if direct and same_subnet(self.nodes.get(sender), theirs):
             reason = f"{pool.shown}, node {receiver} in node {sender}'s subnet: the uplink"
             return Crossing(None, reason)
-        return Crossing(device, f"{pool.shown}, node {receiver} not in node {sender}'s subnet")
+        where = f"node {receiver} not in node {sender}'s subnet" if cross else ""
+        if encap == "VXLAN":
+            if dst.version not in theirs.vteps:
+                return Crossing(None, f"{pool.shown}, but node {receiver} has no {family} VXLAN "
+                                "tunnel endpoint (node and tunnel address): Felix routes none, "
+                                "the default route's uplink")  # fmt: skip
+            device = VXLAN_DEVICES[dst.version]
+        else:
+            if not theirs.has(4):
+                return Crossing(None, f"{pool.shown}, but node {receiver} has no IPv4 address: "
+                                "Felix routes none, the default route's uplink")  # fmt: skip
+            device = IPIP_DEVICE
+        return Crossing(device, f"{pool.shown}, {where}" if where else pool.shown)

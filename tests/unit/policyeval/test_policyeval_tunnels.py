@@ -10,13 +10,15 @@ import ipaddress
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calico.felix.calc.l3_route_resolver import Entry, compute_route, node_info, pool_info, to_cidr
-from calico.felix.dataplane.vxlan_model import VTEP, Settings, route_for
+from calico.felix.calc.vxlan_resolver import VXLANResolver
+from calico.felix.dataplane.vxlan_model import Settings, parse_vtep, route_for
 from calico.felix.messages import IPPoolType
-from calico.model import ResourceKey
+from calico.model import HostConfigKey, ResourceKey
 from calico.model import processors as p
-from calico.model.v3_resources import decode_resource
 from calico.policyeval.hostendpoints import CrossingUnknown
 from calico.policyeval.report import HostAddress
 from calico.policyeval.tunnels import Routing
@@ -27,15 +29,28 @@ V4_POOL, V6_POOL = "10.244.0.0/16", "fd00:244::/48"
 WL1, WL2, WL1_6, WL2_6 = "10.244.1.5", "10.244.2.6", "fd00:244:0:1::5", "fd00:244:0:2::6"
 
 
+T1 = ("10.244.1.0", "fd00:244:0:1::")
+T2 = ("10.244.2.0", "fd00:244:0:2::")
+
+
 def pool(name: str, cidr: str, vxlan: str = "Never", ipip: str = "Never") -> dict[str, Any]:
     spec = {"cidr": cidr, "vxlanMode": vxlan, "ipipMode": ipip}
     return {"apiVersion": "projectcalico.org/v3", "kind": "IPPool",
             "metadata": {"name": name}, "spec": spec}  # fmt: skip
 
 
-def node(name: str, v4: str | None = None, v6: str | None = None, addrs=()) -> dict[str, Any]:
+def node(
+    name: str, v4: str | None = None, v6: str | None = None, addrs=(), tunnels=None
+) -> dict[str, Any]:
+    """A Node; ``tunnels``: its (v4, v6) VXLAN tunnel addresses, by default node1's T1 and
+    node2's T2."""
+    if tunnels is None:
+        tunnels = {"node1": T1, "node2": T2}.get(name, (None, None))
     bgp = {k: v for k, v in (("ipv4Address", v4), ("ipv6Address", v6)) if v}
     spec: dict[str, Any] = {"bgp": bgp} if bgp else {}
+    for key, value in zip(("ipv4VXLANTunnelAddr", "ipv6VXLANTunnelAddr"), tunnels, strict=True):
+        if value:
+            spec[key] = value
     if addrs:
         spec["addresses"] = [{"address": a, "type": t} for a, t in addrs]
     return {"apiVersion": "projectcalico.org/v3", "kind": "Node",
@@ -94,35 +109,99 @@ def test_device_by_encapsulation_and_subnet(modes, nodes, dst, device) -> None:
     assert ("the uplink" in found.reason) is (device is None)
 
 
-@pytest.mark.parametrize(("modes", "nodes", "dst", "device"), CASES)
-def test_agrees_with_felix_routes(modes, nodes, dst, device) -> None:
-    """Felix's own route for the destination's block on node1: its pool type and same-subnet
-    flag, and (VXLAN) the device its route model programs, give the same answer."""
-    docs = _pools_for(modes)
-    block = "10.244.2.0/26" if ":" not in dst else "fd00:244:0:2::/64"
+class _VTEPs:
+    """Callbacks collecting the VXLAN resolver's VTEPs."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, Any] = {}
+
+    def on_vtep_update(self, msg: Any) -> None:
+        self.by_node[msg.node] = msg
+
+    def on_vtep_remove(self, node_name: str) -> None:
+        self.by_node.pop(node_name, None)
+
+
+def felix_device(pools: list[dict], nodes: list[dict], dst: str, block: str) -> str | None:
+    """The device node1's Felix routes node2's ``block`` (holding ``dst``) by: its route
+    resolver's route, its VXLAN resolver's VTEPs and (VXLAN) its route model's kernel route
+    (None: the uplink, or no route so the default route's); IPIP: via the peer's node IP on
+    ``tunl0`` unless same subnet, none without that IP (upstream's IPIP manager)."""
     path = []
-    for doc in docs:
-        for value in p.process(ResourceKey("IPPool", doc["metadata"]["name"]), doc).values():
+    for doc in pools:
+        try:
+            converted = p.process(ResourceKey("IPPool", doc["metadata"]["name"]), doc)
+        except ValueError:  # the syncer drops a pool its processor refuses
+            continue
+        for value in converted.values():
             if ipaddress.ip_address(dst) in ipaddress.ip_network(value.cidr):
                 path.append(Entry(pool=pool_info(value)))
     path.append(Entry(blocks={to_cidr(block): ("node2", False)}))
-    names = [n["metadata"]["name"] for n in nodes]
-    infos = {
-        k: node_info(decode_resource(ResourceKey("Node", k), n))
-        for k, n in zip(names, nodes, strict=True)
-    }
+    infos, vteps = {}, _VTEPs()
+    resolver = VXLANResolver(vteps, "node1")  # type: ignore[arg-type]
+    for doc in nodes:
+        name = doc["metadata"]["name"]
+        for key, value in p.process(ResourceKey("Node", name), doc).items():
+            if isinstance(key, HostConfigKey):
+                resolver.on_host_config(key, value)
+            else:
+                resolver.on_resource(key, value)
+                if (info := node_info(value)) is not None:
+                    infos[name] = info
     route = compute_route(to_cidr(block), path, infos, "node1")
+    version = ipaddress.ip_network(block).version
     if route.ip_pool_type is IPPoolType.VXLAN:
-        version = ipaddress.ip_network(block).version
-        vtep_ip = "10.244.2.0" if version == 4 else "fd00:244:0:2::"
-        vtep = VTEP("node2", vtep_ip, "66:00:00:00:00:02", infos["node2"].ip_for(version))
-        spec = route_for(Settings(version, "node1"), route, {"node2": vtep}, "eth0")
-        assert spec is not None
-        assert (None if spec.device == "eth0" else spec.device) == device
-    elif route.ip_pool_type is IPPoolType.IPIP:
-        assert (None if route.same_subnet else "tunl0") == device
-    else:
-        assert device is None
+        remotes = {}
+        if (msg := vteps.by_node.get("node2")) is not None:
+            vtep = parse_vtep(msg, version)
+            if vtep is not None:
+                remotes["node2"] = vtep
+        spec = route_for(Settings(version, "node1"), route, remotes, "eth0")
+        return None if spec is None or spec.device == "eth0" else spec.device
+    if route.ip_pool_type is IPPoolType.IPIP:
+        return None if route.same_subnet or not route.dst_node_ip else "tunl0"
+    return None
+
+
+def _block(dst: str) -> str:
+    return str(ipaddress.ip_network(f"{dst}/{64 if ':' in dst else 26}", strict=False))
+
+
+@pytest.mark.parametrize(("modes", "nodes", "dst", "device"), CASES)
+def test_agrees_with_felix_routes(modes, nodes, dst, device) -> None:
+    assert felix_device(_pools_for(modes), nodes, dst, _block(dst)) == device
+
+
+_MODES = st.sampled_from(["Always", "CrossSubnet", "Never"])
+_V4 = st.builds(lambda a, n: f"192.168.{a // 256}.{a % 256}/{n}", st.integers(0, 1023),
+                st.sampled_from([22, 23, 24, 25, 32]))  # fmt: skip
+_V6 = st.builds(lambda a, n: f"fd00:{a}::{a + 1}/{n}", st.integers(0, 3), st.sampled_from([
+    15, 16, 64, 128]))  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    vxlan=_MODES, ipip=_MODES, v6=st.booleans(),
+    addrs=st.lists(st.tuples(st.none() | _V4, st.none() | _V6), min_size=2, max_size=2),
+    tunnels=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=2, max_size=2),
+    internal=st.booleans(),
+)  # fmt: skip
+def test_agrees_with_felix_on_any_nodes(vxlan, ipip, v6, addrs, tunnels, internal) -> None:
+    """Any encapsulation modes, node addresses (BGP or InternalIP, either family or none,
+    prefixes around the boundary) and VTEP halves: the same device as Felix's own code."""
+    pools = [pool("p4", V4_POOL, vxlan=vxlan, ipip=ipip), pool("p6", V6_POOL, vxlan=vxlan)]
+    docs = []
+    for i, ((a4, a6), (t4, t6)) in enumerate(zip(addrs, tunnels, strict=True)):
+        tun = (T1, T2)[i]
+        tun_addrs = (tun[0] if t4 else None, tun[1] if t6 else None)
+        if internal and i == 1:
+            listed = [(a, "InternalIP") for a in (a4, a6) if a]
+            docs.append(node(f"node{i + 1}", addrs=listed, tunnels=tun_addrs))
+        else:
+            docs.append(node(f"node{i + 1}", a4, a6, tunnels=tun_addrs))
+    dst = WL2_6 if v6 else WL2
+    ours = routing(pools, docs).crossing("node1", "node2", ipaddress.ip_address(dst))
+    assert ours.device == felix_device(pools, docs, dst, _block(dst))
 
 
 def test_subnet_boundary_and_asymmetry() -> None:
@@ -137,6 +216,22 @@ def test_subnet_boundary_and_asymmetry() -> None:
     lopsided = routing(pools, [node("node1", "192.168.0.1/23"), node("node2", "192.168.1.9/32")])
     assert lopsided.crossing("node1", "node2", dst).device is None
     assert lopsided.crossing("node2", "node1", dst).device == "vxlan.calico"
+
+
+def test_no_route_without_the_receivers_vtep_or_address() -> None:
+    """No VXLAN route without node2's VTEP of the family (node and tunnel address), no IPIP
+    route without its IPv4 address: the default route's uplink, said so."""
+    dst4, dst6 = ipaddress.ip_address(WL2), ipaddress.ip_address(WL2_6)
+    half = [node("node1", "192.168.0.1/24"), node("node2", "192.168.1.2/24", "fd00:2::2/64",
+                                                   tunnels=(None, T2[1]))]  # fmt: skip
+    r = routing(_pools_for({"vxlan": "Always"}), half)
+    found = r.crossing("node1", "node2", dst4)
+    assert found.device is None and "no IPv4 VXLAN tunnel endpoint" in found.reason
+    assert r.crossing("node1", "node2", dst6).device == "vxlan-v6.calico"
+    v6_only = [node("node1", "192.168.0.1/24"), node("node2", v6="fd00:2::2/64")]
+    found = routing(_pools_for({"ipip": "Always"}), v6_only).crossing("node1", "node2", dst4)
+    assert found.device is None and "no IPv4 address" in found.reason
+    assert felix_device(_pools_for({"ipip": "Always"}), v6_only, WL2, _block(WL2)) is None
 
 
 def test_either_family_makes_same_subnet() -> None:
@@ -159,8 +254,9 @@ def test_node_addresses_bgp_then_internal_then_external() -> None:
     bgp = node("node1", "10.9.0.1/16", addrs=[("192.168.0.1/24", "InternalIP")])
     r = routing(pools, [bgp, node("node2", "192.168.0.2/24")])
     assert r.crossing("node1", "node2", dst).device == "vxlan.calico"  # BGP wins
-    r = routing(pools, [node("node1", "192.168.0.1/24")])  # node2 unknown: not same subnet
-    assert r.crossing("node1", "node2", dst).device == "vxlan.calico"
+    r = routing(pools, [node("node1", "192.168.0.1/24")])  # node2 unknown: no VTEP, no route
+    found = r.crossing("node1", "node2", dst)
+    assert found.device is None and "Felix routes none" in found.reason
 
 
 def test_pool_nesting_invalid_pools_and_no_pool() -> None:
