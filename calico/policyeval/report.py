@@ -26,7 +26,7 @@ from calico.policyeval.hostconfig import FelixConfigs, HostConfig
 from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.ordering import is_staged
 from calico.policyeval.rulesem import combine_selectors
-from calico.policyeval.tunnels import Routing
+from calico.policyeval.tunnels import TUNNEL_DEVICES, Routing
 
 
 def _overall(egress: SideResult, ingress: SideResult) -> dict[str, Any]:
@@ -142,17 +142,9 @@ def _route_crossing(
     return found.device, Step("crossing", None, note=note, device=found.device)
 
 
-def _crossing(
-    ctx: _Context, node: str, peer_node: str | None, inbound: bool, pkt: Packet,
-    steps: list[Step],
-) -> tuple[str | None, str]:  # fmt: skip
-    """:func:`_route_crossing` for a workload's forwarded side: the step goes to ``steps``;
-    also how the forward chain's note names the device."""
-    via, step = _route_crossing(ctx.routing, ctx.via, node, peer_node, inbound, pkt)
-    if step is None:
-        return via, ""
-    steps.append(step)
-    return via, f" ({step.device})" if step.device else ""
+def _not_on(step: Step | None) -> frozenset[str]:
+    """A route known to take the uplink crosses no endpoint named for a tunnel device."""
+    return TUNNEL_DEVICES if step is not None and step.device is None else frozenset()
 
 
 def _forwarded(
@@ -170,9 +162,12 @@ def _forwarded(
     off_node = peer_node != node
     before: list[Step] = []
     after: list[Step] = []
-    via, on = _crossing(ctx, node, peer_node, inbound, pkt, before if inbound else after)
+    via, route = _route_crossing(ctx.routing, ctx.via, node, peer_node, inbound, pkt)
+    on = f" ({route.device})" if route is not None and route.device else ""
+    if route is not None:
+        (before if inbound else after).append(route)
     if inbound:
-        crossed = ctx.heps.crossed(node, via) if off_node else None
+        crossed = ctx.heps.crossed(node, via, _not_on(route)) if off_node else None
         first = None
         if crossed is not None:
             where = f"forwarded in through {crossed.display} of node {node}{on}"
@@ -190,7 +185,7 @@ def _forwarded(
         where = f"forwarded to the workload's interface: {wild.display}"
         last = forward_chain(ctx.ev, wild, False, pkt, after, ctx.staged, where)
     elif not inbound and off_node:
-        crossed = ctx.heps.crossed(node, via)
+        crossed = ctx.heps.crossed(node, via, _not_on(route))
         if crossed is not None:
             where = f"forwarded out through {crossed.display} of node {node}{on}"
             last = forward_chain(ctx.ev, crossed, False, pkt, after, ctx.staged, where)
@@ -267,7 +262,7 @@ def explain_connection(
             side_via, step = _route_crossing(routing, via, host.node, peer, inbound, pkt)
             if step is not None:
                 host_crossings[inbound] = step
-            ep = heps.crossed(host.node, side_via)
+            ep = heps.crossed(host.node, side_via, _not_on(step))
         ends.append(ep)
     out: dict[str, Any] = {"packet": packet_dict(pkt, protocol_name)}
     for staged in (False, True):

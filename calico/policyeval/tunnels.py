@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 VXLAN_DEVICES = {4: "vxlan.calico", 6: "vxlan-v6.calico"}
 IPIP_DEVICE = "tunl0"
+#: Calico's tunnel devices: an endpoint named for one is no uplink.
+TUNNEL_DEVICES = frozenset({*VXLAN_DEVICES.values(), IPIP_DEVICE, "wireguard.cali", "wg-v6.cali"})
 _OFF = ("", "never")
 Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 

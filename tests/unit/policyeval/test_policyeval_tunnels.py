@@ -347,6 +347,10 @@ def test_tunnel_named_endpoint_and_via_override() -> None:
     report = explain(data, WL1, WL2, routing=r, via="eth0")
     assert report["result"]["hostEndpoint"] == "hostendpoint node2-eth0"
     assert all(s["step"] != "crossing" for s in report["ingress"]["chain"])
+    # Routed over the uplink (same subnet): the tunnel's endpoint is no uplink candidate.
+    direct = routing(_pools_for({"vxlan": "CrossSubnet"}), NODES_SAME)
+    report = explain(data, WL1, WL2, routing=direct)
+    assert report["result"]["hostEndpoint"] == "hostendpoint node2-eth0"
     with pytest.raises(CrossingUnknown):  # no routing data: two named endpoints, as before
         explain(data, WL1, WL2)
     report = explain(dataset(*docs[:1], *docs[2:]), WL1, WL2)  # no routing, one uplink
