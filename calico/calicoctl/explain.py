@@ -85,14 +85,18 @@ def _routing(
     config_file: str | None, ends: tuple[Endpoint | None, Endpoint | None],
     hosts: tuple[HostAddress | None, HostAddress | None], via: str | None,
 ) -> Routing | None:  # fmt: skip
-    """The IP pools and Nodes (two more lists), read only when a workload's traffic is
-    forwarded between two nodes and no ``--via-interface`` names the device."""
+    """The IP pools and Nodes (two more lists), read only for traffic between two nodes
+    whose crossing explain decides (a workload's side, or a node address no endpoint holds)
+    when no ``--via-interface`` names the device."""
     nodes = [
         ep.key.hostname if ep is not None else host.node if host is not None else None
         for ep, host in zip(ends, hosts, strict=True)
     ]
-    workload = any(ep is not None and ep.kind == "WorkloadEndpoint" for ep in ends)
-    if via is not None or not workload or None in nodes or nodes[0] == nodes[1]:
+    decided = any(
+        ep.kind == "WorkloadEndpoint" if ep is not None else host is not None
+        for ep, host in zip(ends, hosts, strict=True)
+    )
+    if via is not None or not decided or None in nodes or nodes[0] == nodes[1]:
         return None
     with open_client(config_file) as client:
         pools, node_prefix = resource_prefix("IPPool"), resource_prefix("Node")

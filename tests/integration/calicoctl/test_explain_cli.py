@@ -504,3 +504,14 @@ def test_forwarded_between_nodes_crosses_the_tunnel(loaded: Ctl) -> None:
     report = json.loads(r.out)
     assert report["result"]["hostEndpoint"] == "hostendpoint node1-eth0", r
     assert all(s["step"] != "crossing" for s in report["ingress"]["chain"])
+    # To node1's VXLAN tunnel address: node1's INPUT on vxlan.calico, where no endpoint is.
+    to_tunnel = ["explain", "--from", "prod/far", "--to", "10.0.0.129", "--port", "8080"]
+    report = json.loads(loaded(*to_tunnel, "-o", "json").out)
+    assert report["ingress"]["endpoint"] == "host of node node1"
+    assert [(s["step"], s["action"], s.get("device")) for s in report["ingress"]["chain"]] == [
+        ("host-address", "Allow", None),
+        ("crossing", None, "vxlan.calico"),
+    ]
+    report = json.loads(loaded(*to_tunnel, "--via-interface", "eth0", "-o", "json").out)
+    assert report["ingress"]["endpoint"] == "hostendpoint node1-eth0"
+    assert report["result"]["verdict"] == "Deny", report  # uplink-no-far, in the normal layer too
