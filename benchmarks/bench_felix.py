@@ -24,7 +24,9 @@ Uses the Felix test harness (a "host" netns running ``calico component felix``, 
    the first apply alone). Baseline: loading the resulting ruleset (as ``nft -j list`` shows it)
    in one libnftables ``json_cmd`` into an empty netns. Target <= 1 s. Then a restart with the
    table left in place (``restart_unchanged_s``, baseline the cold start): no rule may be
-   rewritten (``rules_rewritten``, by rule handle).
+   rewritten (``rules_rewritten``, by rule handle). ``--cold-only`` runs just these two;
+   ``--cold-compare DIR`` alternates them with an older tree; ``--metrics-off`` (with either)
+   starts Felix with PrometheusMetricsEnabled at its default, false (the harness enables it).
 3. Throughput: iperf3 between two workloads with 1,000 policies applying to the server vs none.
    Value is the with-policy rate, baseline the no-policy rate. Target ratio >= 0.95.
 """
@@ -201,7 +203,9 @@ def host_env(tag: str) -> Iterator[tuple[str, Any, Any, Path]]:
     with fh.netns("fxbh") as host, fh.netns("fxbx") as outside:
         fh.host_netns_setup(host, outside)
         ds = fh.Datastore(str(workdir / "calico.db"))
-        felix = fh.Felix(host, workdir, env=FELIX_ENV)
+        felix = fh.Felix(host, workdir, env=dict(FELIX_ENV))
+        if "--metrics-off" in sys.argv[1:]:  # Felix's default (the harness turns them on)
+            felix.env["FELIX_PROMETHEUSMETRICSENABLED"] = "false"
         try:
             ds.apply({"kind": "IPPool", "metadata": {"name": "p"}, "spec": {"cidr": fh.POOL}})
             fh.namespace_profile(ds, NAMESPACE)
@@ -485,24 +489,31 @@ def bench_ttfr_and_cold_apply(
             bench_cold_and_restart(host, felix)
 
 
+@contextlib.contextmanager
+def cold_start_shape(host: str, ds: Any) -> Iterator[None]:
+    """The cold-start shape in the datastore and the host: 100 standing policies and exactly
+    100 local endpoints (server, warm and 98 clients), removed on exit."""
+    for doc in standing_policies(N_POLICIES):
+        ds.apply(doc)
+    with (
+        fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
+                    labels={"app": "server"}),
+        fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
+                    labels=client_labels(0)),
+        bulk_workloads(host, "c", N_NEW - 2, client_labels) as made,
+    ):  # fmt: skip
+        for w in made:
+            ds.apply(fh.wep_doc(w))
+        yield
+
+
 def bench_cold_only() -> None:
     """``--cold-only``: the cold start and restart measurements without the TTFR run before
     them (same 100 endpoints x 100 policies, same Felix settings), for profiling start-up."""
-    with host_env("cold") as (host, ds, felix, _):
-        for doc in standing_policies(N_POLICIES):
-            ds.apply(doc)
-        with (
-            fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
-                        labels={"app": "server"}),
-            fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
-                        labels=client_labels(0)),
-            bulk_workloads(host, "c", N_NEW - 2, client_labels) as made,
-        ):  # fmt: skip
-            for w in made:
-                ds.apply(fh.wep_doc(w))
-            felix.start()
-            felix.wait_ready(60)  # a first start writes the bytecode cache of everything
-            bench_cold_and_restart(host, felix)
+    with host_env("cold") as (host, ds, felix, _), cold_start_shape(host, ds):
+        felix.start()
+        felix.wait_ready(60)  # a first start writes the bytecode cache of everything
+        bench_cold_and_restart(host, felix)
 
 
 def bench_cold_compare(old_tree: Path, rounds: int) -> None:
@@ -517,48 +528,37 @@ def bench_cold_compare(old_tree: Path, rounds: int) -> None:
     base_path = os.environ.get("PYTHONPATH")
     trees = {"old": str(old_tree), "new": None}
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    with host_env("cmp") as (host, ds, felix, _):
-        for doc in standing_policies(N_POLICIES):
-            ds.apply(doc)
-        with (
-            fh.workload(host, ds, "server", "10.65.0.2", namespace=NAMESPACE,
-                        labels={"app": "server"}),
-            fh.workload(host, ds, "warm", "10.65.0.3", namespace=NAMESPACE,
-                        labels=client_labels(0)),
-            bulk_workloads(host, "c", N_NEW - 2, client_labels) as made,
-        ):  # fmt: skip
-            for w in made:
-                ds.apply(fh.wep_doc(w))
-            for tree in trees.values():  # warm-up: page cache, bytecode of both trees
+    with host_env("cmp") as (host, ds, felix, _), cold_start_shape(host, ds):
+        for tree in trees.values():  # warm-up: page cache, bytecode of both trees
+            set_child_path(felix, tree, base_path)
+            felix.start()
+            felix.wait_ready(60)
+            felix.stop()
+        for rnd in range(rounds):
+            order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
+            for name, tree in order:
                 set_child_path(felix, tree, base_path)
-                felix.start()
-                felix.wait_ready(60)
-                felix.stop()
-            for rnd in range(rounds):
-                order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
-                for name, tree in order:
-                    set_child_path(felix, tree, base_path)
-                    for kind in ("cold", "restart"):
-                        if kind == "cold":
-                            fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
-                            fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
-                        before = rule_handles(host) if kind == "restart" else set()
-                        t_start = time.time()
-                        felix.start()
-                        felix.wait_ready(60)
-                        cpu = process_cpu(felix.proc.pid)
-                        phases = timeline(felix.log_path, t_start)
-                        extra: dict[str, Any] = {}
-                        if kind == "restart":
-                            after = rule_handles(host)
-                            extra = {"rules": len(before), "rules_rewritten": len(before - after)}
-                        felix.stop()
-                        if keep:
-                            shutil.copy(felix.log_path, Path(keep) / f"{name}-{kind}-{rnd}.log")
-                        results.setdefault((name, kind), []).append((cpu, phases["in_sync"]))
-                        print(json.dumps({"round": rnd, "tree": name, "start": kind,
-                                          "cpu_to_ready_s": cpu, "phases": phases, **extra}),
-                              flush=True)  # fmt: skip
+                for kind in ("cold", "restart"):
+                    if kind == "cold":
+                        fh.in_ns(host, "nft", "delete", "table", "inet", "calico")
+                        fh.in_ns(host, "ip", "route", "flush", "root", fh.POOL)
+                    before = rule_handles(host) if kind == "restart" else set()
+                    t_start = time.time()
+                    felix.start()
+                    felix.wait_ready(60)
+                    cpu = process_cpu(felix.proc.pid)
+                    phases = timeline(felix.log_path, t_start)
+                    extra: dict[str, Any] = {}
+                    if kind == "restart":
+                        after = rule_handles(host)
+                        extra = {"rules": len(before), "rules_rewritten": len(before - after)}
+                    felix.stop()
+                    if keep:
+                        shutil.copy(felix.log_path, Path(keep) / f"{name}-{kind}-{rnd}.log")
+                    results.setdefault((name, kind), []).append((cpu, phases["in_sync"]))
+                    print(json.dumps({"round": rnd, "tree": name, "start": kind,
+                                      "cpu_to_ready_s": cpu, "phases": phases, **extra}),
+                          flush=True)  # fmt: skip
     for kind in ("cold", "restart"):
         old = results[("old", kind)]
         new = results[("new", kind)]
@@ -734,7 +734,8 @@ def process_cpu_s(pid: int) -> float:
 
 def profile_felix(felix: Any, tag: str, seconds: float) -> subprocess.Popen[bytes] | None:
     """With ``BENCH_PYSPY_DIR`` set: py-spy samples the running Felix for ``seconds`` into
-    ``<dir>/felix-<tag>.txt`` (collapsed stacks, one line per stack with its sample count)."""
+    ``<dir>/felix-<tag>.txt`` (collapsed stacks, one line per stack with its sample count);
+    ``BENCH_PYSPY_ARGS`` adds py-spy options (``--gil``: only the thread holding the GIL)."""
     out_dir = os.environ.get("BENCH_PYSPY_DIR")
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if not out_dir or spy is None:
@@ -742,6 +743,7 @@ def profile_felix(felix: Any, tag: str, seconds: float) -> subprocess.Popen[byte
     out = Path(out_dir) / f"felix-{tag}.txt"
     args = [spy, "record", "-p", str(felix.proc.pid), "-o", str(out), "--format", "raw"]
     args += ["-d", str(round(seconds)), "-r", "250", "--threads", "--nonblocking"]
+    args += os.environ.get("BENCH_PYSPY_ARGS", "").split()  # e.g. --gil: the GIL holder only
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -32,6 +32,9 @@ Metrics (each against a baseline measured in the same run):
 Felix: tracemalloc from the start (``MEMPROF_FRAMES``, 0 for none), then at in-sync its
 ``report.txt`` (top allocation sites, live objects by type) and ``smaps.txt``; no churn.
 
+``--gc-stats FILE`` loads ``benchmarks/felix_gcstats`` into Felix: the number and duration of
+its cyclic-GC collections per generation, reported in the in-sync line (``gc``).
+
 ``BENCH_PYSPY_DIR=<dir>`` records py-spy raw profiles of the start (``felix-scale-start.txt``)
 and the churn (``felix-scale-churn.txt``).
 """
@@ -359,6 +362,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def read_gc_stats(path: Path) -> Any:
+    """Felix's GC totals from the hook's next rewrite (once a second): up to in-sync plus at
+    most a second."""
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_mtime_ns != before:
+            return json.loads(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError(f"no GC stats in {path}")
+
+
 def vm_hwm_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -394,6 +409,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--remote", type=int, default=REMOTE_HOSTS * LOCAL_EPS)
     parser.add_argument("--mem-dir", type=Path, help="tracemalloc report at in-sync (no churn)")
+    parser.add_argument("--gc-stats", type=Path, help="time Felix's GC collections (a file)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the calc-only child")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -408,6 +424,10 @@ def main() -> int:
         paths = [hook, *filter(None, [os.environ.get("PYTHONPATH")])]
         os.environ["PYTHONPATH"] = os.pathsep.join(paths)
         os.environ["MEMPROF_DIR"] = str(args.mem_dir.resolve())
+    if args.gc_stats is not None:  # benchmarks/felix_gcstats/sitecustomize.py, in Felix only
+        paths = [str(BENCH_DIR / "felix_gcstats"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+        os.environ["GCSTATS_FILE"] = str(args.gc_stats.resolve())
     no_base = {"in_sync_s": 0.0, "peak_rss_mb": 0.0, "churn_p99_ms": 0.0}
     base = no_base if args.no_baseline else calc_only(hosts)
     with bf.host_env("scale") as (host, ds, felix, _), local_veths(host):
@@ -428,10 +448,11 @@ def main() -> int:
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             spy.wait(60)
+        gc_stats = None if args.gc_stats is None else read_gc_stats(args.gc_stats)
         shape_info = {"local": LOCAL_EPS, "remote": remote, "policies": shape.SCALE["POLICIES"]}
         emit(BENCH, "felix_scale_in_sync_s", phases["in_sync"], base["in_sync_s"], target=20.0,
              phases=phases, cpu_s=round(cpu_s, 2), calc_only_cpu_s=base.get("cpu_s"),
-             keys=keys, fill_s=round(fill_s, 2), **shape_info,
+             keys=keys, fill_s=round(fill_s, 2), gc=gc_stats, **shape_info,
              baseline_is="calc graph alone, same shape, own process, same run")  # fmt: skip
         emit(BENCH, "felix_scale_rss_mb", rss, base["peak_rss_mb"], target=1536.0,
              rss_timeline=sampler.stop(), baseline_is="calc graph alone: peak RSS")  # fmt: skip

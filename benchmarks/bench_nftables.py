@@ -34,7 +34,11 @@ BENCH = "nftables"
 
 def main() -> int:
     if os.environ.get(INNER) == "1":
-        run()
+        # ``--commit-only``: just the kernel commit figures (bench_commit_costs).
+        if "--commit-only" in sys.argv[1:]:
+            bench_commit_costs()
+        else:
+            run()
         return 0
     if os.geteuid() != 0:
         print("bench_nftables needs root (network namespaces)", file=sys.stderr)
@@ -42,7 +46,7 @@ def main() -> int:
     ns = f"calbench-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        cmd = ["ip", "netns", "exec", ns, sys.executable, __file__]
+        cmd = ["ip", "netns", "exec", ns, sys.executable, __file__, *sys.argv[1:]]
         return subprocess.run(cmd, env={**os.environ, INNER: "1"}, check=False).returncode
     finally:
         subprocess.run(["ip", "netns", "delete", ns], check=False)
@@ -239,6 +243,166 @@ def run() -> None:
     bench_element_deltas(table)
     bench_mixed_deltas(table)
     nft.cmd("delete table inet calibench")
+    bench_commit_costs()
+
+
+# ---- the kernel's commit: jump validation and acks -----------------------------------------------
+
+VAL_POLICIES, VAL_PER_ENDPOINT = 1000, 100
+
+
+def validation_table(nft: object, name: str, endpoints: int) -> None:
+    """A table shaped like Felix's at ``--large``: a hooked chain whose verdict map sends each
+    interface to its endpoint chain, each endpoint chain jumping to 100 of 1,000 policy chains
+    (a ``return`` after each jump, as the renderer does)."""
+    lines = [
+        f"add table inet {name}",
+        f"add set inet {name} s {{ type ipv4_addr; flags interval; }}",
+        f"add map inet {name} disp {{ type ifname : verdict; }}",
+        f"add chain inet {name} hooked {{ type filter hook forward priority 0; policy accept; }}",
+        f"add rule inet {name} hooked iifname vmap @disp",
+        f"add chain inet {name} spare",
+    ]
+    for p in range(VAL_POLICIES):
+        lines += [
+            f"add chain inet {name} pol{p}",
+            f"add rule inet {name} pol{p} ip saddr @s tcp dport 80 meta mark set 0x10000 return",
+            f"add rule inet {name} pol{p} ip saddr 10.0.{p % 250}.0/24 accept",
+        ]
+    for e in range(endpoints):
+        group = e % 10
+        lines += [
+            f"add chain inet {name} ep{e}",
+            f"add rule inet {name} ep{e} ct state established accept",
+        ]
+        for k in range(VAL_PER_ENDPOINT):
+            pol = (group * VAL_PER_ENDPOINT + k) % VAL_POLICIES
+            lines += [
+                f"add rule inet {name} ep{e} jump pol{pol}",
+                f"add rule inet {name} ep{e} meta mark and 0x10000 == 0x10000 return",
+            ]
+        lines.append(f"add element inet {name} disp {{ cali{e} : jump ep{e} }}")
+    rc, _, err = nft.cmd("\n".join(lines))  # type: ignore[attr-defined]
+    assert rc == 0, err
+
+
+def send_acking_each(sender: object, batch: object) -> str | None:
+    """The previous protocol, for the baseline: every message asks for an ack and each is
+    read (one datagram each)."""
+    from calico import nlmsg
+    from calico.felix.nftables import netlink
+
+    data, seqs = batch.encode(1 << 20)  # type: ignore[attr-defined]
+    msgs = nlmsg.split(data)
+    out = b"".join(
+        nlmsg.message(t, f | (nlmsg.NLM_F_ACK if i not in (0, len(msgs) - 1) else 0), q, b)
+        for i, (t, f, q, b) in enumerate(msgs)
+    )
+    sock = sender._socket()  # type: ignore[attr-defined]
+    sender._fit(sock, len(out), len(seqs))  # type: ignore[attr-defined]
+    netlink._drain(sock)
+    sock.sendall(out)
+    for seq, code in nlmsg.refusals(nlmsg.receive(sock, 10.0, 1 << 16), seqs):
+        return f"message {seq}: {os.strerror(code)}"
+    return None
+
+
+def bench_commit_costs() -> None:
+    """What a commit costs the kernel as the table grows, and what the acks cost us.
+
+    1. Adding one verdict-map element ``cali-new : jump spare`` (what a new workload's dispatch
+       entry is) vs one interval-set member (baseline), each deleted again untimed, in tables
+       with 50 and 200 endpoint chains: a jump makes the kernel re-validate every chain
+       reachable from the hooked chains, a plain element does not.
+    2. A 2,000-rule transaction (20 chains of 100 rules, a policy activation's size) with one
+       ack for the batch vs the baseline: an ack per message, alternating on one table."""
+    import nftables
+
+    from calico.felix.nftables import nlrules
+    from calico.felix.nftables.netlink import (
+        NFT_MSG_DELCHAIN,
+        NFT_MSG_DELRULE,
+        NFT_MSG_NEWCHAIN,
+        NFT_MSG_NEWRULE,
+        ElementBatch,
+        NetlinkElements,
+        map_elem,
+        set_member_elems,
+    )
+
+    nft = nftables.Nftables()
+    sender = NetlinkElements()
+
+    def commit(name: str, build: object) -> float:
+        batch = ElementBatch("inet", name)
+        build(batch)  # type: ignore[operator]
+        start = time.perf_counter()
+        error = sender.send(batch)
+        assert error is None, error
+        return time.perf_counter() - start
+
+    for endpoints in (50, 200):
+        name = f"calival{endpoints}"
+        validation_table(nft, name, endpoints)
+        jumps, plain = [], []
+        for k in range(20):
+            elem = map_elem("cali-new", "ifname", ("jump", "spare"))
+            member = set_member_elems(f"10.200.0.{k + 1}", "ipv4_addr", True)
+            jumps.append(commit(name, lambda b, e=elem: b.add(False, "disp", [e])))
+            plain.append(commit(name, lambda b, m=member: b.add(False, "s", m)))
+            gone = map_elem("cali-new", "ifname", None)
+            commit(name, lambda b, e=gone: b.add(True, "disp", [e]))
+            commit(name, lambda b, m=member: b.add(True, "s", m))
+        emit(
+            BENCH,
+            f"commit_jump_element_{endpoints}_endpoints_s",
+            statistics.median(jumps),
+            statistics.median(plain),
+            note=f"one dispatch-map jump element added, {endpoints} endpoint chains x"
+            " 200 rules over 1,000 policy chains; baseline: one interval-set member, same table",
+        )
+        nft.cmd(f"delete table inet {name}")
+
+    name = "calivalacks"
+    rc, _, err = nft.cmd(f"add table inet {name}")
+    assert rc == 0, err
+    nfproto = {"match": {"op": "==", "left": {"meta": {"key": "nfproto"}}, "right": "ipv4"}}
+    tcp = {"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": 6}}
+    dport = {"payload": {"protocol": "th", "field": "dport"}}
+    chains = [f"pol{c}" for c in range(20)]
+
+    def activation(delete: bool) -> ElementBatch:
+        batch = ElementBatch("inet", name)
+        for c, chain in enumerate(chains):
+            if delete:
+                batch.add_object(NFT_MSG_DELRULE, chain, nlrules._str(nlrules.RULE_CHAIN, chain))
+                batch.add_object(NFT_MSG_DELCHAIN, chain, nlrules._str(nlrules.CHAIN_NAME, chain))
+                continue
+            batch.add_object(NFT_MSG_NEWCHAIN, chain, nlrules.chain_body({"name": chain}))
+            for r in range(100):
+                match = {"match": {"op": "==", "left": dport, "right": 1000 + 100 * c + r}}
+                exprs = [nfproto, tcp, match, {"counter": None}, {"accept": None}]
+                batch.add_object(NFT_MSG_NEWRULE, chain, nlrules.rule_body(chain, exprs, "p"))
+        return batch
+
+    one, each = [], []
+    for k in range(10):
+        acking_each = k % 2 == 1
+        add = activation(False)
+        start = time.perf_counter()
+        error = send_acking_each(sender, add) if acking_each else sender.send(add)
+        (each if acking_each else one).append(time.perf_counter() - start)
+        assert error is None, error
+        assert sender.send(activation(True)) is None
+    emit(
+        BENCH,
+        "commit_2000_rules_one_ack_s",
+        statistics.median(one),
+        statistics.median(each),
+        note="20 new chains x 100 rules in one netlink batch: one ack for the batch vs an ack"
+        " per message (baseline), alternating on one table",
+    )
+    nft.cmd(f"delete table inet {name}")
 
 
 def bench_element_deltas(table: NftablesTable) -> None:

@@ -7,8 +7,8 @@ and packed attributes by hand. It sits at the ground floor, standard library onl
 Felix and the CNI plugin may not import each other. Here is the one walk, in three layers
 so that each can be tested alone: :func:`split` cuts one datagram into messages,
 :func:`receive` reads datagrams off a socket with a timeout, and :func:`dump_replies` /
-:func:`refusals` give a dump's or a batch's answer out of any stream of datagrams
-(design/felix-dataplane.md "Netlink framing").
+:func:`refusals` / :func:`batch_refusal` give a dump's or a batch's answer out of any stream
+of datagrams (design/felix-dataplane.md "Netlink framing").
 
 A netlink datagram holds whole messages, each 4-byte aligned. A header whose length is below
 the header's own size ends the walk (nothing after it can be framed); a message cut short by
@@ -159,11 +159,35 @@ def refusals(datagrams: Iterable[bytes], seqs: Collection[int]) -> Iterator[tupl
         raise AckTimeout(len(pending)) from None
 
 
+def batch_refusal(datagrams: Iterable[bytes], first: int, last: int) -> tuple[int, int] | None:
+    """``(seq, errno)`` of the first refused message of an nfnetlink batch whose messages are
+    ``first``..``last`` and only ``last`` asks for an ack; None when ``last`` is acked. Why
+    one ack: the kernel reports every failing message of a batch, asked or not, carries on
+    after an error and answers ``last`` in any case, all after the batch is processed; one
+    ack per message cost a ``recv`` each. An error for ``first - 1`` (the batch's begin
+    message: the kernel refused the batch as a whole) is returned too. Reads no datagram after
+    the answer; a timeout of ``datagrams`` becomes :class:`AckTimeout` (one message due)."""
+    try:
+        for data in datagrams:
+            for msg_type, _flags, seq, body in split(data):
+                if msg_type != NLMSG_ERROR or not first - 1 <= seq <= last:
+                    continue
+                code = error_code(body)
+                if code:
+                    return seq, code
+                if seq == last:
+                    return None
+    except TimeoutError:
+        raise AckTimeout(1) from None
+    return None
+
+
 __all__ = [
     "HDR",
     "AckTimeout",
     "Message",
     "attr",
+    "batch_refusal",
     "dump_replies",
     "error_code",
     "message",

@@ -1,8 +1,9 @@
 """BGP resources: BGPConfiguration, BGPPeer and BGPFilter (read by confd to render BIRD).
 
-Also home of the types other BGP-ish models share: ``ASNumber`` (plain ``64512`` or dotted
-``1.10``, stored as the integer), ``Duration`` (Go duration text, kept as written),
-``Selector`` and the Kubernetes ``SecretKeySelector`` used for BGP passwords.
+Re-exports the types other BGP-ish models share, defined in :mod:`calico.api.fieldtypes`:
+``ASNumber`` (plain ``64512`` or dotted ``1.10``, stored as the integer), ``Duration`` (Go
+duration text, kept as written), ``Selector``; home of the Kubernetes ``SecretKeySelector``
+used for BGP passwords.
 """
 
 from __future__ import annotations
@@ -11,40 +12,21 @@ import ipaddress
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
-
-INT_OR_STRING = v.INT_OR_STRING  # re-exported: felixconfig and older callers import it here
-
-
-def _as_number(value: object) -> int:
-    """``v.asn`` plus a guard: YAML reads an unquoted ``1.10`` as the float 1.1, losing a digit."""
-    if isinstance(value, float):
-        raise ValueError(
-            f"AS number {value!r} was given as a decimal number; "
-            'quote dotted AS numbers, e.g. asNumber: "1.10"'
-        )
-    return v.asn(value)  # type: ignore[arg-type]
-
-
-ASNumber = Annotated[int, BeforeValidator(_as_number), WithJsonSchema(INT_OR_STRING)]
-Duration = Annotated[str, AfterValidator(v.duration)]
-Selector = Annotated[str, AfterValidator(v.selector_expression)]
-LogSeverity = Annotated[str, AfterValidator(lambda s: _log_severity(s))]
-#: Which classes of IP pool a component programs cluster routes for (upstream's enum, shared
-#: by BGPConfiguration and FelixConfiguration ``programClusterRoutes``).
-ClusterRoutes = Literal["Disabled", "EnabledIPIPOnly", "EnabledNoEncapOnly", "Enabled"]
-
-_LOG_LEVELS = ("Trace", "Debug", "Info", "Warning", "Error", "Fatal")
-
-
-def _log_severity(value: str) -> str:
-    """Upstream matches log levels case-insensitively; the text is kept as written."""
-    if value and value.lower() not in {x.lower() for x in _LOG_LEVELS}:
-        raise ValueError(f"{value!r} is not a log level; expected one of {', '.join(_LOG_LEVELS)}")
-    return value
+from calico.api.fieldtypes import (  # noqa: F401 (re-exported: their former home)
+    _LOG_LEVELS,
+    INT_OR_STRING,
+    ASNumber,
+    ClusterRoutes,
+    Duration,
+    LogSeverity,
+    Selector,
+    _as_number,
+    _log_severity,
+)
 
 
 class SecretKeySelector(CalicoModel):

@@ -15,8 +15,8 @@ from pydantic import AfterValidator, Field, model_validator
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, SingletonResource, register
-from calico.api.bgp import ASNumber, Duration, Selector
 from calico.api.conditions import Condition, Time
+from calico.api.fieldtypes import ASNumber, Duration, Selector
 
 EnabledDisabled = Literal["Enabled", "Disabled"]
 IPv4 = Annotated[str, AfterValidator(lambda s: v.ip_address(s, 4))]

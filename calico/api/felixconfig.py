@@ -21,7 +21,7 @@ from pydantic import (
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
-from calico.api.bgp import INT_OR_STRING, ClusterRoutes, Duration, LogSeverity, Selector
+from calico.api.fieldtypes import INT_OR_STRING, ClusterRoutes, Duration, LogSeverity, Selector
 from calico.api.rules import DSCPValue
 
 

@@ -15,8 +15,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, SingletonResource, register
-from calico.api.bgp import Selector
 from calico.api.conditions import Condition
+from calico.api.fieldtypes import Selector
 
 DEFAULT_BLOCK_SIZE = {4: 26, 6: 122}
 BLOCK_SIZE_RANGE = {4: (20, 32), 6: (116, 128)}

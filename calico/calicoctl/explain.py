@@ -30,6 +30,7 @@ from calico.policyeval.report import (
     explain_connection,
     policy_selection,
 )
+from calico.policyeval.tunnels import Routing
 
 PROTOCOLS = {"TCP": 6, "UDP": 17, "SCTP": 132, "ICMP": 1}
 DEFAULT_SRC_PORT = 40000
@@ -78,6 +79,30 @@ def _node_addresses(config_file: str | None) -> NodeAddresses:
     with open_backend_checked(config_file) as backend:
         prefix = resource_prefix("Node")
         return NodeAddresses.from_kvs(prefix, backend.list(prefix).kvs)
+
+
+def _routing(
+    config_file: str | None, ends: tuple[Endpoint | None, Endpoint | None],
+    hosts: tuple[HostAddress | None, HostAddress | None], via: str | None,
+) -> Routing | None:  # fmt: skip
+    """The IP pools and Nodes (two more lists), read only for traffic between two nodes
+    whose crossing explain decides (a workload's side, or a node address no endpoint holds)
+    when no ``--via-interface`` names the device."""
+    nodes = [
+        ep.key.hostname if ep is not None else host.node if host is not None else None
+        for ep, host in zip(ends, hosts, strict=True)
+    ]
+    decided = any(
+        ep.kind == "WorkloadEndpoint" if ep is not None else host is not None
+        for ep, host in zip(ends, hosts, strict=True)
+    )
+    if via is not None or not decided or None in nodes or nodes[0] == nodes[1]:
+        return None
+    with open_backend_checked(config_file) as backend:
+        pools, node_prefix = resource_prefix("IPPool"), resource_prefix("Node")
+        return Routing.from_kvs(
+            pools, backend.list(pools).kvs, node_prefix, backend.list(node_prefix).kvs
+        )
 
 
 def host_addresses(
@@ -300,7 +325,10 @@ def explain_group(
         )
         hosts = host_addresses(config_file, s, d, pkt)
         try:
-            report = explain_connection(data, s, d, pkt, name, configs, hosts=hosts, via=via)
+            routing = _routing(config_file, (s, d), hosts, via)
+            report = explain_connection(
+                data, s, d, pkt, name, configs, hosts=hosts, via=via, routing=routing
+            )
         except CrossingUnknown as exc:
             raise CtlError(
                 f"cannot tell which host endpoint traffic forwarded by node {exc.node} crosses: "

@@ -55,8 +55,11 @@ STARTUP_HEALTH = "FelixStartup"
 SHUTDOWN_BUDGET = 10.0
 RETRY_MIN, RETRY_MAX = 0.5, 5.0
 # The garbage collector stays paused from the CLI's imports to the first in-sync apply
-# (calico.gcpause); a Felix that is not in sync by then collects normally anyway.
-GC_PAUSE_LIMIT = 30.0
+# (calico.gcpause); a Felix that is not in sync by then collects normally anyway. A snapshot
+# of 250,000 endpoints takes 50-100 s to in-sync and makes ~1,500 garbage objects, while
+# collecting from 30 s on cost 4-6 s of full collections (design/performance.md "Full-Felix
+# scale: the snapshot path").
+GC_PAUSE_LIMIT = 300.0
 
 
 def describe(datastore: DatastoreConfig) -> str:
@@ -289,7 +292,6 @@ class FelixDaemon:
     def _start_pipeline(self, config: Config, backend: Backend, encap: Encapsulation) -> None:
         from calico.felix.calc.calc_graph import build_felix_calc_pipeline
         from calico.felix.dataplane.build import build_internal_dataplane
-        from calico.felix.dataplane.metrics import ClusterStatsGauges, FelixMetrics, MetricsServer
         from calico.felix.status import StatusReporter
         from calico.syncer.definitions import felix_syncer
 
@@ -300,13 +302,7 @@ class FelixDaemon:
                 config.typha_k8s_service_name,
             )
 
-        metrics = FelixMetrics()
-        if config.prometheus_metrics_enabled:
-            server = MetricsServer(
-                metrics.registry, config.prometheus_metrics_host, config.prometheus_metrics_port
-            )
-            server.start()
-            self._own("metrics server", server.stop)
+        metrics = self._start_metrics(config)
         dataplane = build_internal_dataplane(
             config,
             health=self.health,
@@ -318,7 +314,7 @@ class FelixDaemon:
         endpoint_listener = None
         if config["FlowLogsGoldmaneServer"]:
             to_dataplane, endpoint_listener = self._start_collector(
-                config, to_dataplane, metrics.registry
+                config, to_dataplane, metrics.registry if metrics is not None else None
             )
         connector = ConfigConnector(
             config,
@@ -333,7 +329,7 @@ class FelixDaemon:
             connector,
             health=self.health,
             workload_source_spoofing=config.workload_source_spoofing,
-            stats=ClusterStatsGauges(metrics),
+            stats=metrics.cluster_stats() if metrics is not None else None,
             ipip_enabled=config.ip_in_ip_enabled,
             vxlan_enabled=config.vxlan_enabled,
             # As upstream: the VXLAN and route resolvers exist only when VXLAN is on.
@@ -358,6 +354,23 @@ class FelixDaemon:
         reporter.start()
         self._own("status reporter", reporter.stop)
         self._watch = [("calculation graph", calc), ("dataplane", dataplane)]
+
+    def _start_metrics(self, config: Config) -> Any:
+        """Felix's metrics (calico.felix.dataplane.metrics) and their HTTP server, or None
+        with PrometheusMetricsEnabled off: nothing could read them, and prometheus_client
+        (with http.server, ~85 ms of a start) is then never imported. Not hot-reloadable, so
+        a later change restarts Felix."""
+        if not config.prometheus_metrics_enabled:
+            return None
+        from calico.felix.dataplane.metrics import FelixMetrics, MetricsServer
+
+        metrics = FelixMetrics()
+        server = MetricsServer(
+            metrics.registry, config.prometheus_metrics_host, config.prometheus_metrics_port
+        )
+        server.start()
+        self._own("metrics server", server.stop)
+        return metrics
 
     def _start_collector(
         self, config: Config, to_dataplane: Callable[[list[Any]], None], registry: Any

@@ -4,7 +4,8 @@ The daemon builds the server around its aggregator (``HealthServer(aggregator)``
 aggregator knows nothing of HTTP. ``serve(enabled, host, port)`` follows upstream: while wanted,
 a server that fails to bind (port in use) is retried every second; a call while running is a
 no-op even if host/port differ (callers move it by disabling then enabling); disabling stops
-and forgets it.
+and forgets it. Requests are answered by :mod:`calico.health.responder` (the bytes
+``http.server`` wrote, without its import chain).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from calico.health.aggregator import HealthAggregator
+from calico.health.responder import Listener, Respond, Response
 
 log = logging.getLogger(__name__)
 
@@ -22,42 +23,32 @@ STATUS_GOOD = 200
 STATUS_GOOD_NO_CONTENT = 204
 STATUS_BAD = 503
 RETRY_INTERVAL = 1.0
+SERVER_VERSION = "calico-health "  # http.server's "<server_version> <sys_version>", sys empty
+# Upstream does not check the method; these are the ones the http.server handler answered.
+METHODS = ("GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS")
 
 
-def _make_handler(aggregator: HealthAggregator) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "calico-health"
-        sys_version = ""
+def make_responder(aggregator: HealthAggregator) -> Respond:
+    """``respond(command, path)`` for :class:`calico.health.responder.Listener`."""
 
-        def _respond(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path not in ("/liveness", "/readiness"):
-                self._send(404, "404 page not found\n")
-                return
-            summary = aggregator.summary()
-            good = summary.live if path == "/liveness" else summary.ready
-            if good:
-                status = STATUS_GOOD if summary.detail else STATUS_GOOD_NO_CONTENT
-            else:
-                status = STATUS_BAD
-            self._send(status, summary.detail)
+    def respond(command: str, raw_path: str) -> Response:
+        path = raw_path.split("?", 1)[0]
+        if path not in ("/liveness", "/readiness"):
+            return _reply(command, 404, "404 page not found\n")
+        summary = aggregator.summary()
+        good = summary.live if path == "/liveness" else summary.ready
+        status = STATUS_BAD
+        if good:
+            status = STATUS_GOOD if summary.detail else STATUS_GOOD_NO_CONTENT
+        return _reply(command, status, summary.detail)
 
-        def _send(self, status: int, body: str) -> None:
-            data = body.encode() if status != STATUS_GOOD_NO_CONTENT else b""
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+    return respond
 
-        # Upstream does not check the method.
-        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _respond
 
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("health request: " + format, *args)
-
-    return Handler
+def _reply(command: str, status: int, body: str) -> Response:
+    data = body.encode() if status != STATUS_GOOD_NO_CONTENT else b""
+    headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))]
+    return status, headers, b"" if command == "HEAD" else data
 
 
 def _family_for(host: str) -> tuple[socket.AddressFamily, str]:
@@ -68,17 +59,6 @@ def _family_for(host: str) -> tuple[socket.AddressFamily, str]:
     return fam, str(addr[0])
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def server_bind(self) -> None:
-        if self.address_family == socket.AF_INET6:
-            # An empty host means every interface, IPv4 included, as Go's listener does.
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-
 class HealthServer:
     """Owns the HTTP server thread for one aggregator."""
 
@@ -87,7 +67,7 @@ class HealthServer:
         self._lock = threading.Lock()
         self._wanted = threading.Event()
         self._thread: threading.Thread | None = None
-        self._httpd: _Server | None = None
+        self._httpd: Listener | None = None
         self._bound = threading.Event()
 
     def serve(self, enabled: bool, host: str = "localhost", port: int = 9099) -> None:
@@ -114,12 +94,11 @@ class HealthServer:
         thread.join(timeout=5)
 
     def _run(self, host: str, port: int) -> None:
-        handler = _make_handler(self._aggregator)
+        respond = make_responder(self._aggregator)
         while self._wanted.is_set():
             try:
                 family, bind_host = _family_for(host)
-                server_cls = type("_HealthHTTPServer", (_Server,), {"address_family": family})
-                httpd = server_cls((bind_host, port), handler)
+                httpd = Listener(family, (bind_host, port), respond, METHODS, SERVER_VERSION)
             except OSError as exc:
                 log.error("Health endpoint failed, trying to restart it... error=%s", exc)
                 if not self._sleep_while_wanted(RETRY_INTERVAL):
@@ -133,7 +112,7 @@ class HealthServer:
             self._bound.set()
             log.info("Health endpoint listening host=%s port=%s", host, httpd.server_address[1])
             try:
-                httpd.serve_forever(poll_interval=0.2)
+                httpd.serve_forever()
             finally:
                 httpd.server_close()
                 with self._lock:

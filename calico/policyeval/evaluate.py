@@ -89,6 +89,7 @@ _STEP_FIELDS = (
     ("layer", "layer"),
     ("host_endpoint", "hostEndpoint"),
     ("endpoint_chain", "endpointChain"),
+    ("device", "device"),
     ("note", "note"),
 )
 
@@ -107,6 +108,7 @@ class Step:
     layer: str | None = None  # untracked | preDNAT | forward host endpoint layers; None = normal
     host_endpoint: str | None = None  # the endpoint a forwarded packet's step belongs to
     endpoint_chain: str | None = None  # a host endpoint step's nft chain (``--live`` reads it)
+    device: str | None = None  # a ``crossing`` step's device between nodes (None: the uplink)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.kind, "action": self.action}

@@ -16,6 +16,7 @@ FORWARD, a packet in from a host endpoint's interface crosses its untracked (raw
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from calico.model import HostEndpointKey
@@ -66,12 +67,12 @@ class NodeEndpoints:
         value = all_interfaces_endpoint({k: e.value for k, e in heps.items()})
         return next((e for e in heps.values() if e.value is value), None)
 
-    def crossed(self, node: str, via: str | None) -> Endpoint | None:
+    def crossed(self, node: str, via: str | None, not_on: Collection[str] = ()) -> Endpoint | None:
         """The endpoint of the interface between ``node`` and the outside
         (``calico.policyeval.hostendpoints.crossed_endpoint``; may raise ``CrossingUnknown``)."""
         heps = self.of(node)
         try:
-            value = crossed_endpoint({k: e.value for k, e in heps.items()}, via)
+            value = crossed_endpoint({k: e.value for k, e in heps.items()}, via, not_on)
         except CrossingUnknown as exc:
             raise CrossingUnknown(exc.interfaces, node) from None
         return next((e for e in heps.values() if e.value is value), None)

@@ -6,7 +6,7 @@ all-interfaces host endpoint", design/explain.md "Host endpoints")."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
 
@@ -91,13 +91,16 @@ class CrossingUnknown(ValueError):
         super().__init__(f"several host endpoints' interfaces could carry it: {names}")
 
 
-def crossed_endpoint(heps: Mapping[K, H], via: str | None = None) -> H | None:
+def crossed_endpoint(
+    heps: Mapping[K, H], via: str | None = None, not_on: Collection[str] = ()
+) -> H | None:
     """Of one node's endpoints, the one on the host interface a packet between the node and
     the outside crosses (explain has no routes): ``via``'s endpoint when the interface is
     given (the lowest-ID endpoint named so, else ``*``); otherwise the one named or
     expected-IP endpoint (the uplink), else ``*``, else None. Two or more of them leave it
     open (:class:`CrossingUnknown`); expected-IP endpoints count as an interface each, named
-    ones as one per name."""
+    ones as one per name. Endpoints named for an interface in ``not_on`` are no uplink (the
+    tunnel devices, when the route is known to take the uplink)."""
     ids = sorted(heps)
     if via is not None:
         named = [heps[i] for i in ids if heps[i].name == via]
@@ -105,7 +108,7 @@ def crossed_endpoint(heps: Mapping[K, H], via: str | None = None) -> H | None:
     uplinks: dict[str, H] = {}
     for i in ids:
         hep = heps[i]
-        if hep.name != "*":
+        if hep.name != "*" and hep.name not in not_on:
             uplinks.setdefault(hep.name or f"({', '.join(_expected(hep))})", hep)
     if len(uplinks) > 1:
         raise CrossingUnknown(sorted(uplinks))

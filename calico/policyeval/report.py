@@ -5,7 +5,7 @@ selects (design/explain.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from calico.model import HostEndpointKey, PolicyKey
@@ -26,6 +26,7 @@ from calico.policyeval.hostconfig import FelixConfigs, HostConfig
 from calico.policyeval.hostendpoints import endpoint_holding
 from calico.policyeval.ordering import is_staged
 from calico.policyeval.rulesem import combine_selectors
+from calico.policyeval.tunnels import TUNNEL_DEVICES, Routing
 
 
 def _overall(egress: SideResult, ingress: SideResult) -> dict[str, Any]:
@@ -88,6 +89,8 @@ class _Context:
     heps: NodeEndpoints
     via: str | None
     staged: bool
+    routing: Routing | None = None
+    host_crossings: dict[bool, Step] = field(default_factory=dict)  # by inbound
 
 
 def _display(ep: Endpoint | None, host: HostAddress | None) -> str | None:
@@ -110,14 +113,38 @@ def _side(
     if host is None:
         return ctx.ev.evaluate_side(ep, inbound, pkt, staged=ctx.staged, host=_host_config(ctx, ep))
     known = f"{addr} is node {host.node}'s ({host.field}), listed by no host endpoint"
+    crossing = ctx.host_crossings.get(inbound)
+    first = [] if crossing is None else [replace(crossing)]
     if ep is None:
         note = f"{known}; no host endpoint polices the interface it crosses: not policed"
         step = Step("host-address", "Allow", note=note)
-        return SideResult(direction, host.display, "Allow", [step])
+        return SideResult(direction, host.display, "Allow", [step, *first])
     side = ctx.ev.evaluate_side(ep, inbound, pkt, staged=ctx.staged, host=_host_config(ctx, ep))
     note = f"{known}: {ep.display} polices the interface it crosses"
-    side.steps.insert(0, Step("host-address", None, note=note))
+    side.steps[:0] = [Step("host-address", None, note=note), *first]
     return side
+
+
+def _route_crossing(
+    routing: Routing | None, via: str | None, node: str, peer_node: str | None, inbound: bool,
+    pkt: Packet,
+) -> tuple[str | None, Step | None]:  # fmt: skip
+    """The interface ``node`` takes the packet to or from ``peer_node`` through (``via`` for
+    ``NodeEndpoints.crossed``): ``--via-interface`` if given, else the tunnel device the
+    sender's route uses (``calico.policyeval.tunnels``, with a ``crossing`` step saying so),
+    else None (the node's uplink)."""
+    if via is not None or routing is None or peer_node is None or peer_node == node:
+        return via, None
+    sender, receiver = (peer_node, node) if inbound else (node, peer_node)
+    found = routing.crossing(sender, receiver, pkt.dst)
+    verb = "receives it on" if inbound else "sends it out on"
+    note = f"node {node} {verb} {found.device or 'its uplink'}: {found.reason}"
+    return found.device, Step("crossing", None, note=note, device=found.device)
+
+
+def _not_on(step: Step | None) -> frozenset[str]:
+    """A route known to take the uplink crosses no endpoint named for a tunnel device."""
+    return TUNNEL_DEVICES if step is not None and step.device is None else frozenset()
 
 
 def _forwarded(
@@ -135,11 +162,15 @@ def _forwarded(
     off_node = peer_node != node
     before: list[Step] = []
     after: list[Step] = []
+    via, route = _route_crossing(ctx.routing, ctx.via, node, peer_node, inbound, pkt)
+    on = f" ({route.device})" if route is not None and route.device else ""
+    if route is not None:
+        (before if inbound else after).append(route)
     if inbound:
-        crossed = ctx.heps.crossed(node, ctx.via) if off_node else None
+        crossed = ctx.heps.crossed(node, via, _not_on(route)) if off_node else None
         first = None
         if crossed is not None:
-            where = f"forwarded in through {crossed.display} of node {node}"
+            where = f"forwarded in through {crossed.display} of node {node}{on}"
             host = ctx.configs.for_node(node)
             first = forwarded_in(ctx.ev, crossed, pkt, before, host, ctx.staged, where)
     else:
@@ -154,9 +185,9 @@ def _forwarded(
         where = f"forwarded to the workload's interface: {wild.display}"
         last = forward_chain(ctx.ev, wild, False, pkt, after, ctx.staged, where)
     elif not inbound and off_node:
-        crossed = ctx.heps.crossed(node, ctx.via)
+        crossed = ctx.heps.crossed(node, via, _not_on(route))
         if crossed is not None:
-            where = f"forwarded out through {crossed.display} of node {node}"
+            where = f"forwarded out through {crossed.display} of node {node}{on}"
             last = forward_chain(ctx.ev, crossed, False, pkt, after, ctx.staged, where)
     verdict = "Deny" if last == "Deny" else "Allow"
     return SideResult(side.direction, side.endpoint, verdict, [*before, *side.steps, *after])
@@ -209,26 +240,33 @@ def _sides(
 def explain_connection(
     data: Dataset, src: Endpoint | None, dst: Endpoint | None, pkt: Packet, protocol_name: str,
     configs: FelixConfigs | None = None, *, hosts: tuple[HostAddress | None, HostAddress | None]
-    = (None, None), via: str | None = None,
+    = (None, None), via: str | None = None, routing: Routing | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Source egress then destination ingress, enforced; and the staged (would-be) view.
     ``configs``: the stored FelixConfigurations (host endpoints' failsafe ports and the
     workload-to-host action; none stored = upstream's defaults). ``hosts``: the node of a side
     whose address only a Node lists (its endpoint, if any, is the one of the interface it
     crosses); ``via``: the host interface forwarded traffic crosses (default: the node's one
-    uplink endpoint, else its ``*`` one). Raises ``CrossingUnknown`` when that is not
-    decided."""
+    uplink endpoint, else its ``*`` one); ``routing``: the IP pools and Nodes, so that traffic
+    between nodes crosses the tunnel device Felix routes it by (``via`` overrides; without
+    it, the uplink). Raises ``CrossingUnknown`` when that is not decided."""
     ev = Evaluator(data)
     configs = configs if configs is not None else FelixConfigs()
     heps = NodeEndpoints(data)
+    nodes = [_node(ep) or (h.node if h else None) for ep, h in zip((src, dst), hosts, strict=True)]
     ends = []
-    for ep, host in zip((src, dst), hosts, strict=True):
+    host_crossings: dict[bool, Step] = {}
+    for inbound, ep, host in zip((False, True), (src, dst), hosts, strict=True):
         if ep is None and host is not None:
-            ep = heps.crossed(host.node, via)
+            peer = nodes[0 if inbound else 1]
+            side_via, step = _route_crossing(routing, via, host.node, peer, inbound, pkt)
+            if step is not None:
+                host_crossings[inbound] = step
+            ep = heps.crossed(host.node, side_via, _not_on(step))
         ends.append(ep)
     out: dict[str, Any] = {"packet": packet_dict(pkt, protocol_name)}
     for staged in (False, True):
-        ctx = _Context(ev, configs, heps, via, staged)
+        ctx = _Context(ev, configs, heps, via, staged, routing, host_crossings)
         egress, ingress = _sides(ctx, ends[0], ends[1], hosts, pkt)
         view = {"egress": egress.to_dict(), "ingress": ingress.to_dict()}
         view["result"] = _overall(egress, ingress)

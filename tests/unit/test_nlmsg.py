@@ -226,6 +226,36 @@ def test_refusals_give_each_pending_seqs_first_error_in_arrival_order(case, seqs
     assert list(nlmsg.refusals(dgrams, seqs)) == want
 
 
+@settings(max_examples=400, deadline=None)
+@given(grouped(), st.sampled_from((2, 3, 4, 5)), st.sampled_from((2, 3, 4, 5)))
+def test_batch_refusal_is_the_first_error_in_range_or_the_last_ack(case, first, last) -> None:
+    msgs, dgrams = case
+    want: tuple[int, int] | None = None
+    for msg_type, _flags, mseq, body in msgs:
+        if msg_type == NLMSG_ERROR and first - 1 <= mseq <= last:
+            if error_code(body):
+                want = (mseq, error_code(body))
+                break
+            if mseq == last:
+                break
+    # A stream that ends without the answer is a timeout in real use; here, None too.
+    assert nlmsg.batch_refusal(dgrams, first, last) == want
+
+
+def test_batch_refusal_stops_at_its_answer_and_times_out_with_one_due(pair) -> None:
+    stream = iter([ack(3) + ack(9, errno.EEXIST) + ack(4), ack(5)])
+    assert nlmsg.batch_refusal(stream, 3, 4) is None  # 3's ack (not asked) and 9 skipped
+    assert next(stream) == ack(5)
+    stream = iter([ack(2, errno.ENOMEM), ack(4)])  # the batch begin (seq first - 1) refused
+    assert nlmsg.batch_refusal(stream, 3, 4) == (2, errno.ENOMEM)
+    assert next(stream) == ack(4)
+    a, b = pair
+    b.send(ack(3))
+    with pytest.raises(nlmsg.AckTimeout) as e:
+        nlmsg.batch_refusal(nlmsg.receive(a, 0.01), 3, 4)
+    assert e.value.missing == 1
+
+
 def test_answers_stop_reading_at_the_datagram_that_ends_them() -> None:
     done, late = frame(msg(NLMSG_DONE, NLM_F_MULTI, 1, bytes(4))), frame(msg(24, 0, 1, b"x"))
     stream = iter([frame(msg(24, NLM_F_MULTI, 1, b"a")) + done + late, late])
@@ -372,6 +402,15 @@ def kernel_answering(sock: socket.socket, reply) -> threading.Thread:
             "adding elements of s1: No such file or directory (ENOENT)",
         ),
         (lambda s: [ack(s[0], 999)], f"adding elements of s0: {os.strerror(999)} (-999)"),
+        (
+            lambda s: [ack(s[0] - 1, errno.ENOMEM)],
+            f"the batch: {os.strerror(errno.ENOMEM)} (ENOMEM)",
+        ),
+        # Only the last message asked for an ack: an error after another's ack still counts.
+        (
+            lambda s: [ack(s[0]), ack(s[2], errno.EEXIST)],
+            "adding elements of s2: File exists (EEXIST)",
+        ),
     ],
 )
 def test_nft_sender_reads_acks_through_the_shared_walk(pair, reply, want) -> None:
@@ -384,11 +423,36 @@ def test_nft_sender_reads_acks_through_the_shared_walk(pair, reply, want) -> Non
     assert sender._sock is a
 
 
+def test_nft_sender_drains_only_after_a_refused_batch(pair, monkeypatch) -> None:
+    a, b = pair
+    drained: list[int] = []
+    real_drain = nft._drain
+    monkeypatch.setattr(nft, "_drain", lambda sock: (drained.append(1), real_drain(sock)))
+    sender = nft.NetlinkElements(timeout=10.0)
+    sender._sock = a
+    t = kernel_answering(b, lambda s: [ack(s[-1])])
+    assert sender.send(nft_batch(3)) is None
+    t.join(10)
+    assert drained == []  # an answered batch leaves nothing behind
+    # Refused at its first message: the last message's ack is still to come, unread.
+    t = kernel_answering(b, lambda s: [ack(s[0], errno.ENOENT) + ack(s[-1])])
+    assert sender.send(nft_batch(3)) == "adding elements of s0: No such file or directory (ENOENT)"
+    t.join(10)
+    t = kernel_answering(b, lambda s: [ack(s[-1])])
+    assert sender.send(nft_batch(2)) is None
+    t.join(10)
+    assert drained == [1]
+    t = kernel_answering(b, lambda s: [ack(s[-1])])
+    assert sender.send(nft_batch(2)) is None
+    t.join(10)
+    assert drained == [1]
+
+
 def test_nft_sender_times_out_with_the_count_still_missing(pair) -> None:
     a, b = pair
     sender = nft.NetlinkElements(timeout=0.05)
     sender._sock = a
     t = kernel_answering(b, lambda s: [ack(s[0])])
-    assert sender.send(nft_batch(3)) == "no netlink ack for 2 message(s)"
+    assert sender.send(nft_batch(3)) == "no netlink ack for 1 message(s)"
     t.join(10)
     assert sender._sock is None  # closed: a late ack must not be read as the next batch's

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import json
 import re
-import subprocess
 from typing import Any
 
 from calico.felix.bpf import tcx
@@ -196,6 +195,8 @@ def attached_program_ids(netns: str | None = None) -> dict[str, int]:
     debug commands reach the dataplane's maps through them when the pins are not visible).
     Read with ``tc -j``: pyroute2 does not decode TCA_BPF_ID."""
     out: dict[str, int] = {}
+    import subprocess  # here: an nftables-mode start imports this module for detach_all only
+
     prefix = ["ip", "netns", "exec", netns] if netns else []
     for idx, name in iface_names(netns).items():
         if tcx.supported():

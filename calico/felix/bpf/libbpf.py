@@ -9,7 +9,6 @@ libbpf's errno text, never a bare OSError.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Iterator
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calico.api.bgp import BGPConfiguration
 from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.fanout import TypeFanout
@@ -26,6 +25,9 @@ from calico.felix.messages import (
 )
 from calico.model import IPPoolKey, ResourceKey, WireguardKey
 from calico.model import values as v1
+
+if TYPE_CHECKING:  # an annotation only: Felix creates the BGP models when a resource needs them
+    from calico.api.bgp import BGPConfiguration
 
 Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 

@@ -54,9 +54,12 @@ def _check(cond: bool, reason: str) -> None:
 
 
 def _labels(value: Any, what: str = "labels") -> None:
-    _check(isinstance(value, Mapping), f"{what} is not an object")
+    # Messages are built only on failure: every endpoint of a snapshot passes through here.
+    if not isinstance(value, Mapping):
+        raise Invalid(f"{what} is not an object")
     for k, v in value.items():
-        _check(isinstance(k, str) and isinstance(v, str), f"{what}: non-string entry {k!r}")
+        if not (isinstance(k, str) and isinstance(v, str)):
+            raise Invalid(f"{what}: non-string entry {k!r}")
 
 
 def _plain(text: object) -> bool:

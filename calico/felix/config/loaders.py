@@ -5,12 +5,15 @@ datastore dicts the calc graph's config batcher hands over. Loaders only collect
 
 from __future__ import annotations
 
-import configparser
 import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from calico.felix.config.sources import Source
+
+if TYPE_CHECKING:  # imported when a config file is read: most starts have none
+    import configparser
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,8 @@ def load_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _parser() -> configparser.RawConfigParser:
+    import configparser
+
     parser = configparser.RawConfigParser(
         strict=False,
         interpolation=None,
@@ -53,6 +58,8 @@ def parse_config_text(text: str, source: str = "<string>") -> dict[str, str]:
     Lines before any section header are accepted, as go-ini treats them as its default
     section. Raises ValueError for text that is not INI.
     """
+    import configparser
+
     parser = _parser()
     try:
         parser.read_string("[\x00top]\n" + text, source=source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from calico.felix.config import Config
 from calico.felix.dataplane import conntrack, sysctls
@@ -22,7 +22,6 @@ from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.masq import MasqManager
 from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.dataplane.managers.vxlan import VXLANManager
-from calico.felix.dataplane.metrics import FelixMetrics
 from calico.felix.dataplane.mtu import (
     DEFAULT_HOST_MTU,
     LinkMTU,
@@ -37,6 +36,9 @@ from calico.felix.messages import Encapsulation
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.rules import RenderConfig, RuleRenderer
 from calico.health import HealthAggregator
+
+if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
+    from calico.felix.dataplane.metrics import FelixMetrics
 
 log = logging.getLogger(__name__)
 

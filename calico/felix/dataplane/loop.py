@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from calico.backoff import Backoff
 from calico.felix.dataplane.endpoint_status import EndpointStatusContent, EndpointStatusFileReporter
@@ -41,12 +41,14 @@ from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
-from calico.felix.dataplane.metrics import FelixMetrics
 from calico.felix.loopthread import LoopThread
 from calico.felix.messages import InSync, ToDataplane, WorkloadEndpointID
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
+
+if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
+    from calico.felix.dataplane.metrics import FelixMetrics
 
 log = logging.getLogger(__name__)
 

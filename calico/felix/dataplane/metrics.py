@@ -5,7 +5,9 @@ Counters are exported under their exact upstream names (``felix_resyncs_started`
 prometheus-client would otherwise add a ``_total`` suffix. They are typed ``untyped`` for that
 reason; ``rate()``/``increase()`` work on them all the same. Cluster-wide counts
 (``felix_cluster_num_*``) and resyncs come from the calc graph's StatsCollector (the dataplane
-only ever sees local endpoints) through :class:`ClusterStatsGauges`.
+only ever sees local endpoints) through :class:`ClusterStatsGauges`. Felix builds them only
+with PrometheusMetricsEnabled (``FelixDaemon._start_metrics``), so a start with metrics off
+never imports prometheus_client.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ class FelixMetrics:
         }
         for name, doc in gauges.items():
             setattr(self, name, Gauge(f"felix_{name}", doc, registry=r))
+
+    def cluster_stats(self) -> ClusterStatsGauges:
+        """The calc graph's stats sink feeding these metrics."""
+        return ClusterStatsGauges(self)
 
     active_local_endpoints: Gauge
     active_local_policies: Gauge

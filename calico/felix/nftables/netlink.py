@@ -216,26 +216,30 @@ class ElementBatch:
         return f"{_OBJECT_MESSAGES[kind][1]} {name}"
 
     def encode(self, seq: int) -> tuple[bytes, list[int]]:
-        """The whole batch (begin, messages with ACK requested, end) and their seqs."""
+        """The whole batch (begin ``seq``, messages, end) and the messages' seqs. Only the
+        last message asks for an ack (design/felix-nftables.md "Transactions over netlink")."""
         if self.family not in FAMILIES:
             raise Unencodable(f"family {self.family!r}")
         fam = FAMILIES[self.family]
-        table = attr(LIST_TABLE, self.table.encode() + b"\0")
+        # Every message's nfgenmsg header and table attribute are the same: packed once.
+        prefix = struct.pack("=BBH", fam, 0, 0) + attr(LIST_TABLE, self.table.encode() + b"\0")
+        header, header_size = nlmsg.HDR.pack, nlmsg.HDR.size + len(prefix)
         out = [_nlmsg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES)]
-        seqs = []
+        last = len(self.messages)
+        seqs = list(range(seq + 1, seq + last + 1))
         for i, (kind, name, payload) in enumerate(self.messages, start=1):
+            ack = NLM_F_ACK if i == last else 0
             if isinstance(payload, bytes):
-                body = table + payload
-                flags = NLM_F_REQUEST | NLM_F_ACK | _OBJECT_MESSAGES[kind][0]
+                body = payload
+                flags = NLM_F_REQUEST | ack | _OBJECT_MESSAGES[kind][0]
             else:
-                body = (
-                    table + attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
-                )
+                body = attr(LIST_SET, name.encode() + b"\0") + nested(LIST_ELEMENTS, *payload)
                 create = NLM_F_CREATE if kind == NFT_MSG_NEWSETELEM else 0
-                flags = NLM_F_REQUEST | NLM_F_ACK | create
+                flags = NLM_F_REQUEST | ack | create
             msg_type = (NFNL_SUBSYS_NFTABLES << 8) | kind
-            out.append(_nlmsg(msg_type, flags, seq + i, fam, 0, body))
-            seqs.append(seq + i)
+            out.append(header(header_size + len(body), msg_type, flags, seq + i, 0))
+            out.append(prefix)
+            out.append(body)
         out.append(_nlmsg(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq + len(seqs) + 1, 0,
                           NFNL_SUBSYS_NFTABLES))  # fmt: skip
         return b"".join(out), seqs
@@ -261,6 +265,10 @@ class NetlinkElements:
         self.timeout = timeout
         self._seq = (os.getpid() & 0xFFFF) << 16
         self._sock: socket.socket | None = None
+        # Replies may be left unread only after a refused batch (its answer stops at the first
+        # error): only then is the socket drained before the next batch, which saves a
+        # syscall and a GIL hand-back per batch (batch_refusal skips other seqs anyway).
+        self._stale = False
 
     def send(self, batch: ElementBatch) -> str | None:
         """Commit ``batch`` atomically; None on success, else the kernel's error text."""
@@ -271,14 +279,18 @@ class NetlinkElements:
         sock = self._socket()
         self._fit(sock, len(data), len(seqs))
         try:
-            _drain(sock)  # replies a failed batch left behind
+            if self._stale:
+                _drain(sock)  # replies a refused batch left behind
+                self._stale = False
             sock.sendall(data)
             error = _read_acks(sock, seqs, batch, self.timeout)
         except OSError as exc:
             self.close()
             return f"netlink: {exc}"
-        if error is not None and error.startswith("no netlink ack"):
-            self.close()  # a late reply must not be read as the next batch's
+        if error is not None:
+            self._stale = True
+            if error.startswith("no netlink ack"):
+                self.close()  # a late reply must not be read as the next batch's
         return error
 
     def close(self) -> None:
@@ -323,15 +335,17 @@ def _drain(sock: socket.socket) -> None:
 def _read_acks(
     sock: socket.socket, seqs: list[int], batch: ElementBatch, timeout: float
 ) -> str | None:
-    """Wait for an ack of every element message; the first error aborts (the kernel has
-    rolled the whole batch back by the time it reports it)."""
+    """Wait for the batch's answer: the first refused message's error (the kernel has rolled
+    the whole batch back by the time it reports it), else the last message's ack."""
     try:
-        for seq, code in nlmsg.refusals(nlmsg.receive(sock, timeout, 1 << 16), seqs):
-            what = batch.describe(seq - seqs[0])
-            return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
+        refused = nlmsg.batch_refusal(nlmsg.receive(sock, timeout, 1 << 16), seqs[0], seqs[-1])
     except nlmsg.AckTimeout as e:
         return f"no netlink ack for {e.missing} message(s)"
-    return None
+    if refused is None:
+        return None
+    seq, code = refused
+    what = "the batch" if seq < seqs[0] else batch.describe(seq - seqs[0])
+    return f"{what}: {os.strerror(code)} ({errno.errorcode.get(code, str(-code))})"
 
 
 __all__ = [

@@ -67,6 +67,10 @@ def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
             _elements(batch, op)
             continue
         key = (verb, kind)
+        if key == ("add", "rule"):  # most of any batch with chains: tested first
+            body = rule_body(obj["chain"], obj["expr"], obj.get("comment"))
+            batch.add_object(NFT_MSG_NEWRULE, obj["chain"], body)
+            continue
         name = obj.get("name", obj.get("chain"))
         if key == ("add", "table"):
             batch.add_object(NFT_MSG_NEWTABLE, table, b"")
@@ -76,9 +80,6 @@ def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
             batch.add_object(NFT_MSG_DELCHAIN, name, _name_attr(CHAIN_NAME, name))
         elif key == ("add", "chain"):
             batch.add_object(NFT_MSG_NEWCHAIN, name, chain_body(obj))
-        elif key == ("add", "rule"):
-            body = rule_body(obj["chain"], obj["expr"], obj.get("comment"))
-            batch.add_object(NFT_MSG_NEWRULE, obj["chain"], body)
         elif key in (("delete", "set"), ("delete", "map")):
             batch.add_object(NFT_MSG_DELSET, name, _name_attr(SET_NAME, name))
         else:

@@ -463,15 +463,37 @@ def _expressions(exprs: list[Any]) -> bytes:
     return blob
 
 
-def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
-    """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
-    parts = [_str(RULE_CHAIN, chain), _expressions(exprs)]
-    if comment:
+# A rule's chain and comment attributes by name and text: a new endpoint chain's ~200 rules
+# share one chain name, and every endpoint chain of one shape has the same comments. Bounded
+# like the memos above.
+_CHAIN_ATTRS: dict[str, bytes] = {}
+_COMMENT_ATTRS: dict[str, bytes] = {}
+
+
+def _comment_attr(comment: str) -> bytes:
+    hit = _COMMENT_ATTRS.get(comment)
+    if hit is None:
         raw = comment.encode() + b"\0"
         if len(raw) > 255:
             raise Unencodable("comment too long")
-        parts.append(attr(RULE_USERDATA, bytes([UDATA_RULE_COMMENT, len(raw)]) + raw))
-    return b"".join(parts)
+        hit = attr(RULE_USERDATA, bytes([UDATA_RULE_COMMENT, len(raw)]) + raw)
+        if len(_COMMENT_ATTRS) >= MEMO_LIMIT:
+            _COMMENT_ATTRS.clear()
+        _COMMENT_ATTRS[comment] = hit
+    return hit
+
+
+def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
+    """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
+    head = _CHAIN_ATTRS.get(chain)
+    if head is None:
+        head = _str(RULE_CHAIN, chain)
+        if len(_CHAIN_ATTRS) >= MEMO_LIMIT:
+            _CHAIN_ATTRS.clear()
+        _CHAIN_ATTRS[chain] = head
+    if comment:
+        return head + _expressions(exprs) + _comment_attr(comment)
+    return head + _expressions(exprs)
 
 
 def chain_body(obj: dict[str, Any]) -> bytes:

@@ -432,3 +432,86 @@ def test_node_address_is_the_hosts(loaded: Ctl) -> None:
     )  # fmt: skip
     assert report["egress"]["endpoint"] == "host of node node2"
     assert report["result"]["hostEndpoint"] == "hostendpoint node1-eth0"
+
+
+TUNNEL_MANIFEST = """
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {name: pods}
+spec: {cidr: 10.0.0.0/16, vxlanMode: CrossSubnet, ipipMode: Never}
+---
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: uplink-no-far}
+spec:
+  order: 1
+  selector: role == 'host'
+  applyOnForward: true
+  types: [Ingress]
+  ingress: [{action: Deny, source: {nets: [10.0.2.5/32]}}]
+---
+apiVersion: projectcalico.org/v3
+kind: WorkloadEndpoint
+metadata: {name: node2-k8s-far-eth0, namespace: prod, labels: {app: front}}
+spec: {node: node2, orchestrator: k8s, pod: far, endpoint: eth0, interfaceName: cali9,
+       ipNetworks: [10.0.2.5/32], profiles: [kns.prod]}
+"""
+
+
+def test_forwarded_between_nodes_crosses_the_tunnel(loaded: Ctl) -> None:
+    """node2's workload -> node1's: a CrossSubnet VXLAN pool with node2 (a /32 InternalIP)
+    outside node1's subnet arrives on vxlan.calico, where node1's named uplink endpoint (whose
+    forward policy denies node2's workload) is not crossed; in one subnet it arrives on the
+    uplink and is denied there; ``--via-interface`` overrides the routing."""
+    assert loaded("apply", "-f", "-", stdin=FWD_MANIFEST).code == 0
+    assert loaded("apply", "-f", "-", stdin=TUNNEL_MANIFEST).code == 0
+    base = ["explain", "--from", "prod/far", "--to", "prod/web", "--port", "80"]
+    r = loaded(*base)
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    at = lines.index("Ingress of workloadendpoint prod/node1-k8s-web-eth0: Allow")
+    assert lines[at + 1] == (
+        "  (node node1 receives it on vxlan.calico: pool pods (10.0.0.0/16) vxlanMode "
+        "CrossSubnet, node node1 not in node node2's subnet)"
+    ), r.out
+    assert "Verdict: Allow" in lines, r.out
+    for fmt, parse in (("json", json.loads), ("yaml", yaml.safe_load)):
+        report = parse(loaded(*base, "-o", fmt).out)
+        first = report["ingress"]["chain"][0]
+        assert (first["step"], first["action"], first["device"]) == (
+            "crossing", None, "vxlan.calico"
+        )  # fmt: skip
+        assert all("hostEndpoint" not in s for s in report["ingress"]["chain"])
+        assert report["result"] == {"verdict": "Allow"}
+    # node2 in node1's subnet: the pool's traffic goes unencapsulated, over the uplink.
+    same = "apiVersion: projectcalico.org/v3\nkind: Node\nmetadata: {name: node2}\n"
+    same += "spec: {bgp: {ipv4Address: 192.168.0.2/24}}\n"
+    assert loaded("apply", "-f", "-", stdin=same).code == 0
+    report = json.loads(loaded(*base, "-o", "json").out)
+    first = report["ingress"]["chain"][0]
+    assert first["step"] == "crossing" and "device" not in first
+    assert "node node1 receives it on its uplink" in first["note"]
+    assert report["ingress"]["chain"][1]["note"] == (
+        "forwarded in through hostendpoint node1-eth0 of node node1 (cali-fhfw-)"
+    )
+    assert report["result"]["hostEndpoint"] == "hostendpoint node1-eth0"
+    # An Always pool: the tunnel again, whatever the subnets; the option overrides it.
+    always = TUNNEL_MANIFEST.split("---")[0].replace("CrossSubnet", "Always")
+    assert loaded("apply", "-f", "-", stdin=always).code == 0
+    r = loaded(*base, "-o", "json")
+    assert json.loads(r.out)["result"] == {"verdict": "Allow"}, r
+    r = loaded(*base, "--via-interface", "eth0", "-o", "json")
+    report = json.loads(r.out)
+    assert report["result"]["hostEndpoint"] == "hostendpoint node1-eth0", r
+    assert all(s["step"] != "crossing" for s in report["ingress"]["chain"])
+    # To node1's VXLAN tunnel address: node1's INPUT on vxlan.calico, where no endpoint is.
+    to_tunnel = ["explain", "--from", "prod/far", "--to", "10.0.0.129", "--port", "8080"]
+    report = json.loads(loaded(*to_tunnel, "-o", "json").out)
+    assert report["ingress"]["endpoint"] == "host of node node1"
+    assert [(s["step"], s["action"], s.get("device")) for s in report["ingress"]["chain"]] == [
+        ("host-address", "Allow", None),
+        ("crossing", None, "vxlan.calico"),
+    ]
+    report = json.loads(loaded(*to_tunnel, "--via-interface", "eth0", "-o", "json").out)
+    assert report["ingress"]["endpoint"] == "hostendpoint node1-eth0"
+    assert report["result"]["verdict"] == "Deny", report  # uplink-no-far, in the normal layer too

@@ -7,6 +7,7 @@ interval sets, kept overlap-free by :class:`OverlapSuppressor`; IP and IP+port s
 
 from __future__ import annotations
 
+import _socket
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -41,8 +42,21 @@ def member_element(kind: IPSetType, member: str) -> Any:
     if kind is IPSetType.IP_AND_PORT:
         addr, _, proto_port = member.partition(",")
         proto, _, port = proto_port.partition(":")
-        return (net_text(parse_net(addr)), proto.lower(), int(port))
+        return (host_text(addr), proto.lower(), int(port))
     return net_text(parse_net(member))
+
+
+def host_text(addr: str) -> str:
+    """``net_text(parse_net(addr))``; a canonical dotted quad (what the calc graph sends, by
+    the hundred thousand in a first apply) is its own answer, checked with inet_pton and
+    inet_ntop instead of ``ipaddress`` (design/performance.md "Full-Felix scale: the
+    snapshot path"). Anything else goes through ``ipaddress``, errors included."""
+    try:
+        if _socket.inet_ntop(_socket.AF_INET, _socket.inet_pton(_socket.AF_INET, addr)) == addr:
+            return addr
+    except (OSError, TypeError, ValueError):
+        pass
+    return net_text(parse_net(addr))
 
 
 class _FamilySet:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
+import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calico.felix.calc.rule_convert import (
     canonical_rule_bytes,
@@ -102,3 +106,44 @@ def test_rule_id_ignores_existing_id_and_is_stable() -> None:
     a = with_rule_ids([Rule("allow", rule_id="junk")], "s")
     b = with_rule_ids([Rule("allow")], "s")
     assert a == b
+
+
+# -- the canonical bytes without dataclasses.asdict -------------------------------------------
+
+_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+_ports = st.tuples(*[st.builds(PortRange, st.integers(0, 65535), st.integers(0, 65535))] * 2)
+_icmp = st.none() | st.builds(ICMPTypeCode, st.integers(0, 255), st.none() | st.integers(0, 255))
+_http = st.none() | st.builds(
+    HTTPMatch,
+    st.lists(_text, max_size=3).map(tuple),
+    st.lists(st.tuples(st.sampled_from(("exact", "prefix")), _text), max_size=2).map(tuple),
+)
+_strs = st.lists(_text, max_size=3).map(tuple)
+rules = st.builds(
+    Rule,
+    action=st.sampled_from(("allow", "deny", "log", "next-tier")),
+    ip_version=st.sampled_from((None, 4, 6)),
+    protocol=st.none() | st.integers(0, 255) | st.sampled_from(("tcp", "udp")),
+    src_net=_strs,
+    src_ports=st.lists(_ports.map(lambda p: p[0]), max_size=2).map(tuple),
+    dst_ip_set_ids=_strs,
+    icmp=_icmp,
+    not_icmp=_icmp,
+    http_match=_http,
+    original_src_selector=_text,
+    metadata=st.lists(st.tuples(_text, _text), max_size=2).map(tuple),
+    rule_id=_text,
+)
+
+
+def reference_bytes(rule: Rule) -> bytes:
+    """The definition: canonical JSON of ``dataclasses.asdict`` without ``rule_id``."""
+    data = dataclasses.asdict(rule)
+    data.pop("rule_id")
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules)
+def test_canonical_bytes_equal_the_asdict_definition(rule: Rule) -> None:
+    assert canonical_rule_bytes(rule) == reference_bytes(rule)

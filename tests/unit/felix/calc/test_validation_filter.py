@@ -113,3 +113,21 @@ def test_logged_once_per_invalid_episode(caplog: pytest.LogCaptureFixture) -> No
         filt.on_update(POL, bad)
         assert len(caplog.records) == 2
     assert out == [None, None, None, good, None]
+
+
+@pytest.mark.parametrize(
+    ("labels", "reason"),
+    [
+        ({"a": "x", "b": 1}, "labels: non-string entry 'b'"),
+        ({2: "x"}, "labels: non-string entry 2"),
+        (["a"], "labels is not an object"),
+    ],
+)
+def test_bad_endpoint_labels_name_the_entry(
+    labels: Any, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The label check's messages (built only on failure) name what was wrong."""
+    value = v1.WorkloadEndpoint(name="cali1", labels=labels)
+    with caplog.at_level(logging.WARNING):
+        assert run(WEP, value) is None
+    assert any(reason in r.getMessage() for r in caplog.records), caplog.text

@@ -80,3 +80,50 @@ def test_metric_names_are_upstreams() -> None:
     assert "_total" not in text
     for name in ("felix_int_dataplane_apply_time_seconds_count", "felix_cluster_num_hosts"):
         assert name in text
+
+
+def test_metrics_only_when_enabled() -> None:
+    from calico.felix.daemon import FelixDaemon
+
+    daemon = FelixDaemon("/nonexistent/felix.cfg")
+    off = resolve({Source.ENVIRONMENT: {}}, hostname="h1")
+    assert not off.prometheus_metrics_enabled  # the default
+    assert daemon._start_metrics(off) is None
+    assert daemon._owned == []
+    on = resolve(
+        {
+            Source.ENVIRONMENT: {
+                "PrometheusMetricsEnabled": "true",
+                "PrometheusMetricsHost": "127.0.0.1",
+                "PrometheusMetricsPort": "0",
+            }
+        },
+        hostname="h1",
+    )
+    metrics = daemon._start_metrics(on)
+    try:
+        assert isinstance(metrics, FelixMetrics)
+        assert [name for name, _ in daemon._owned] == ["metrics server"]
+        metrics.cluster_stats().on_resync_started()
+        assert metrics.resyncs_started.value() == 1.0
+    finally:
+        daemon._shutdown()
+
+
+def test_felix_modules_import_no_http_stack() -> None:
+    """What a Felix start with metrics off imports (daemon, dataplane, calc graph, health)
+    pulls in neither prometheus_client nor http.server's chain, nor subprocess (BPF mode's
+    tc calls) or configparser (a felix.cfg that exists)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, calico.felix.daemon, calico.felix.dataplane.build, "
+        "calico.felix.calc.calc_graph, calico.health.server\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('prometheus_client', 'email', 'ssl', 'socketserver', 'wsgiref') "
+        "or m in ('http.server', 'http.client', 'subprocess', 'configparser'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

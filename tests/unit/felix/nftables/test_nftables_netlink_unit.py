@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from calico import nlmsg
 from calico.felix.nftables.model import Chain, NftRule
 from calico.felix.nftables.netlink import (
     IFNAMSIZ,
@@ -147,6 +148,9 @@ def test_batch_splits_big_deltas_and_frames_messages() -> None:
         off += length
     assert off == len(data)
     assert types[0] == 0x10 and types[-1] == 0x11 and len(types) == len(batch.messages) + 2
+    # Only the last message asks for an ack (design/felix-nftables.md "Transactions over netlink").
+    acked = [seq for _t, flags, seq, _b in nlmsg.split(data) if flags & nlmsg.NLM_F_ACK]
+    assert acked == [seqs[-1]]
     with pytest.raises(Unencodable):
         ElementBatch("nosuchfamily", "t", batch.messages).encode(1)
 
