@@ -25,6 +25,7 @@ import marshal
 import os
 import pickle
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from calico.model.resources import ResourceKey
@@ -41,7 +42,7 @@ _HEADER = b"calico-conversions-1\n"
 # policy``) are not stored (``keep=False``); 10,000 endpoints were a 4.7 MB file, ~20-40 ms
 # to read.
 MAX_ENTRIES = 20_000
-_CODE_DIRS = ("api", "model", "selector")
+_CODE_DIRS = ("api", "model", "selector", "policyeval")  # policyeval: ``convert`` callers
 _CODE_FILES = ("__init__.py", "durations.py")
 
 
@@ -161,19 +162,19 @@ class ConversionCache:
         self.hits = 0
         self.misses = 0
 
-    def _key(self, key: ResourceKey, text: str) -> bytes:
+    def _key(self, key: ResourceKey, text: str, tag: str = "") -> bytes:
         if self._code is None:
             self._code = fingerprint()
         h = blake2b(self._code, digest_size=20)
-        h.update(f"\0{key.kind}\0{key.namespace}\0{key.name}\0".encode())
+        h.update(f"\0{tag}\0{key.kind}\0{key.namespace}\0{key.name}\0".encode())
         h.update(text.encode("utf-8", "surrogatepass"))
         return h.digest()
 
-    def get(self, key: ResourceKey, text: str) -> dict[Any, Any] | None:
+    def get(self, key: ResourceKey, text: str, tag: str = "") -> dict[Any, Any] | None:
         """The stored output for this resource and code, or None."""
         if self._entries is None:
             self._entries = _load(self.path)
-        digest = self._key(key, text)
+        digest = self._key(key, text, tag)
         blob = self._entries.get(digest)
         if blob is None:
             return None
@@ -189,12 +190,12 @@ class ConversionCache:
         self._used.add(digest)
         return out
 
-    def put(self, key: ResourceKey, text: str, out: dict[Any, Any]) -> None:
+    def put(self, key: ResourceKey, text: str, out: dict[Any, Any], tag: str = "") -> None:
         if not self.writable:
             return
         if self._entries is None:
             self._entries = _load(self.path)
-        digest = self._key(key, text)
+        digest = self._key(key, text, tag)
         self._entries[digest] = out
         self._used.add(digest)
         if not self._new and self is _default:
@@ -220,6 +221,21 @@ class ConversionCache:
         out = {k: v for k, v in processors.process(key, raw).items() if type(k) is not ResourceKey}
         if keep:
             self.put(key, text, out)
+        return out
+
+    def convert(
+        self, tag: str, key: ResourceKey, text: str, fn: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """``fn()``, a pure function of the resource stored as ``text`` and of code under the
+        fingerprint (``tag`` names it, e.g. ``module.function``): kept as :meth:`process`
+        keeps the processors' output; its exceptions propagate and nothing is kept."""
+        out = self.get(key, text, tag)
+        if out is not None:
+            self.hits += 1
+            return out
+        self.misses += 1
+        out = fn()
+        self.put(key, text, out, tag)
         return out
 
     def flush(self) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 from calico.model import ResourceKey
 from calico.model import processors as p
 from calico.model.v3_resources import decode_resource
+from calico.policyeval import convcache
 from calico.policyeval.dataset import IPAddress
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ def same_subnet(sender: NodeNet | None, receiver: NodeNet | None) -> bool:
     return v4 or v6
 
 
-def _json_items(prefix: str, kvs: Iterable[Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+def _json_items(prefix: str, kvs: Iterable[Any]) -> Iterable[tuple[str, dict[str, Any], str]]:
     for kv in kvs:
         name = kv.key[len(prefix) :] if kv.key.startswith(prefix) else ""
         if not name or "/" in name:
@@ -150,7 +151,7 @@ def _json_items(prefix: str, kvs: Iterable[Any]) -> Iterable[tuple[str, dict[str
         except ValueError:
             continue
         if isinstance(raw, dict):
-            yield name, raw
+            yield name, raw, kv.value
 
 
 @dataclass
@@ -165,16 +166,21 @@ class Routing:
         cls, pool_prefix: str, pool_kvs: Iterable[Any], node_prefix: str, node_kvs: Iterable[Any]
     ) -> Routing:
         out = cls()
-        for name, raw in _json_items(pool_prefix, pool_kvs):
-            out.add_pool(name, raw)
-        for name, raw in _json_items(node_prefix, node_kvs):
-            out.add_node(name, raw)
+        for name, raw, text in _json_items(pool_prefix, pool_kvs):
+            out.add_pool(name, raw, text)
+        for name, raw, text in _json_items(node_prefix, node_kvs):
+            out.add_node(name, raw, text)
         return out
 
-    def add_pool(self, name: str, raw: dict[str, Any]) -> None:
-        """A pool Felix's syncer would refuse (IPIP on IPv6, bad CIDR) is skipped, as there."""
+    def add_pool(self, name: str, raw: dict[str, Any], text: str | None = None) -> None:
+        """A pool Felix's syncer would refuse (IPIP on IPv6, bad CIDR) is skipped, as there.
+        ``text``: the stored JSON, which lets the conversion come from the conversion cache."""
+        key = ResourceKey("IPPool", name)
         try:
-            out = p.process(ResourceKey("IPPool", name), raw)
+            if text is not None:
+                out = convcache.default().process(key, text, raw)
+            else:
+                out = p.process(key, raw)
         except Exception as exc:
             log.warning("Ignoring IPPool %s: %s", name, exc)
             return
@@ -182,13 +188,21 @@ class Routing:
             cidr = ipaddress.ip_network(value.cidr, strict=False)
             self.pools.append(Pool(cidr, name, value.vxlan_mode, value.ipip_mode))
 
-    def add_node(self, name: str, raw: dict[str, Any]) -> None:
+    def add_node(self, name: str, raw: dict[str, Any], text: str | None = None) -> None:
+        key = ResourceKey("Node", name)
+
+        def convert() -> dict[str, Any]:
+            return {"net": node_net(decode_resource(key, raw))}
+
         try:
-            node = decode_resource(ResourceKey("Node", name), raw)
+            if text is not None:
+                net = convcache.default().convert("tunnels.node_net", key, text, convert)["net"]
+            else:
+                net = convert()["net"]
         except Exception as exc:
             log.warning("Ignoring Node %s: %s", name, exc)
             return
-        self.nodes[name] = node_net(node)
+        self.nodes[name] = net
 
     def containing(self, addr: IPAddress) -> Sequence[Pool]:
         """The pools holding ``addr``, least specific first (the route resolver's path)."""

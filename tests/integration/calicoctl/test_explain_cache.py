@@ -35,6 +35,8 @@ COMMANDS = [
     ["-l", "warn", "explain", "endpoint", "prod/web", "-o", "json"],
     ["-l", "warn", "explain", "policy", "security.bad"],
     ["explain", "policy", "allow-front", "-n", "prod"],
+    # Between nodes: the IP pools and Nodes are read for the tunnel device (cached too).
+    ["explain", "--from", "prod/front", "--to", "prod/db", "--port", "5432", "-o", "json"],
     # A host endpoint side: its node's FelixConfigurations are converted (and cached); the
     # failsafe ports are still parsed with the API's ProtoPort (pydantic) on every run.
     ["explain", "--from", "203.0.113.9", "--to", "hep/node1-eth0", "--port", "2222", "-o", "json"],
@@ -65,6 +67,27 @@ kind: FelixConfiguration
 metadata: {name: default}
 spec:
   failsafeInboundHostPorts: [{protocol: TCP, port: 2222}]
+---
+apiVersion: projectcalico.org/v3
+kind: IPPool
+metadata: {name: pool4}
+spec: {cidr: 10.0.0.0/16, vxlanMode: Always}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node1}
+spec: {bgp: {ipv4Address: 192.168.0.1/24}, ipv4VXLANTunnelAddr: 10.0.100.1}
+---
+apiVersion: projectcalico.org/v3
+kind: Node
+metadata: {name: node2}
+spec: {bgp: {ipv4Address: 192.168.0.2/24}, ipv4VXLANTunnelAddr: 10.0.200.1}
+---
+apiVersion: projectcalico.org/v3
+kind: WorkloadEndpoint
+metadata: {name: node2-k8s-db-eth0, namespace: prod, labels: {app: db}}
+spec: {node: node2, orchestrator: k8s, pod: db, endpoint: eth0, interfaceName: cali3,
+       ipNetworks: [10.0.1.3/32], profiles: [kns.prod]}
 """
 
 
@@ -110,7 +133,7 @@ def test_cold_warm_and_uncached_answers_are_identical(
         warm = run_bin(_with_cache(stored, cache), *args)
         assert cold == uncached == warm, args
     assert "Ignoring GlobalNetworkPolicy security.bad" in run_bin(never, *COMMANDS[4]).err
-    hep = run_bin(_with_cache(stored, cache), *COMMANDS[6]).out
+    hep = run_bin(_with_cache(stored, cache), *COMMANDS[7]).out
     assert "failsafe port tcp:2222" in hep  # the stored (not a default) failsafe port
 
 
@@ -132,11 +155,14 @@ def test_warm_explain_needs_neither_pydantic_nor_the_models(
     valid: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = {**_with_cache(valid, tmp_path / "c.bin"), "PYTHONDONTWRITEBYTECODE": "1"}
-    cold, warm = _probe(env, *COMMANDS[0]), _probe(env, *COMMANDS[0])
-    assert cold["code"] == warm["code"] == 0
-    assert cold["out"] == warm["out"]
-    assert "pydantic" in cold["mods"]  # the probe can see the models being imported
-    assert warm["mods"] == []
+    for args in (COMMANDS[0], COMMANDS[6]):
+        cold, warm = _probe(env, *args), _probe(env, *args)
+        assert cold["code"] == warm["code"] == 0
+        assert cold["out"] == warm["out"]
+        assert "pydantic" in cold["mods"]  # the probe can see the models being imported
+        assert warm["mods"] == [], args
+    assert "vxlan" in str(cold["out"]).lower()  # the tunnel was worked out from pool and Nodes
+    cold = _probe(env, *COMMANDS[0])
     # A resource the processors reject is never kept: every explain that needs it (one that
     # selects web) validates it again, through the models.
     _store_bad(valid, monkeypatch)

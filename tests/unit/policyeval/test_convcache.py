@@ -86,7 +86,7 @@ def test_any_change_of_input_or_code_is_a_miss(tmp_path: Path, change: str) -> N
 def test_fingerprint_changes_with_any_converting_source(tmp_path: Path) -> None:
     root = Path(convcache.__file__).resolve().parents[1]
     copy = tmp_path / "calico"
-    for part in ("api", "model", "selector"):
+    for part in convcache._CODE_DIRS:
         shutil.copytree(root / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("__init__.py", "durations.py"):
         shutil.copy(root / name, copy / name)
@@ -322,3 +322,29 @@ def test_an_output_that_cannot_be_pickled_is_dropped_not_raised(tmp_path: Path) 
     assert cache.flush() is True
     later = ConversionCache(str(tmp_path / "c.bin"), code=CODE)
     assert later.get(key, text) is None and later.get(k2, t2) == v1_part(k2, r2)
+
+
+def test_convert_is_kept_per_tag_and_errors_are_not(tmp_path: Path) -> None:
+    key, text, _ = gnp()
+    cache = ConversionCache(str(tmp_path / "c.bin"), code=CODE)
+    calls: list[str] = []
+
+    def fn(tag: str) -> dict[str, Any]:
+        calls.append(tag)
+        return {"v": tag}
+
+    assert cache.convert("a", key, text, lambda: fn("a")) == {"v": "a"}
+    assert cache.convert("a", key, text, lambda: fn("again")) == {"v": "a"}
+    assert cache.convert("b", key, text, lambda: fn("b")) == {"v": "b"}  # another function
+    assert cache.get(key, text) is None  # nor is it the processors' entry
+    assert calls == ["a", "b"]
+
+    def boom() -> dict[str, Any]:
+        raise ValueError("no")
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no"):
+            cache.convert("c", key, text, boom)
+    assert cache.get(key, text, "c") is None
+    cache.flush()
+    assert ConversionCache(str(tmp_path / "c.bin"), code=CODE).get(key, text, "b") == {"v": "b"}
