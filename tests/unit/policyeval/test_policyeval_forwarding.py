@@ -554,3 +554,18 @@ def test_a_pre_dnat_deny_is_taken_in_the_chain_in() -> None:
     assert [(s["step"], s.get("endpointChain")) for s in steps["chain"]] == [
         ("rule", "mangle-cali-fh-eth0")
     ]
+
+
+def test_a_pass_out_of_the_last_tier_meets_the_forward_chains_final_deny() -> None:
+    """No profiles in a forward chain: a Pass from the last tier ends at its final deny, a
+    step of its own (not an end-of-tier deny)."""
+    report = explain(dataset(UPLINK, wep("w", WL_IP), fwd("f", "up", "ingress", [tcp("Pass")])),
+                     EXT_IP, WL_IP)  # fmt: skip
+    steps = report["ingress"]["chain"]
+    assert [(s["step"], s.get("endpointChain"), s["action"]) for s in steps] == [
+        ("forward-chain", "filter-cali-fhfw-eth0", None),
+        ("rule", "filter-cali-fhfw-eth0", "Pass"),
+        ("default", "filter-cali-fhfw-eth0", "Deny"),
+    ]
+    assert steps[-1]["note"] == "no applyOnForward policy allowed the traffic"
+    assert report["result"]["hostEndpoint"] == UP
