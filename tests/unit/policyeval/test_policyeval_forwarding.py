@@ -533,9 +533,14 @@ def test_only_ingress_untracked_policy_polices_traffic_forwarded_in() -> None:
 
 
 def test_a_failsafe_net_is_matched_against_the_source_of_traffic_forwarded_in() -> None:
-    """The inbound failsafe's net names the peer outside: the source, not the workload."""
+    """A failsafe's net names the peer outside, the source of what comes in: for an inbound
+    port (pre-DNAT here) and for a reply from an outbound one (untracked), not the workload."""
     cfg = FelixConfigs()
-    spec = {"failsafeInboundHostPorts": [{"protocol": "TCP", "port": 22, "net": EXT_IP + "/32"}]}
+    net = EXT_IP + "/32"
+    spec = {
+        "failsafeInboundHostPorts": [{"protocol": "TCP", "port": 22, "net": net}],
+        "failsafeOutboundHostPorts": [{"protocol": "TCP", "port": 179, "net": net}],
+    }
     cfg.raw["default"] = {
         "apiVersion": "projectcalico.org/v3",
         "kind": "FelixConfiguration",
@@ -546,6 +551,13 @@ def test_a_failsafe_net_is_matched_against_the_source_of_traffic_forwarded_in() 
     data = dataset(UPLINK, wep("w", WL_IP), p_deny)
     assert explain(data, EXT_IP, WL_IP, 22, configs=cfg)["result"] == {"verdict": "Allow"}
     other = explain(data, "203.0.113.10", WL_IP, 22, configs=cfg)
+    assert other["result"]["verdict"] == "Deny"
+    u_deny = fwd("u-deny", "up", "ingress", [{"action": "Deny"}], doNotTrack=True)
+    data = dataset(UPLINK, wep("w", WL_IP), u_deny)
+    reply = explain(data, EXT_IP, WL_IP, 8080, sport=179, configs=cfg)
+    assert reply["result"] == {"verdict": "Allow"}
+    assert chain(reply["ingress"])[0] == ("failsafe", "untracked", UP, None)
+    other = explain(data, "203.0.113.10", WL_IP, 8080, sport=179, configs=cfg)
     assert other["result"]["verdict"] == "Deny"
 
 
