@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,3 +91,19 @@ def test_list_leaves_the_collector_as_it_found_it(tmp_path: Path) -> None:
         gc.disable()
         backend.list("/p/")
         assert not gc.isenabled()
+
+
+def test_a_fresh_process_with_the_collector_off_keeps_it_off() -> None:
+    """The first deferral ever, with collection already off: nothing to turn back on (the
+    module's initial state must say so; a test after others in one process cannot see it)."""
+    code = (
+        "import gc; gc.disable()\n"
+        "from calico.datastore.gcdefer import deferred\n"
+        "with deferred():\n"
+        "    inside = gc.isenabled()\n"
+        "print(inside, gc.isenabled())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, "False False\n", "")

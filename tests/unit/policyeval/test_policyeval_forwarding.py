@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ import pytest
 from calico.model import ResourceKey
 from calico.policyeval.dataset import Dataset
 from calico.policyeval.evaluate import Packet
+from calico.policyeval.forwarding import NodeEndpoints
+from calico.policyeval.hostconfig import FelixConfigs
 from calico.policyeval.hostendpoints import CrossingUnknown
 from calico.policyeval.report import HostAddress, enforcing_endpoint, explain_connection
 
@@ -433,3 +436,148 @@ def test_node_address_is_policed_by_the_crossed_endpoint() -> None:
     assert r["result"] == {"verdict": "Allow"}
     assert r["ingress"]["endpoint"] == "host of node node9"
     assert r["ingress"]["chain"][0]["step"] == "host-address"
+
+
+def test_each_forward_step_names_its_chain_and_direction() -> None:
+    """The nft chain (``--live`` reads it) and the note of every host endpoint step, both ways:
+    in by the uplink (its pre-DNAT layer, then ``cali-fhfw-``) and on to the workload through
+    ``*``'s ``cali-thfw-``; out from the workload through ``*``'s ``cali-fhfw-``, then the
+    uplink's ``cali-thfw-``."""
+    f_in = fwd("f", "up", "ingress", [tcp("Allow")])
+    data = dataset(UPLINK, WILD, wep("w", WL_IP), f_in, PREDNAT_NOMATCH)
+    steps = explain(data, EXT_IP, WL_IP)["ingress"]["chain"]
+    seen = [(s["step"], s.get("layer"), s.get("endpointChain"), s.get("note")) for s in steps]
+    assert seen == [
+        ("no-match", "preDNAT", "mangle-cali-fh-eth0", "no rule matched"),
+        ("layer-end", "preDNAT", "mangle-cali-fh-eth0",
+         "no preDNAT policy allowed or denied: on to the next layer"),
+        ("forward-chain", "forward", "filter-cali-fhfw-eth0",
+         f"forwarded in through {UP} of node node1 (cali-fhfw-)"),
+        ("rule", "forward", "filter-cali-fhfw-eth0", None),
+        ("rule", None, None, None),  # the workload's profile: no host endpoint chain
+        ("forward-none", "forward", "filter-cali-thfw-any-interface-at-all",
+         f"forwarded to the workload's interface: {AUTO} (cali-thfw-): no applyOnForward "
+         "egress policy, forwarded on"),
+    ]  # fmt: skip
+    steps = explain(dataset(UPLINK, WILD, wep("w", WL_IP)), WL_IP, EXT_IP)["egress"]["chain"]
+    seen = [(s["step"], s.get("endpointChain"), s.get("note")) for s in steps]
+    assert seen == [
+        ("forward-none", "filter-cali-fhfw-any-interface-at-all",
+         f"forwarded from the workload's interface: {AUTO} (cali-fhfw-): no applyOnForward "
+         "ingress policy, forwarded on"),
+        ("rule", None, None),
+        ("forward-none", "filter-cali-thfw-eth0",
+         f"forwarded out through {UP} of node node1 (cali-thfw-): no applyOnForward egress "
+         "policy, forwarded on"),
+    ]  # fmt: skip
+
+
+def test_failsafe_reply_ports_only_in_the_raw_layer_and_inbound_ports_in_both() -> None:
+    """An inbound failsafe port skips the untracked layer as it does pre-DNAT (the reply check
+    must not replace it), and a reply from an outbound failsafe port (source 179) skips only
+    the untracked layer: pre-DNAT has no such exemption."""
+    u_deny = fwd("u-deny", "up", "ingress", [{"action": "Deny"}], doNotTrack=True)
+    report = explain(dataset(UPLINK, wep("w", WL_IP), u_deny), EXT_IP, WL_IP, 22)
+    assert report["result"] == {"verdict": "Allow"}
+    assert chain(report["ingress"])[0] == ("failsafe", "untracked", UP, None)
+    assert report["ingress"]["chain"][0]["note"] == (
+        "failsafe port tcp:22: untracked policy skipped (forwarded traffic gets no failsafe in"
+        " the forward chains)"
+    )
+    p_deny = fwd("p-deny", "up", "ingress", [{"action": "Deny"}], preDNAT=True)
+    reply = explain(dataset(UPLINK, wep("w", WL_IP), p_deny), EXT_IP, WL_IP, 8080, sport=179)
+    assert reply["result"]["verdict"] == "Deny"
+    assert chain(reply["ingress"]) == [("rule", "preDNAT", UP, "Deny")]
+
+
+def test_node_endpoints_are_scanned_once_per_node() -> None:
+    """``NodeEndpoints.of`` converts a node's endpoints once: a second ask reads no text."""
+    data = dataset(UPLINK, WILD, hep("n2", "eth0", {"role": "up"}, node="node2"))
+    scans: list[str] = []
+    real = data.raw_endpoints
+
+    def counted(kind: str, namespace: str, containing: str) -> Iterator[tuple[str, dict]]:
+        scans.append(containing)
+        return real(kind, namespace, containing)
+
+    data.raw_endpoints = counted  # type: ignore[method-assign]
+    heps = NodeEndpoints(data)
+    first = heps.of("node1")
+    assert sorted(first) == ["auto-node1", "node1-eth0"]
+    assert heps.of("node1") is first and heps.wild("node1") is first["auto-node1"]
+    assert sorted(heps.of("node2")) == ["n2"]
+    assert scans == ['"node1"', '"node2"']
+
+
+def test_node_endpoints_skip_other_nodes_text_matches_and_bad_endpoints() -> None:
+    """The substring scan finds ``"node1"`` in a node2 endpoint's label and in a node1
+    endpoint too malformed to convert: neither is node1's, and neither breaks the walk."""
+    decoy = hep("n2-eth0", "eth0", {"role": "up", "host": "node1"}, node="node2")
+    broken = hep("node1-bad", "eth1", {"role": "up"})
+    broken["spec"]["expectedIPs"] = ["not-an-ip"]
+    data = dataset(decoy, broken, wep("w", WL_IP), FWD_DENY)
+    heps = NodeEndpoints(data)
+    assert heps.of("node1") == {} and heps.wild("node1") is None
+    assert heps.crossed("node1", None) is None
+    assert sorted(heps.of("node2")) == ["n2-eth0"]
+    assert chain(explain(data, EXT_IP, WL_IP)["ingress"]) == [("rule", None, None, "Allow")]
+
+
+def test_only_ingress_untracked_policy_polices_traffic_forwarded_in() -> None:
+    """The raw layer of the interface in holds the endpoint's ingress policy: an untracked
+    egress deny there is for traffic leaving by it, not for this."""
+    u_out = fwd("u-out", "up", "egress", [{"action": "Deny"}], doNotTrack=True)
+    report = explain(dataset(UPLINK, wep("w", WL_IP), u_out), EXT_IP, WL_IP)
+    assert report["result"] == {"verdict": "Allow"}
+    assert chain(report["ingress"])[0] == ("forward-none", "forward", UP, None)
+
+
+def test_a_failsafe_net_is_matched_against_the_source_of_traffic_forwarded_in() -> None:
+    """A failsafe's net names the peer outside, the source of what comes in: for an inbound
+    port (pre-DNAT here) and for a reply from an outbound one (untracked), not the workload."""
+    cfg = FelixConfigs()
+    net = EXT_IP + "/32"
+    spec = {
+        "failsafeInboundHostPorts": [{"protocol": "TCP", "port": 22, "net": net}],
+        "failsafeOutboundHostPorts": [{"protocol": "TCP", "port": 179, "net": net}],
+    }
+    cfg.raw["default"] = {
+        "apiVersion": "projectcalico.org/v3",
+        "kind": "FelixConfiguration",
+        "metadata": {"name": "default"},
+        "spec": spec,
+    }
+    p_deny = fwd("p-deny", "up", "ingress", [{"action": "Deny"}], preDNAT=True)
+    data = dataset(UPLINK, wep("w", WL_IP), p_deny)
+    assert explain(data, EXT_IP, WL_IP, 22, configs=cfg)["result"] == {"verdict": "Allow"}
+    other = explain(data, "203.0.113.10", WL_IP, 22, configs=cfg)
+    assert other["result"]["verdict"] == "Deny"
+    u_deny = fwd("u-deny", "up", "ingress", [{"action": "Deny"}], doNotTrack=True)
+    data = dataset(UPLINK, wep("w", WL_IP), u_deny)
+    reply = explain(data, EXT_IP, WL_IP, 8080, sport=179, configs=cfg)
+    assert reply["result"] == {"verdict": "Allow"}
+    assert chain(reply["ingress"])[0] == ("failsafe", "untracked", UP, None)
+    other = explain(data, "203.0.113.10", WL_IP, 8080, sport=179, configs=cfg)
+    assert other["result"]["verdict"] == "Deny"
+
+
+def test_a_pre_dnat_deny_is_taken_in_the_chain_in() -> None:
+    steps = explain(dataset(UPLINK, wep("w", WL_IP), PREDNAT_DENY), EXT_IP, WL_IP)["ingress"]
+    assert [(s["step"], s.get("endpointChain")) for s in steps["chain"]] == [
+        ("rule", "mangle-cali-fh-eth0")
+    ]
+
+
+def test_a_pass_out_of_the_last_tier_meets_the_forward_chains_final_deny() -> None:
+    """No profiles in a forward chain: a Pass from the last tier ends at its final deny, a
+    step of its own (not an end-of-tier deny)."""
+    report = explain(dataset(UPLINK, wep("w", WL_IP), fwd("f", "up", "ingress", [tcp("Pass")])),
+                     EXT_IP, WL_IP)  # fmt: skip
+    steps = report["ingress"]["chain"]
+    assert [(s["step"], s.get("endpointChain"), s["action"]) for s in steps] == [
+        ("forward-chain", "filter-cali-fhfw-eth0", None),
+        ("rule", "filter-cali-fhfw-eth0", "Pass"),
+        ("default", "filter-cali-fhfw-eth0", "Deny"),
+    ]
+    assert steps[-1]["note"] == "no applyOnForward policy allowed the traffic"
+    assert report["result"]["hostEndpoint"] == UP
