@@ -163,7 +163,7 @@ def _forwarded(
     before: list[Step] = []
     after: list[Step] = []
     via, route = _route_crossing(ctx.routing, ctx.via, node, peer_node, inbound, pkt)
-    on = f" ({route.device})" if route is not None and route.device else ""
+    on = f" on {route.device}" if route is not None and route.device else ""
     if route is not None:
         (before if inbound else after).append(route)
     if inbound:

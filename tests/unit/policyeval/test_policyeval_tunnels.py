@@ -307,8 +307,11 @@ def test_ingress_at_the_receiving_node(modes, nodes, src, dst, device, heps, rol
     if denied:
         shown = "hostendpoint node2-eth0" if device is None else "hostendpoint auto-node2"
         assert report["result"]["hostEndpoint"] == shown
-        if device is not None:
-            assert f"of node node2 ({device})" in side["chain"][1]["note"]
+        if device is not None:  # one parenthesis: the chain's
+            assert side["chain"][1]["note"] == (
+                f"forwarded in through hostendpoint auto-node2 of node node2 on {device} "
+                "(cali-fhfw-)"
+            )
 
 
 @pytest.mark.parametrize(("heps", "role"), [([UP1], "up"), ([UP1, WILD1], "wild")])
