@@ -8,13 +8,13 @@ not read (design/explain.md "Host endpoints")."""
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from calico.api import felixdefaults
+from calico.policyeval.storeddocs import documents
 
 log = logging.getLogger(__name__)
 
@@ -76,17 +76,9 @@ class FelixConfigs:
     @classmethod
     def from_kvs(cls, prefix: str, kvs: Iterable[Any]) -> FelixConfigs:
         out = cls()
-        for kv in kvs:
-            name = kv.key[len(prefix) :] if kv.key.startswith(prefix) else ""
-            if not name or "/" in name:
-                continue
-            try:
-                raw = json.loads(kv.value)
-            except ValueError:
-                continue
-            if isinstance(raw, dict):
-                out.raw[name] = raw
-                out.texts[name] = kv.value
+        for name, raw, text in documents(prefix, kvs):
+            out.raw[name] = raw
+            out.texts[name] = text
         return out
 
     def _params(self, name: str) -> dict[str, str]:

@@ -6,12 +6,12 @@ traffic from it is the host's own (OUTPUT)."""
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from calico.policyeval.dataset import IPAddress
+from calico.policyeval.storeddocs import documents
 
 # (path in the Node's JSON, shown as) of every single-address field.
 _FIELDS = (
@@ -61,16 +61,8 @@ class NodeAddresses:
     @classmethod
     def from_kvs(cls, prefix: str, kvs: Iterable[Any]) -> NodeAddresses:
         out = cls()
-        for kv in kvs:
-            name = kv.key[len(prefix) :] if kv.key.startswith(prefix) else ""
-            if not name or "/" in name:
-                continue
-            try:
-                raw = json.loads(kv.value)
-            except ValueError:
-                continue
-            if isinstance(raw, dict):
-                out.add(name, raw)
+        for name, raw, _text in documents(prefix, kvs):
+            out.add(name, raw)
         return out
 
     def add(self, node: str, raw: dict[str, Any]) -> None:

@@ -20,7 +20,6 @@ WireGuard is not modelled (its routing table and the peers' public keys are Feli
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from calico.model import processors as p
 from calico.model.v3_resources import decode_resource
 from calico.policyeval import convcache
 from calico.policyeval.dataset import IPAddress
+from calico.policyeval.storeddocs import documents
 
 log = logging.getLogger(__name__)
 
@@ -141,19 +141,6 @@ def same_subnet(sender: NodeNet | None, receiver: NodeNet | None) -> bool:
     return v4 or v6
 
 
-def _json_items(prefix: str, kvs: Iterable[Any]) -> Iterable[tuple[str, dict[str, Any], str]]:
-    for kv in kvs:
-        name = kv.key[len(prefix) :] if kv.key.startswith(prefix) else ""
-        if not name or "/" in name:
-            continue
-        try:
-            raw = json.loads(kv.value)
-        except ValueError:
-            continue
-        if isinstance(raw, dict):
-            yield name, raw, kv.value
-
-
 @dataclass
 class Routing:
     """The stored IP pools and Nodes, as routes between nodes need them."""
@@ -166,9 +153,9 @@ class Routing:
         cls, pool_prefix: str, pool_kvs: Iterable[Any], node_prefix: str, node_kvs: Iterable[Any]
     ) -> Routing:
         out = cls()
-        for name, raw, text in _json_items(pool_prefix, pool_kvs):
+        for name, raw, text in documents(pool_prefix, pool_kvs):
             out.add_pool(name, raw, text)
-        for name, raw, text in _json_items(node_prefix, node_kvs):
+        for name, raw, text in documents(node_prefix, node_kvs):
             out.add_node(name, raw, text)
         return out
 
