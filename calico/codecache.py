@@ -35,7 +35,9 @@ import os
 import sys
 import typing
 from types import CodeType
-from typing import Any
+from typing import Any, TypeVar
+
+K = TypeVar("K", str, bytes)
 
 _HEADER = importlib.util.MAGIC_NUMBER + b"cc2" + bytes([sys.flags.optimize])
 # Entries kept across runs: past this, a write keeps only the texts this process used (code
@@ -123,20 +125,27 @@ _STAND_INS = {"exec": cached_exec, "eval": cached_eval, "compile": cached_compil
 def load(path: str) -> dict[str, bytes]:
     """The entries of a cache file, each code object still marshalled; empty for a missing,
     unreadable or foreign file (an entry that does not unmarshal to code is compiled anew)."""
+    return load_marshalled(path, _HEADER, str)
+
+
+def load_marshalled(path: str, header: bytes, key_type: type[K]) -> dict[K, bytes]:
+    """The ``key_type -> bytes`` entries of a file written as ``header`` + a marshalled dict
+    (this cache's layout, shared by ``calico.policyeval.convcache``); empty for a missing,
+    unreadable, foreign or corrupt file, and entries of other types are dropped."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return {}
-    if not data.startswith(_HEADER):
+    if not data.startswith(header):
         return {}
     try:
-        entries = marshal.loads(data[len(_HEADER) :])
+        entries = marshal.loads(data[len(header) :])
     except (EOFError, ValueError, TypeError):
         return {}
     if not isinstance(entries, dict):
         return {}
-    return {k: v for k, v in entries.items() if type(k) is str and type(v) is bytes}
+    return {k: v for k, v in entries.items() if type(k) is key_type and type(v) is bytes}
 
 
 def installed() -> bool:

@@ -121,20 +121,9 @@ def fingerprint(root: str | None = None) -> bytes:
 
 
 def _load(path: str) -> dict[bytes, bytes]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return {}
-    if not data.startswith(_HEADER):
-        return {}
-    try:
-        entries = marshal.loads(data[len(_HEADER) :])
-    except (EOFError, ValueError, TypeError):
-        return {}
-    if not isinstance(entries, dict):
-        return {}
-    return {k: v for k, v in entries.items() if type(k) is bytes and type(v) is bytes}
+    from calico.codecache import load_marshalled
+
+    return load_marshalled(path, _HEADER, bytes)
 
 
 def _dumps(value: bytes | dict[Any, Any]) -> bytes | None:

@@ -352,11 +352,13 @@ class Evaluator:
 
     def walk_tiers(
         self, tiers: list[tuple[str, str, list[PolicyEntry]]], inbound: bool, pkt: Packet,
-        steps: list[Step], layer: str | None = None,
+        steps: list[Step], layer: str | None = None, end_of_tier: bool = True,
     ) -> str | None:  # fmt: skip
         """A tracked chain's tiers: the first Allow/Deny decides, Pass skips to the next tier,
         a tier no rule decided takes its end-of-tier action (Deny decides); None when every
-        tier passed (on to the profiles, or a forward chain's final deny)."""
+        tier passed (on to the profiles, or a forward chain's final deny). Without
+        ``end_of_tier`` (an allow-only layer: untracked, pre-DNAT) a tier nobody decided just
+        goes on to the next one, with no step."""
         direction = "ingress" if inbound else "egress"
         for tier, default_action, entries in tiers:
             passed = False
@@ -369,7 +371,7 @@ class Evaluator:
                 if verdict == "Pass":
                     passed = True
                     break
-            if passed:
+            if passed or not end_of_tier:
                 continue
             steps.append(
                 Step("end-of-tier", default_action, tier=tier, layer=layer, note=f"no policy in "
@@ -452,17 +454,7 @@ class Evaluator:
     ) -> str | None:  # fmt: skip
         """An allow-only layer: Allow/Deny decide, Pass and a tier's end go to the next tier
         (no end-of-tier deny, no profiles, no final deny); None if neither decided."""
-        direction = "ingress" if inbound else "egress"
-        for tier, _default, entries in tiers:
-            for entry in entries:
-                rules = entry.value.inbound_rules if inbound else entry.value.outbound_rules
-                v3_rules = entry.v3_rules.get(direction, [])
-                verdict = self.walk_rules(rules, v3_rules, pkt, steps, tier, entry.display, layer)
-                if verdict in ("Allow", "Deny"):
-                    return verdict
-                if verdict == "Pass":
-                    break
-        return None
+        return self.walk_tiers(tiers, inbound, pkt, steps, layer, end_of_tier=False)
 
 
 def failsafe_match(

@@ -7,7 +7,7 @@ kind of device): the pools containing it give the pool type of the most specific
 over IPIP over no encapsulation) and CrossSubnet when any of them says so
 (``calico.felix.calc.l3_route_resolver.pool_info`` and ``compute_route``); same subnet = the
 sender's node address network holds the receiver's node address, in either family
-(``_same_subnet`` there; addresses as ``calico.felix.calc.dataplane_passthru.node_addresses``
+(``_same_subnet`` there; addresses as ``calico.model.node_addresses.node_addresses``
 reads them: BGP, else the first InternalIP then ExternalIP). Then, as
 ``calico.felix.dataplane.vxlan_model.route_for`` and upstream's IPIP manager program it: VXLAN
 -> ``vxlan.calico`` / ``vxlan-v6.calico`` unless same subnet (and the receiver has an address
@@ -27,6 +27,7 @@ from typing import Any
 
 from calico.model import ResourceKey
 from calico.model import processors as p
+from calico.model.node_addresses import node_addresses
 from calico.model.v3_resources import decode_resource
 from calico.policyeval import convcache
 from calico.policyeval.dataset import IPAddress
@@ -39,7 +40,6 @@ IPIP_DEVICE = "tunl0"
 #: Calico's tunnel devices: an endpoint named for one is no uplink.
 TUNNEL_DEVICES = frozenset({*VXLAN_DEVICES.values(), IPIP_DEVICE, "wireguard.cali", "wg-v6.cali"})
 _OFF = ("", "never")
-Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 
 
 @dataclass(frozen=True)
@@ -93,42 +93,19 @@ class Crossing:
     reason: str
 
 
-def _interface(text: Any) -> Interface | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return ipaddress.ip_interface(text)
-    except ValueError:
-        return None
-
-
 def node_net(node: Any) -> NodeNet:
-    """The addresses routes use (a validated v3 Node): BGP ones when it has any, else the first
-    InternalIP, then ExternalIP, of each family."""
+    """The addresses routes use (a validated v3 Node, ``calico.model.node_addresses``) and the
+    families in which it has a VXLAN tunnel endpoint."""
+    addrs = node_addresses(node)
     spec = node.spec
-    v4 = _interface(spec.bgp.ipv4_address) if spec.bgp else None
-    v6 = _interface(spec.bgp.ipv6_address) if spec.bgp else None
-    if v4 is None and v6 is None:
-        listed = [
-            (entry.type or "", iface)
-            for entry in spec.addresses or ()
-            if (iface := _interface(entry.address)) is not None
-        ]
-        for wanted in ("InternalIP", "ExternalIP"):
-            for kind, iface in listed:
-                if kind != wanted:
-                    continue
-                if iface.version == 4 and v4 is None:
-                    v4 = iface
-                elif iface.version == 6 and v6 is None:
-                    v6 = iface
-    v4 = v4 if isinstance(v4, ipaddress.IPv4Interface) else None
-    v6 = v6 if isinstance(v6, ipaddress.IPv6Interface) else None
     # A VTEP per family needs the node address and the VXLAN tunnel address
     # (``calico.felix.calc.vxlan_resolver.VXLANResolver.vtep``).
-    tunnels = ((4, v4, spec.ipv4_vxlan_tunnel_addr), (6, v6, spec.ipv6_vxlan_tunnel_addr))
+    tunnels = (
+        (4, addrs.v4, spec.ipv4_vxlan_tunnel_addr),
+        (6, addrs.v6, spec.ipv6_vxlan_tunnel_addr),
+    )
     vteps = frozenset(version for version, addr, tunnel in tunnels if addr and tunnel)
-    return NodeNet(v4=v4, v6=v6, vteps=vteps)
+    return NodeNet(v4=addrs.v4, v6=addrs.v6, vteps=vteps)
 
 
 def same_subnet(sender: NodeNet | None, receiver: NodeNet | None) -> bool:

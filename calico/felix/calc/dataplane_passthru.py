@@ -1,14 +1,12 @@
 """DataplanePassthru: datastore facts the dataplane needs almost verbatim (pools, WireGuard
 keys, host metadata, global BGP service CIDRs), reshaped into messages.
 
-It also owns ``node_addresses``: the one rule for "which IPs is this Node", shared with the
-L3 route and VXLAN resolvers so host metadata, route next hops and VTEP parents always agree.
+Which IPs a Node has is ``calico.model.node_addresses.node_addresses``, shared with the L3
+route and VXLAN resolvers so host metadata, route next hops and VTEP parents always agree.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from calico.api.cluster import Node
@@ -25,59 +23,13 @@ from calico.felix.messages import (
 )
 from calico.model import IPPoolKey, ResourceKey, WireguardKey
 from calico.model import values as v1
+from calico.model.node_addresses import node_addresses
 
 if TYPE_CHECKING:  # an annotation only: Felix creates the BGP models when a resource needs them
     from calico.api.bgp import BGPConfiguration
 
-Interface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
-
 #: v1 pool encap spelling (what the IPPool processor writes) -> the v3 spelling messages use.
 ENCAP_V3 = {"always": "Always", "cross-subnet": "CrossSubnet", "never": "Never", "": "Never"}
-
-
-@dataclass(frozen=True)
-class NodeAddresses:
-    """A node's v4/v6 address with its subnet (``10.0.0.1/24``), plus every listed address."""
-
-    v4: ipaddress.IPv4Interface | None = None
-    v6: ipaddress.IPv6Interface | None = None
-    others: tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...] = ()
-
-
-def _interface(text: str | None) -> Interface | None:
-    if not text:
-        return None
-    try:
-        return ipaddress.ip_interface(text)
-    except ValueError:
-        return None
-
-
-def node_addresses(node: Node) -> NodeAddresses:
-    """The BGP addresses when the node has any; otherwise the first InternalIP (then
-    ExternalIP) of each family from ``spec.addresses`` (BGP-less clusters, e.g. VXLAN-only)."""
-    spec = node.spec
-    listed = [
-        (entry.type or "", iface)
-        for entry in spec.addresses or ()
-        if (iface := _interface(entry.address)) is not None
-    ]
-    v4 = _interface(spec.bgp.ipv4_address) if spec.bgp else None
-    v6 = _interface(spec.bgp.ipv6_address) if spec.bgp else None
-    if v4 is None and v6 is None:
-        for wanted in ("InternalIP", "ExternalIP"):
-            for kind, iface in listed:
-                if kind != wanted:
-                    continue
-                if iface.version == 4 and v4 is None:
-                    v4 = iface
-                elif iface.version == 6 and v6 is None:
-                    v6 = iface
-    return NodeAddresses(
-        v4=v4 if isinstance(v4, ipaddress.IPv4Interface) else None,
-        v6=v6 if isinstance(v6, ipaddress.IPv6Interface) else None,
-        others=tuple(iface.ip for _, iface in listed),
-    )
 
 
 def pool_id(key: IPPoolKey) -> str:

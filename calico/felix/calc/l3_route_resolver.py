@@ -24,11 +24,11 @@ from typing import Any
 
 from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
-from calico.felix.calc.dataplane_passthru import node_addresses
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import IPPoolType, RouteType, RouteUpdate
 from calico.model import BlockKey, IPPoolKey, ResourceKey, WorkloadEndpointKey
 from calico.model import values as v1
+from calico.model.node_addresses import node_addresses
 
 #: (IP version, network address as int, prefix length): cheap to mask, hash and sort.
 Cidr = tuple[int, int, int]

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
-from calico.felix.calc.dataplane_passthru import node_addresses
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import VXLANTunnelEndpointUpdate
 from calico.model import HostConfigKey, ResourceKey
+from calico.model.node_addresses import node_addresses
 from calico.model.processors.common import mac_str
 from calico.model.vtep import default_vtep_mac
 
