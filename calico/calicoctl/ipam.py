@@ -25,14 +25,12 @@ from calico.calicoctl.ipam_split import parse_count, split_pool
 from calico.calicoctl.session import client_version, open_client
 from calico.datastore.client import Client
 from calico.datastore.errors import DatastoreError, ResourceDoesNotExistError
+from calico.gobool import go_bool
 from calico.ipam.allocator import IPAMClient
 from calico.ipam.blocks import BadSequenceNumber
 from calico.ipam.check import run_check, write_report
 from calico.ipam.store import IPAMStore
 from calico.ipam.usage import get_utilization
-
-TRUE_WORDS = {"1", "t", "T", "TRUE", "true", "True"}
-FALSE_WORDS = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 @dataclass
@@ -296,9 +294,9 @@ def configure(ctx: click.Context, strict: str | None, max_blocks: str | None) ->
     client = _client(ctx)
     strict_value: bool | None = None
     if strict:
-        if strict not in TRUE_WORDS | FALSE_WORDS:
+        strict_value = go_bool(strict)
+        if strict_value is None:
             raise CtlError("invalid value. Use true or false to set strictaffinity")
-        strict_value = strict in TRUE_WORDS
     blocks_value: int | None = None
     if max_blocks:
         try:

@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from calico.datastore.errors import DatastoreConfigError
+from calico.gobool import go_bool
 
 DATASTORE_TYPES = ("local", "etcdv3", "kubernetes")
 DEFAULT_DATASTORE_TYPE = "local"
@@ -177,9 +178,6 @@ _K8S_BOOL_ENV = {
 }
 # Upstream variables whose feature this implementation lacks: refuse rather than ignore.
 _UNSUPPORTED_ENV = ("ETCD_DISCOVERY_SRV", "ETCD_USERNAME", "ETCD_PASSWORD")
-# Go's strconv.ParseBool, which upstream's envconfig uses.
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 def env_lookup(env: Mapping[str, str], name: str) -> tuple[str, str] | None:
@@ -195,10 +193,8 @@ def env_lookup(env: Mapping[str, str], name: str) -> tuple[str, str] | None:
 
 
 def _parse_bool(var: str, value: str) -> bool:
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
+    if (flag := go_bool(value)) is not None:  # upstream's envconfig: Go's strconv.ParseBool
+        return flag
     raise DatastoreConfigError(f"invalid value {value!r} for {var}: expected true or false")
 
 

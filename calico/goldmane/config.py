@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from calico.durations import DurationError, parse_duration
-
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+from calico.gobool import go_bool
 
 
 class ConfigError(ValueError):
@@ -75,10 +73,8 @@ def _convert(var: str, kind: str, raw: str) -> object:
     if kind == "str":
         return raw
     if kind == "bool":
-        if raw in _TRUE:
-            return True
-        if raw in _FALSE:
-            return False
+        if (flag := go_bool(raw)) is not None:
+            return flag
         raise ConfigError(f"{var}: invalid boolean {raw!r}")
     if kind == "duration":
         try:

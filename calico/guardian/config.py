@@ -14,13 +14,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from calico.durations import DurationError, parse_duration
+from calico.gobool import go_bool
 
 PREFIX = "GUARDIAN"
 DEFAULT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 DEFAULT_CA_BUNDLE_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
-
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 class ConfigError(ValueError):
@@ -108,10 +106,8 @@ def _convert(var: str, kind: str, raw: str) -> Any:
     if kind == "str":
         return raw
     if kind == "bool":
-        if raw in _TRUE:
-            return True
-        if raw in _FALSE:
-            return False
+        if (flag := go_bool(raw)) is not None:
+            return flag
         raise ConfigError(f"{var}: invalid boolean {raw!r}")
     if kind == "int":
         try:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from calico.gobool import go_bool
 from calico.proto.goldmane import api_pb2 as pb
 
 
@@ -154,10 +155,8 @@ def parse_int(value: str | None, what: str, default: int = 0) -> int:
 def parse_bool(value: str | None, what: str) -> bool:
     if value is None or value == "":
         return False
-    if value in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if value in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
+    if (flag := go_bool(value)) is not None:
+        return flag
     raise RequestError(f"{what}: invalid boolean {value!r}")
 
 
