@@ -32,8 +32,9 @@ from calico.felix.calc.rule_convert import (
     POLICY_OUTBOUND_SEED,
     PROFILE_INBOUND_SEED,
     PROFILE_OUTBOUND_SEED,
-    convert_rule,
     deny_all_rules,
+    rule_fields,
+    rules_with_ids,
     split_ports,
     with_rule_ids,
 )
@@ -82,6 +83,12 @@ def _canonical(selector: str) -> str:
 
 def scan_rule(rule: v1.Rule) -> tuple[Rule, list[IPSetData]]:
     """One v1 rule -> (Rule without ID, the IP sets it references, in a stable order)."""
+    fields, sets = scan_rule_fields(rule)
+    return Rule(**fields), sets
+
+
+def scan_rule_fields(rule: v1.Rule) -> tuple[dict[str, Any], list[IPSetData]]:
+    """:func:`scan_rule` with the Rule as its fields (``rule_fields``), not yet built."""
     proto = named_port_protocol(rule.protocol)
     ids: dict[str, list[str]] = {}
     all_sets: list[IPSetData] = []
@@ -112,18 +119,19 @@ def scan_rule(rule: v1.Rule) -> tuple[Rule, list[IPSetData]]:
     if rule.src_service:
         svc = f"{rule.src_service_ns}/{rule.src_service}"
         add("src_ip_set_ids", IPSetData(service=svc))
-    return convert_rule(rule, ids), all_sets
+    return rule_fields(rule, ids), all_sets
 
 
 def scan_rules(rules: Sequence[v1.Rule], seed: str) -> tuple[tuple[Rule, ...], list[IPSetData]]:
-    """A rule list -> (Rules with IDs, every IP set referenced)."""
-    out: list[Rule] = []
+    """A rule list -> (Rules with IDs, every IP set referenced). Equal to ``with_rule_ids`` of
+    the :func:`scan_rule` results (tested); each Rule is built once, with its ID."""
+    out: list[dict[str, Any]] = []
     sets: list[IPSetData] = []
     for rule in rules:
-        parsed, rule_sets = scan_rule(rule)
-        out.append(parsed)
+        fields, rule_sets = scan_rule_fields(rule)
+        out.append(fields)
         sets.extend(rule_sets)
-    return with_rule_ids(out, seed), sets
+    return rules_with_ids(out, seed), sets
 
 
 def policy_id(key: PolicyKey) -> PolicyID:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from calico.felix.calc import rule_scanner
+from calico.felix.calc.rule_convert import with_rule_ids
 from calico.felix.calc.rule_scanner import IPSetData, RuleScanner, named_port_protocol
 from calico.felix.messages import IPSetType, PolicyID, ProfileID
 from calico.model import PolicyKey
@@ -157,3 +161,33 @@ def test_rule_change_swaps_sets() -> None:
         ("delete_ip_set", sid("has(a)")),
         ("on_ipset_removed", sid("has(a)")),
     ]
+
+
+# -- scan_rules builds each Rule once; the reference is with_rule_ids of scan_rule ------------
+
+_sel = st.sampled_from(["", "a == 'x'", "has(b)", "a == 'y' || c == 'z'"])
+_ports = st.lists(st.sampled_from([80, "443", "1000:2000", "http", "dns"]), max_size=3)
+_v1_rules = st.fixed_dictionaries(
+    {"action": st.sampled_from(["allow", "deny", "log", "pass"])},
+    optional={
+        "protocol": st.sampled_from(["tcp", "udp", "icmp", 6]),
+        "src_selector": _sel,
+        "!dst_selector": _sel,
+        "dst_ports": _ports,
+        "!src_ports": _ports,
+        "src_nets": st.just(["10.0.0.0/8"]),
+        "dst_service": st.just("svc"),
+        "dst_service_ns": st.just("ns"),
+        "metadata": st.just({"annotations": {"b": "1", "a": "2"}}),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_v1_rules, max_size=4), st.sampled_from(["pol-in-default/p", "prof-out-x"]))
+def test_scan_rules_equals_the_reference(data: list[dict[str, Any]], seed: str) -> None:
+    parsed = [v1.Rule.from_json(d) for d in data]
+    fast, fast_sets = rule_scanner.scan_rules(parsed, seed)
+    ref = [rule_scanner.scan_rule(r) for r in parsed]
+    assert fast == with_rule_ids([r for r, _ in ref], seed)
+    assert fast_sets == [s for _, sets in ref for s in sets]
