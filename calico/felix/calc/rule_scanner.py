@@ -22,6 +22,7 @@ last reference goes, so the sequencer always sees the set before any member even
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -191,8 +192,19 @@ class ServiceSetIndex(Protocol):
     def delete_ip_set(self, set_id: str) -> None: ...
 
 
+#: Parsed policies kept per key (active or not) so a policy that goes inactive and comes back
+#: at the same revision is not parsed again; least recently activated dropped first.
+PARSED_POLICY_CACHE = 4096
+
+
 class RuleScanner:
-    """Turns ARC's active/inactive events into parsed rules and IP set lifecycles."""
+    """Turns ARC's active/inactive events into parsed rules and IP set lifecycles.
+
+    ``parse_policy`` is a pure function of (key, value), so its result is kept per key with the
+    value it was parsed from and reused while an activation brings an equal value (the ARC
+    hands over the object it stores, so usually the same one). The same Policy object then
+    reaches the dataplane, whose PolicyManager keeps rendered chains the same way.
+    """
 
     def __init__(
         self, callbacks: RuleCallbacks, index: IPSetIndex, services: ServiceSetIndex | None = None
@@ -203,6 +215,9 @@ class RuleScanner:
         self._sets_by_owner: dict[object, frozenset[str]] = {}
         self._owners_by_set: dict[str, set[object]] = {}
         self._data_by_set: dict[str, IPSetData] = {}
+        self._parsed: OrderedDict[PolicyKey, tuple[v1.Policy, Policy, list[IPSetData]]] = (
+            OrderedDict()
+        )
 
     @property
     def active_ip_sets(self) -> Mapping[str, IPSetData]:
@@ -212,7 +227,7 @@ class RuleScanner:
 
     def on_policy_active(self, key: PolicyKey, value: v1.Policy) -> None:
         """Called when a policy becomes active or an active policy changes."""
-        policy, sets = parse_policy(key, value)
+        policy, sets = self._parse(key, value)
         self._update_refs(key, sets)
         self._callbacks.on_policy_active(policy_id(key), policy)
 
@@ -230,6 +245,18 @@ class RuleScanner:
     def on_profile_inactive(self, name: str) -> None:
         self._callbacks.on_profile_inactive(ProfileID(name))
         self._update_refs(("profile", name), [])
+
+    def _parse(self, key: PolicyKey, value: v1.Policy) -> tuple[Policy, list[IPSetData]]:
+        cached = self._parsed.get(key)
+        if cached is not None and (cached[0] is value or cached[0] == value):
+            self._parsed.move_to_end(key)
+            return cached[1], cached[2]
+        policy, sets = parse_policy(key, value)
+        self._parsed[key] = (value, policy, sets)
+        self._parsed.move_to_end(key)
+        if len(self._parsed) > PARSED_POLICY_CACHE:
+            self._parsed.popitem(last=False)
+        return policy, sets
 
     # -- reference counting --------------------------------------------------------------------
 
