@@ -194,7 +194,7 @@ class ServiceSetIndex(Protocol):
 
 #: Parsed policies kept per key (active or not) so a policy that goes inactive and comes back
 #: at the same revision is not parsed again; least recently activated dropped first.
-PARSED_POLICY_CACHE = 4096
+PARSED_POLICY_CACHE = 1024
 
 
 class RuleScanner:

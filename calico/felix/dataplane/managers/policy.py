@@ -33,7 +33,7 @@ from calico.felix.nftables.model import Chain
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.rules import RuleRenderer
 
-RENDERED_POLICY_CACHE = 4096
+RENDERED_POLICY_CACHE = 1024
 
 
 class PolicyManager:
