@@ -475,6 +475,10 @@ def bench_ttfr_and_cold_apply(
             extra["steady_p99_s"] = round(pct(steady, 0.99), 4)
             if stages is not None:
                 extra["stages_p50_ms"] = stage_breakdown(stages, starts, probers)
+                # the policy-activating workloads 1-9 alone
+                extra["stages_first_p50_ms"] = stage_breakdown(
+                    stages, starts, probers, range(1, 10)
+                )
             ttfr += [float("inf")] * failed
             b50 = statistics.median(base)
             p50_target, p99_target = (None, 0.020) if large else (0.003, 0.011)
@@ -653,12 +657,15 @@ def process_cpu(pid: int) -> float:
     return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 3)
 
 
-def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) -> dict[str, float]:
+def stage_breakdown(
+    stage_dir: Path, starts: list[float], probers: list[Any], only: range | None = None
+) -> dict[str, float]:
     """Median per stage of a new workload's path, in ms, from the stamps
     ``benchmarks/ttfr_stages/sitecustomize.py`` wrote: for each workload, the first stamp of
     each stage after its write (the nft and route applies: inside the first dataplane apply
     after the hand-over), up to the prober's first connect. ``cpu_*``: the stamping thread's
-    CPU over that span (the rest of the span's wall time it waited for the GIL or a core)."""
+    CPU over that span (the rest of the span's wall time it waited for the GIL or a core).
+    ``only``: the workload indices to include (default all)."""
     spans: dict[str, list[tuple[float, float, float]]] = {}
     for path in stage_dir.glob("felix.*"):
         for line in path.read_text().splitlines():
@@ -673,7 +680,9 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
         return values[i] if i < len(values) else None
 
     rows: dict[str, list[float]] = {}
-    for t0, p in zip(starts, probers, strict=True):
+    for index, (t0, p) in enumerate(zip(starts, probers, strict=True)):
+        if only is not None and index not in only:
+            continue
         deliver = after("deliver", t0)
         to_calc = deliver and after("syncer_to_calc", deliver[0])
         calc = to_calc and after("calc_apply", to_calc[0])

@@ -83,32 +83,53 @@ def convert_rule(rule: v1.Rule, ipset_ids: Mapping[str, Sequence[str]]) -> Rule:
     selectors, named ports and services (computed by the RuleScanner); named ports are dropped
     from the port lists here because their sets carry them.
     """
+    return Rule(**rule_fields(rule, ipset_ids))
+
+
+def rule_fields(rule: v1.Rule, ipset_ids: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """:func:`convert_rule`'s ``messages.Rule`` fields (all but ``rule_id``) as a dict, so the
+    rule ID can be computed before the (frozen, 33-field) Rule is built once."""
     metadata = rule.metadata.annotations if rule.metadata is not None else {}
-    return Rule(
-        action=rule.action,
-        ip_version=infer_ip_version(rule.ip_version, rule.protocol),
-        protocol=rule.protocol,
-        not_protocol=rule.not_protocol,
-        src_net=rule.src_nets,
-        src_ports=split_ports(rule.src_ports)[0],
-        dst_net=rule.dst_nets,
-        dst_ports=split_ports(rule.dst_ports)[0],
-        icmp=_icmp(rule.icmp_type, rule.icmp_code),
-        not_src_net=rule.not_src_nets,
-        not_src_ports=split_ports(rule.not_src_ports)[0],
-        not_dst_net=rule.not_dst_nets,
-        not_dst_ports=split_ports(rule.not_dst_ports)[0],
-        not_icmp=_icmp(rule.not_icmp_type, rule.not_icmp_code),
-        http_match=_http(rule.http),
-        original_src_selector=rule.orig_src_selector,
-        original_dst_selector=rule.orig_dst_selector,
-        original_not_src_selector=rule.orig_not_src_selector,
-        original_not_dst_selector=rule.orig_not_dst_selector,
-        original_src_namespace_selector=rule.orig_src_namespace_selector,
-        original_dst_namespace_selector=rule.orig_dst_namespace_selector,
-        metadata=tuple(sorted(metadata.items())),
-        **{name: tuple(ipset_ids.get(name, ())) for name in IPSET_FIELDS},
-    )
+    fields = dict(_DEFAULTS)
+    fields |= {
+        "action": rule.action,
+        "ip_version": infer_ip_version(rule.ip_version, rule.protocol),
+        "protocol": rule.protocol,
+        "not_protocol": rule.not_protocol,
+        "src_net": rule.src_nets,
+        "src_ports": _numeric(rule.src_ports),
+        "dst_net": rule.dst_nets,
+        "dst_ports": _numeric(rule.dst_ports),
+        "icmp": _icmp(rule.icmp_type, rule.icmp_code),
+        "not_src_net": rule.not_src_nets,
+        "not_src_ports": _numeric(rule.not_src_ports),
+        "not_dst_net": rule.not_dst_nets,
+        "not_dst_ports": _numeric(rule.not_dst_ports),
+        "not_icmp": _icmp(rule.not_icmp_type, rule.not_icmp_code),
+        "http_match": _http(rule.http),
+        "original_src_selector": rule.orig_src_selector,
+        "original_dst_selector": rule.orig_dst_selector,
+        "original_not_src_selector": rule.orig_not_src_selector,
+        "original_not_dst_selector": rule.orig_not_dst_selector,
+        "original_src_namespace_selector": rule.orig_src_namespace_selector,
+        "original_dst_namespace_selector": rule.orig_dst_namespace_selector,
+        "metadata": tuple(sorted(metadata.items())),
+    }
+    for name in IPSET_FIELDS:
+        fields[name] = tuple(ipset_ids.get(name, ()))
+    return fields
+
+
+# Every field of Rule with a default but ``rule_id``: what rule_fields does not set itself.
+_DEFAULTS = {
+    f.name: f.default
+    for f in dataclasses.fields(Rule)
+    if f.default is not dataclasses.MISSING and f.name != "rule_id"
+}
+
+
+def _numeric(ports: Sequence[int | str] | None) -> tuple[PortRange, ...]:
+    return split_ports(ports)[0] if ports else ()
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -145,14 +166,48 @@ _COMMON_JSON = {"": '""', None: "null", (): "[]"}
 
 def canonical_rule_bytes(rule: Rule) -> bytes:
     """The bytes hashed for a rule's ID: canonical JSON of every field except ``rule_id``
-    (``json.dumps`` of ``dataclasses.asdict`` with sorted keys, compact separators, ASCII;
-    written field by field here, with the encoder only for values that are not empty)."""
+    (``json.dumps`` of ``dataclasses.asdict`` with sorted keys, compact separators, ASCII)."""
+    return canonical_field_bytes(vars(rule))
+
+
+def canonical_field_bytes(fields: Mapping[str, Any]) -> bytes:
+    """:func:`canonical_rule_bytes` of the Rule whose fields are ``fields`` (every field but
+    ``rule_id`` present). Written field by field: empty values as constants, the text of
+    other plain values (strings, exact ints, tuples of strings) kept per field and value."""
     parts = []
+    cache = _FIELD_TEXT
     for name, head in _RULE_FIELDS:
-        value = getattr(rule, name)
-        text = _COMMON_JSON.get(value) if value is None or value == "" or value == () else None
-        parts.append(head + (text if text is not None else _CANONICAL.encode(_plain(value))))
+        value = fields[name]
+        if value is None or value == "" or value == ():
+            parts.append(head + _COMMON_JSON[value])
+            continue
+        kind = type(value)
+        cacheable = kind is str or kind is int or (kind is tuple and _all_str(value))
+        text = cache.get((name, value)) if cacheable else None
+        if text is None:
+            text = head + _CANONICAL.encode(_plain(value))
+            if cacheable:
+                if len(cache) >= _FIELD_TEXT_MAX:
+                    cache.clear()
+                cache[(name, value)] = text
+        parts.append(text)
     return ("{" + ",".join(parts) + "}").encode("ascii")
+
+
+def _all_str(values: tuple[Any, ...]) -> bool:
+    return all(type(v) is str for v in values)
+
+
+# (field name, plain value) -> its ``"name":value`` text. Only str, exact int and tuple-of-str
+# values go in, whose equality implies equal JSON (1 == 1.0 == True does not reach here); the
+# cache is cleared when full, so policy churn cannot grow it without bound.
+_FIELD_TEXT: dict[tuple[str, Any], str] = {}
+_FIELD_TEXT_MAX = 8192
+
+
+def _next_id(digest: bytes, body: bytes) -> tuple[bytes, str]:
+    digest = hashlib.sha224(digest + body).digest()
+    return digest, base64.urlsafe_b64encode(digest)[:RULE_ID_LENGTH].decode("ascii")
 
 
 def with_rule_ids(rules: Sequence[Rule], seed: str) -> tuple[Rule, ...]:
@@ -160,9 +215,20 @@ def with_rule_ids(rules: Sequence[Rule], seed: str) -> tuple[Rule, ...]:
     digest = hashlib.sha224(seed.encode("utf-8", "surrogatepass")).digest()
     out: list[Rule] = []
     for rule in rules:
-        digest = hashlib.sha224(digest + canonical_rule_bytes(rule)).digest()
-        rule_id = base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")[:RULE_ID_LENGTH]
+        digest, rule_id = _next_id(digest, canonical_rule_bytes(rule))
         out.append(dataclasses.replace(rule, rule_id=rule_id))
+    return tuple(out)
+
+
+def rules_with_ids(fields: Sequence[dict[str, Any]], seed: str) -> tuple[Rule, ...]:
+    """``with_rule_ids`` of the Rules whose fields (:func:`rule_fields`) are ``fields``, each
+    Rule built once with its ID (``dataclasses.replace`` re-runs the 33-field frozen init).
+    The dicts gain a ``rule_id`` key."""
+    digest = hashlib.sha224(seed.encode("utf-8", "surrogatepass")).digest()
+    out: list[Rule] = []
+    for rule in fields:
+        digest, rule["rule_id"] = _next_id(digest, canonical_field_bytes(rule))
+        out.append(Rule(**rule))
     return tuple(out)
 
 

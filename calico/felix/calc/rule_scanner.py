@@ -22,6 +22,7 @@ last reference goes, so the sequencer always sees the set before any member even
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,8 +33,9 @@ from calico.felix.calc.rule_convert import (
     POLICY_OUTBOUND_SEED,
     PROFILE_INBOUND_SEED,
     PROFILE_OUTBOUND_SEED,
-    convert_rule,
     deny_all_rules,
+    rule_fields,
+    rules_with_ids,
     split_ports,
     with_rule_ids,
 )
@@ -82,6 +84,12 @@ def _canonical(selector: str) -> str:
 
 def scan_rule(rule: v1.Rule) -> tuple[Rule, list[IPSetData]]:
     """One v1 rule -> (Rule without ID, the IP sets it references, in a stable order)."""
+    fields, sets = scan_rule_fields(rule)
+    return Rule(**fields), sets
+
+
+def scan_rule_fields(rule: v1.Rule) -> tuple[dict[str, Any], list[IPSetData]]:
+    """:func:`scan_rule` with the Rule as its fields (``rule_fields``), not yet built."""
     proto = named_port_protocol(rule.protocol)
     ids: dict[str, list[str]] = {}
     all_sets: list[IPSetData] = []
@@ -112,18 +120,19 @@ def scan_rule(rule: v1.Rule) -> tuple[Rule, list[IPSetData]]:
     if rule.src_service:
         svc = f"{rule.src_service_ns}/{rule.src_service}"
         add("src_ip_set_ids", IPSetData(service=svc))
-    return convert_rule(rule, ids), all_sets
+    return rule_fields(rule, ids), all_sets
 
 
 def scan_rules(rules: Sequence[v1.Rule], seed: str) -> tuple[tuple[Rule, ...], list[IPSetData]]:
-    """A rule list -> (Rules with IDs, every IP set referenced)."""
-    out: list[Rule] = []
+    """A rule list -> (Rules with IDs, every IP set referenced). Equal to ``with_rule_ids`` of
+    the :func:`scan_rule` results (tested); each Rule is built once, with its ID."""
+    out: list[dict[str, Any]] = []
     sets: list[IPSetData] = []
     for rule in rules:
-        parsed, rule_sets = scan_rule(rule)
-        out.append(parsed)
+        fields, rule_sets = scan_rule_fields(rule)
+        out.append(fields)
         sets.extend(rule_sets)
-    return with_rule_ids(out, seed), sets
+    return rules_with_ids(out, seed), sets
 
 
 def policy_id(key: PolicyKey) -> PolicyID:
@@ -183,8 +192,19 @@ class ServiceSetIndex(Protocol):
     def delete_ip_set(self, set_id: str) -> None: ...
 
 
+#: Parsed policies kept per key (active or not) so a policy that goes inactive and comes back
+#: at the same revision is not parsed again; least recently activated dropped first.
+PARSED_POLICY_CACHE = 1024
+
+
 class RuleScanner:
-    """Turns ARC's active/inactive events into parsed rules and IP set lifecycles."""
+    """Turns ARC's active/inactive events into parsed rules and IP set lifecycles.
+
+    ``parse_policy`` is a pure function of (key, value), so its result is kept per key with the
+    value it was parsed from and reused while an activation brings an equal value (the ARC
+    hands over the object it stores, so usually the same one). The same Policy object then
+    reaches the dataplane, whose PolicyManager keeps rendered chains the same way.
+    """
 
     def __init__(
         self, callbacks: RuleCallbacks, index: IPSetIndex, services: ServiceSetIndex | None = None
@@ -195,6 +215,9 @@ class RuleScanner:
         self._sets_by_owner: dict[object, frozenset[str]] = {}
         self._owners_by_set: dict[str, set[object]] = {}
         self._data_by_set: dict[str, IPSetData] = {}
+        self._parsed: OrderedDict[PolicyKey, tuple[v1.Policy, Policy, list[IPSetData]]] = (
+            OrderedDict()
+        )
 
     @property
     def active_ip_sets(self) -> Mapping[str, IPSetData]:
@@ -204,7 +227,7 @@ class RuleScanner:
 
     def on_policy_active(self, key: PolicyKey, value: v1.Policy) -> None:
         """Called when a policy becomes active or an active policy changes."""
-        policy, sets = parse_policy(key, value)
+        policy, sets = self._parse(key, value)
         self._update_refs(key, sets)
         self._callbacks.on_policy_active(policy_id(key), policy)
 
@@ -222,6 +245,18 @@ class RuleScanner:
     def on_profile_inactive(self, name: str) -> None:
         self._callbacks.on_profile_inactive(ProfileID(name))
         self._update_refs(("profile", name), [])
+
+    def _parse(self, key: PolicyKey, value: v1.Policy) -> tuple[Policy, list[IPSetData]]:
+        cached = self._parsed.get(key)
+        if cached is not None and (cached[0] is value or cached[0] == value):
+            self._parsed.move_to_end(key)
+            return cached[1], cached[2]
+        policy, sets = parse_policy(key, value)
+        self._parsed[key] = (value, policy, sets)
+        self._parsed.move_to_end(key)
+        if len(self._parsed) > PARSED_POLICY_CACHE:
+            self._parsed.popitem(last=False)
+        return policy, sets
 
     # -- reference counting --------------------------------------------------------------------
 

@@ -140,7 +140,7 @@ def rule_match(rule: Rule, version: int | None) -> RuleMatch | None:
         ("saddr", rule.src_net, rule.not_src_net),
         ("daddr", rule.dst_net, rule.not_dst_net),
     ):
-        if version is None:
+        if version is None or not (nets or not_nets):
             continue
         left = payload(ADDR_PROTO[version], side)
         if nets:
@@ -160,6 +160,8 @@ def rule_match(rule: Rule, version: int | None) -> RuleMatch | None:
             ("daddr", rule.not_dst_ip_set_ids, "!="),
             ("saddr", rule.src_ip_port_set_ids, "=="),  # svcnoport: address-only NET sets
         ):
+            if not ids:  # (the payload dicts are only built for a side in use)
+                continue
             left = payload(ADDR_PROTO[version], side)
             exprs.extend(match(left, f"@{ipset_name(i, version)}", op) for i in ids)
 
@@ -169,7 +171,9 @@ def rule_match(rule: Rule, version: int | None) -> RuleMatch | None:
         ("dst", rule.dst_ports, rule.dst_named_port_ip_set_ids, rule.not_dst_ports,
          rule.not_dst_named_port_ip_set_ids),
     ):  # fmt: skip
-        port_field = payload("th", "sport" if side == "src" else "dport")
+        port_field = None  # (built only for a side with numeric ports)
+        if ports or not_ports:
+            port_field = payload("th", "sport" if side == "src" else "dport")
         alts: list[list[Expr]] = []
         if ports:
             alts.append([match(port_field, ports_value(ports))])

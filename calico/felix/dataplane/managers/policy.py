@@ -5,10 +5,18 @@ to a missing chain fails the whole transaction. A profile an endpoint names but 
 lacks therefore gets empty chains (no accept mark, so the endpoint's final deny applies — the
 upstream "missing profile = deny" behaviour). Endpoint managers declare their references with
 :meth:`PolicyManager.set_profile_refs`.
+
+Rendered policy chains are kept per policy ID with the Policy they came from (active or not,
+least recently used dropped past :data:`RENDERED_POLICY_CACHE`): a policy that is activated
+again at the same revision (equal Policy; the calc graph's RuleScanner hands out the same
+object) reuses its Chain objects, whose rules already carry their rule text and netlink
+encoding (design/performance.md "TTFR at 1,000 policies: activations (session 6)"). (ID,
+Policy, the renderer's config object) decides the chains.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 
 from calico.felix.messages import (
@@ -16,6 +24,7 @@ from calico.felix.messages import (
     ActivePolicyUpdate,
     ActiveProfileRemove,
     ActiveProfileUpdate,
+    Policy,
     PolicyID,
     Profile,
     ToDataplane,
@@ -24,11 +33,14 @@ from calico.felix.nftables.model import Chain
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.rules import RuleRenderer
 
+RENDERED_POLICY_CACHE = 1024
+
 
 class PolicyManager:
     def __init__(self, table: NftablesTable, renderer: RuleRenderer) -> None:
         self._table = table
         self._renderer = renderer
+        self._rendered: OrderedDict[PolicyID, tuple[object, Policy, list[Chain]]] = OrderedDict()
         self._policy_chains: dict[PolicyID, list[str]] = {}
         self._active_profiles: set[str] = set()
         self._profile_chains: dict[str, list[str]] = {}  # programmed (active or stub)
@@ -45,7 +57,7 @@ class PolicyManager:
 
     def on_update(self, msg: ToDataplane) -> None:
         if isinstance(msg, ActivePolicyUpdate):
-            chains = self._renderer.policy_chains(msg.id, msg.policy)
+            chains = self._render_policy(msg.id, msg.policy)
             self._policy_chains[msg.id] = self._replace(self._policy_chains.get(msg.id), chains)
         elif isinstance(msg, ActivePolicyRemove):
             self._replace(self._policy_chains.pop(msg.id, None), [])
@@ -80,6 +92,23 @@ class PolicyManager:
                 self._profile_chains[name] = self._replace(None, chains)
         for name in set(self._profile_chains) - referenced - self._active_profiles:
             self._replace(self._profile_chains.pop(name), [])
+
+    def _render_policy(self, policy_id: PolicyID, policy: Policy) -> list[Chain]:
+        config = self._renderer.config
+        cached = self._rendered.get(policy_id)
+        if (
+            cached is not None
+            and cached[0] is config
+            and (cached[1] is policy or cached[1] == policy)
+        ):
+            self._rendered.move_to_end(policy_id)
+            return cached[2]
+        chains = self._renderer.policy_chains(policy_id, policy)
+        self._rendered[policy_id] = (config, policy, chains)
+        self._rendered.move_to_end(policy_id)
+        if len(self._rendered) > RENDERED_POLICY_CACHE:
+            self._rendered.popitem(last=False)
+        return chains
 
     def _replace(self, old: list[str] | None, chains: list[Chain]) -> list[str]:
         names = [c.name for c in chains]

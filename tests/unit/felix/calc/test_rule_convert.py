@@ -15,6 +15,7 @@ from calico.felix.calc.rule_convert import (
     canonical_rule_bytes,
     convert_rule,
     parse_port,
+    rules_with_ids,
     split_ports,
     with_rule_ids,
 )
@@ -147,3 +148,26 @@ def reference_bytes(rule: Rule) -> bytes:
 @given(rules)
 def test_canonical_bytes_equal_the_asdict_definition(rule: Rule) -> None:
     assert canonical_rule_bytes(rule) == reference_bytes(rule)
+
+
+# -- rule IDs with each Rule built once (the RuleScanner's path) -------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(rules, max_size=4), _text)
+def test_rules_with_ids_equal_with_rule_ids(rule_list: list[Rule], seed: str) -> None:
+    fields = [
+        {f.name: getattr(r, f.name) for f in dataclasses.fields(Rule) if f.name != "rule_id"}
+        for r in rule_list
+    ]
+    assert rules_with_ids(fields, seed) == with_rule_ids(rule_list, seed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rules)
+def test_canonical_bytes_stable_with_a_warm_field_cache(rule: Rule) -> None:
+    """The per-(field, value) text cache never changes the bytes: computed twice, and for a
+    rule whose values equal cached ones of another type (1 vs True is excluded by type)."""
+    assert canonical_rule_bytes(rule) == canonical_rule_bytes(rule) == reference_bytes(rule)
+    flipped = dataclasses.replace(rule, ip_version=True if rule.ip_version == 1 else 1)
+    assert canonical_rule_bytes(flipped) == reference_bytes(flipped)

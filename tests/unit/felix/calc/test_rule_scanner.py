@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from calico.felix.calc import rule_scanner
+from calico.felix.calc.rule_convert import with_rule_ids
 from calico.felix.calc.rule_scanner import IPSetData, RuleScanner, named_port_protocol
 from calico.felix.messages import IPSetType, PolicyID, ProfileID
 from calico.model import PolicyKey
@@ -157,3 +161,128 @@ def test_rule_change_swaps_sets() -> None:
         ("delete_ip_set", sid("has(a)")),
         ("on_ipset_removed", sid("has(a)")),
     ]
+
+
+# -- scan_rules builds each Rule once; the reference is with_rule_ids of scan_rule ------------
+
+_sel = st.sampled_from(["", "a == 'x'", "has(b)", "a == 'y' || c == 'z'"])
+_ports = st.lists(st.sampled_from([80, "443", "1000:2000", "http", "dns"]), max_size=3)
+_v1_rules = st.fixed_dictionaries(
+    {"action": st.sampled_from(["allow", "deny", "log", "pass"])},
+    optional={
+        "protocol": st.sampled_from(["tcp", "udp", "icmp", 6]),
+        "src_selector": _sel,
+        "!dst_selector": _sel,
+        "dst_ports": _ports,
+        "!src_ports": _ports,
+        "src_nets": st.just(["10.0.0.0/8"]),
+        "dst_service": st.just("svc"),
+        "dst_service_ns": st.just("ns"),
+        "metadata": st.just({"annotations": {"b": "1", "a": "2"}}),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_v1_rules, max_size=4), st.sampled_from(["pol-in-default/p", "prof-out-x"]))
+def test_scan_rules_equals_the_reference(data: list[dict[str, Any]], seed: str) -> None:
+    parsed = [v1.Rule.from_json(d) for d in data]
+    fast, fast_sets = rule_scanner.scan_rules(parsed, seed)
+    ref = [rule_scanner.scan_rule(r) for r in parsed]
+    assert fast == with_rule_ids([r for r, _ in ref], seed)
+    assert fast_sets == [s for _, sets in ref for s in sets]
+
+
+# -- the parsed-policy cache ------------------------------------------------------------------
+
+_K1 = PolicyKey("NetworkPolicy", "ns", "p1")
+_K2 = PolicyKey("GlobalNetworkPolicy", "", "p2")
+
+
+def _policy(src: str = "has(a)", port: int = 80, tier: str = "") -> v1.Policy:
+    rule = {"action": "allow", "protocol": "tcp", "src_selector": src, "dst_ports": [port]}
+    return v1.Policy.from_json({"selector": "all()", "tier": tier, "inbound_rules": [rule]})
+
+
+def _counting_parse(monkeypatch: Any) -> list[PolicyKey]:
+    calls: list[PolicyKey] = []
+    real = rule_scanner.parse_policy
+
+    def parse(key: PolicyKey, value: v1.Policy) -> Any:
+        calls.append(key)
+        return real(key, value)
+
+    monkeypatch.setattr(rule_scanner, "parse_policy", parse)
+    return calls
+
+
+def test_reactivation_at_the_same_revision_reuses_the_parsed_policy(monkeypatch: Any) -> None:
+    calls = _counting_parse(monkeypatch)
+    rec = Recorder()
+    scanner = RuleScanner(rec, rec)
+    value = _policy()
+    scanner.on_policy_active(_K1, value)
+    first = rec.calls[-1][2]
+    scanner.on_policy_inactive(_K1)
+    rec.calls.clear()
+    scanner.on_policy_active(_K1, _policy())  # an equal value, another object
+    assert calls == [_K1]
+    assert rec.calls[-1][2] is first
+    # the IP set came back with the policy, as without the cache
+    assert [c[0] for c in rec.calls] == ["on_ipset_added", "update_ip_set", "on_policy_active"]
+
+
+def test_a_changed_policy_is_parsed_again(monkeypatch: Any) -> None:
+    calls = _counting_parse(monkeypatch)
+    rec = Recorder()
+    scanner = RuleScanner(rec, rec)
+    scanner.on_policy_active(_K1, _policy())
+    before = rec.calls[-1][2]
+    scanner.on_policy_active(_K1, _policy(port=81))  # rule change while active
+    after = rec.calls[-1][2]
+    assert calls == [_K1, _K1]
+    assert after.inbound_rules[0].dst_ports != before.inbound_rules[0].dst_ports
+    assert after.inbound_rules[0].rule_id != before.inbound_rules[0].rule_id
+    scanner.on_policy_inactive(_K1)
+    scanner.on_policy_active(_K1, _policy(src="has(b)", tier="t1"))  # changed while inactive
+    last = rec.calls[-1][2]
+    assert len(calls) == 3 and last.tier == "t1"
+    assert last == rule_scanner.parse_policy(_K1, _policy(src="has(b)", tier="t1"))[0]
+    # the same value under another key is that key's own parse (rule IDs seed on the name)
+    scanner.on_policy_active(_K2, _policy(src="has(b)", tier="t1"))
+    assert rec.calls[-1][2].inbound_rules[0].rule_id != last.inbound_rules[0].rule_id
+
+
+_values = st.sampled_from(
+    [_policy(), _policy(port=81), _policy(src="has(b)"), _policy(tier="t1"), _policy()]
+)
+_ops = st.lists(
+    st.tuples(st.sampled_from([_K1, _K2]), st.none() | _values), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_ops, st.sampled_from([1, 1024]))
+def test_cached_scanner_equals_uncached(ops: list[Any], size: int) -> None:
+    """Any sequence of activations (None: inactive) gives the same callbacks with the cache
+    (evicting at ``size``) as with none: deletion and re-add, updates, other keys."""
+    recs = []
+    for cache in (size, 0):
+        rec = Recorder()
+        scanner = RuleScanner(rec, rec)
+        old = rule_scanner.PARSED_POLICY_CACHE
+        rule_scanner.PARSED_POLICY_CACHE = cache
+        try:
+            active: set[PolicyKey] = set()
+            for key, value in ops:
+                if value is None:
+                    if key in active:
+                        scanner.on_policy_inactive(key)
+                        active.discard(key)
+                else:
+                    scanner.on_policy_active(key, value)
+                    active.add(key)
+        finally:
+            rule_scanner.PARSED_POLICY_CACHE = old
+        recs.append(rec.calls)
+    assert recs[0] == recs[1]

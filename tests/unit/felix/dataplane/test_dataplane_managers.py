@@ -3,10 +3,15 @@ endpoints (chains, dispatch maps, routes), NAT-outgoing pools."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+from typing import Any
 
 from dataplane_fakes import FakeRouteTable, FakeTable
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from calico.felix.dataplane.managers import policy as policy_manager
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
@@ -93,6 +98,68 @@ def test_policy_chains_follow_updates_and_removal() -> None:
     assert len(names) == 2 and mgr.num_policies == 1
     mgr.on_update(ActivePolicyRemove(pid))
     assert not any("p1" in n for n in table.chains)
+
+
+def test_reactivated_policy_reuses_its_rendered_chains(monkeypatch: Any) -> None:
+    renderer = _renderer()
+    calls: list[PolicyID] = []
+    real = renderer.policy_chains
+    monkeypatch.setattr(
+        renderer, "policy_chains", lambda pid, pol: calls.append(pid) or real(pid, pol)
+    )
+    table = FakeTable()
+    mgr = PolicyManager(table, renderer)  # type: ignore[arg-type]
+    pid = PolicyID("p1", "NetworkPolicy", "ns1", "default")
+    rules = (Rule(action="allow", protocol="tcp", rule_id="r1"),)
+    mgr.on_update(ActivePolicyUpdate(pid, Policy(inbound_rules=rules)))
+    first = dict(table.chains)
+    mgr.on_update(ActivePolicyRemove(pid))
+    mgr.on_update(ActivePolicyUpdate(pid, Policy(inbound_rules=rules)))  # equal, not the same
+    assert calls == [pid]
+    assert all(table.chains[n] is c for n, c in first.items())
+    # a rule change, a tier move (the ID carries the tier) and a config change render again
+    changed = Policy(inbound_rules=(Rule(action="deny", rule_id="r2"),))
+    mgr.on_update(ActivePolicyUpdate(pid, changed))
+    assert calls == [pid, pid] and table.chains != first
+    moved = PolicyID("p1", "NetworkPolicy", "ns1", "t1")
+    mgr.on_update(ActivePolicyUpdate(moved, changed))
+    assert calls[-1] == moved
+    renderer.config = dataclasses.replace(renderer.config, log_prefix="other")
+    mgr.on_update(ActivePolicyUpdate(pid, changed))
+    assert len(calls) == 4
+
+
+_pids = [PolicyID("p1", "NetworkPolicy", "ns1", "default"), PolicyID("p2", "GlobalNetworkPolicy")]
+_pols = [
+    Policy(inbound_rules=(Rule(action="allow", protocol="tcp", rule_id="a"),)),
+    Policy(inbound_rules=(Rule(action="deny", rule_id="b"),), tier="t2"),
+    Policy(outbound_rules=(Rule(action="log", rule_id="c"),), untracked=True),
+    Policy(inbound_rules=(Rule(action="allow", protocol="tcp", rule_id="a"),)),
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_pids), st.none() | st.sampled_from(_pols)), max_size=12),
+    st.sampled_from([1, 1024]),
+)
+def test_cached_policy_chains_equal_uncached(ops: list[Any], size: int) -> None:
+    """Differential: the same updates and removals (None) give equal chains in the table with
+    the render cache (evicting at ``size``) and without it."""
+    tables = []
+    for cache in (size, 0):
+        old = policy_manager.RENDERED_POLICY_CACHE
+        policy_manager.RENDERED_POLICY_CACHE = cache
+        try:
+            table = FakeTable()
+            mgr = PolicyManager(table, _renderer())  # type: ignore[arg-type]
+            for pid, pol in ops:
+                msg = ActivePolicyRemove(pid) if pol is None else ActivePolicyUpdate(pid, pol)
+                mgr.on_update(msg)
+        finally:
+            policy_manager.RENDERED_POLICY_CACHE = old
+        tables.append(table.chains)
+    assert tables[0] == tables[1]
 
 
 def test_missing_profile_gets_empty_chains_until_it_exists() -> None:
