@@ -1,20 +1,23 @@
-"""IPAM resources: IPPool, IPReservation, IPAMConfiguration and the allocator's own records
-(IPAMBlock, IPAMHandle, BlockAffinity).
+"""IPAM resources Felix reads: IPPool and the allocator's IPAMBlock.
 
-Pools are user-facing and validated strictly (block size ranges, encapsulation rules). The
-block/handle/affinity records are written by the allocator, so they are validated for shape
-rather than policy, and keep upstream's exact (partly snake_case) wire names.
+Pools are user-facing and validated strictly (block size ranges, encapsulation rules). Blocks
+are written by the allocator, so they are validated for shape rather than policy, and keep
+upstream's exact (partly snake_case) wire names. IPReservation, IPAMConfiguration, IPAMHandle and
+BlockAffinity, which only the allocator, confd and calicoctl read, live in
+``calico.api.ipamalloc``; their names still resolve here (PEP 562), as they were defined here
+before.
 """
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from calico.api import validators as v
-from calico.api.base import CalicoModel, Resource, SingletonResource, register
+from calico.api.base import CalicoModel, Resource, register
 from calico.api.conditions import Condition
 from calico.api.fieldtypes import Selector
 
@@ -135,71 +138,6 @@ class IPPool(Resource):
     status: IPPoolStatus | None = None
 
 
-def _reserved_cidr(value: str) -> str:
-    return v.cidr(value)
-
-
-class IPReservationSpec(CalicoModel):
-    """Addresses (CIDRs or bare IPs) IPAM must never hand out."""
-
-    reserved_cidrs: list[Annotated[str, AfterValidator(_reserved_cidr)]] | None = Field(
-        default=None, alias="reservedCIDRs"
-    )
-
-    @field_validator("reserved_cidrs")
-    @classmethod
-    def _unique(cls, cidrs: list[str] | None) -> list[str] | None:
-        if cidrs is not None and len(set(cidrs)) != len(cidrs):
-            raise ValueError("reservedCIDRs must not contain duplicates")
-        return cidrs
-
-
-@register
-class IPReservation(Resource):
-    KIND: ClassVar[str] = "IPReservation"
-
-    kind: str = "IPReservation"
-    spec: IPReservationSpec = Field(default_factory=IPReservationSpec)
-
-
-class IPAMConfigurationSpec(CalicoModel):
-    """Cluster-wide allocator switches (``calicoctl ipam configure``)."""
-
-    strict_affinity: bool = False
-    auto_allocate_blocks: bool = True
-    max_blocks_per_host: Annotated[int, Field(ge=0, le=1000000)] = 0
-    kube_virt_vm_address_persistence: Literal["Enabled", "Disabled"] | None = Field(
-        default=None, alias="kubeVirtVMAddressPersistence"
-    )
-    ip_cooldown_seconds: Annotated[int, Field(ge=0, le=1200)] | None = Field(
-        default=None, alias="ipCooldownSeconds"
-    )
-
-    @model_validator(mode="after")
-    def _combination(self) -> IPAMConfigurationSpec:
-        if not self.strict_affinity and not self.auto_allocate_blocks:
-            v.raise_at(
-                ("autoAllocateBlocks",),
-                "autoAllocateBlocks cannot be false when strictAffinity is false",
-                False,
-            )
-        if self.max_blocks_per_host > 0 and not self.strict_affinity:
-            v.raise_at(
-                ("maxBlocksPerHost",),
-                "maxBlocksPerHost can only be set when strictAffinity is true",
-                self.max_blocks_per_host,
-            )
-        return self
-
-
-@register
-class IPAMConfiguration(SingletonResource):
-    KIND: ClassVar[str] = "IPAMConfiguration"
-
-    kind: str = "IPAMConfiguration"
-    spec: IPAMConfigurationSpec = Field(default_factory=IPAMConfigurationSpec)
-
-
 # --- Allocator records ------------------------------------------------------------------------
 
 
@@ -266,42 +204,28 @@ class IPAMBlock(Resource):
     spec: IPAMBlockSpec
 
 
-class IPAMHandleSpec(CalicoModel):
-    """How many addresses a handle holds in each block (keyed by block CIDR)."""
+# Defined in calico.api.ipamalloc, imported on first use (kinds Felix never reads).
+_MOVED = dict.fromkeys(
+    (
+        "IPReservationSpec",
+        "IPReservation",
+        "IPAMConfigurationSpec",
+        "IPAMConfiguration",
+        "IPAMHandleSpec",
+        "IPAMHandle",
+        "BlockAffinitySpec",
+        "BlockAffinity",
+    ),
+    "calico.api.ipamalloc",
+)
 
-    handle_id: str = Field(alias="handleID")
-    block: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
-    deleted: bool = False
 
-
-@register
-class IPAMHandle(Resource):
-    KIND: ClassVar[str] = "IPAMHandle"
-
-    kind: str = "IPAMHandle"
-    spec: IPAMHandleSpec
-
-
-def _bool_or_string(value: object) -> object:
-    """Older releases stored ``deleted`` as the string "true"/"false"; accept both."""
-    if isinstance(value, str) and value.lower() in ("true", "false", ""):
-        return value.lower() == "true"
+def __getattr__(name: str) -> Any:
+    """The moved models, from the module that defines them (imported here on first use, as
+    they were defined here before)."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
     return value
-
-
-class BlockAffinitySpec(CalicoModel):
-    """A node's claim on a block; pending until the block exists, then confirmed."""
-
-    state: Literal["", "confirmed", "pending", "pendingDeletion"] = ""
-    node: str
-    cidr: Annotated[str, AfterValidator(lambda s: v.cidr(s, strict=True))]
-    deleted: Annotated[bool, BeforeValidator(_bool_or_string)] = False
-    type: str | None = None
-
-
-@register
-class BlockAffinity(Resource):
-    KIND: ClassVar[str] = "BlockAffinity"
-
-    kind: str = "BlockAffinity"
-    spec: BlockAffinitySpec

@@ -29,6 +29,7 @@ _ENDPOINTS = "calico.api.endpoints"
 _IPAM = "calico.api.ipam"
 _BGP = "calico.api.bgp"
 _CLUSTER = "calico.api.cluster"
+_IPAM_ALLOC = "calico.api.ipamalloc"
 
 _KINDS: tuple[KindInfo, ...] = (
     KindInfo(
@@ -44,14 +45,14 @@ _KINDS: tuple[KindInfo, ...] = (
         "BlockAffinity",
         "blockaffinities",
         False,
-        _IPAM,
+        _IPAM_ALLOC,
         ("blockaffinities", "affinity", "affinities"),
     ),
     KindInfo(
         "CalicoNodeStatus",
         "caliconodestatuses",
         False,
-        _CLUSTER,
+        "calico.api.nodestatus",
         ("caliconodestatuses", "nodestatus", "nodestatuses"),
     ),
     KindInfo(
@@ -62,7 +63,11 @@ _KINDS: tuple[KindInfo, ...] = (
         ("clusterinformations", "clusterinfo", "clusterinfos"),
     ),
     KindInfo(
-        "DatastoreMigration", "datastoremigrations", False, _CLUSTER, ("datastoremigrations",)
+        "DatastoreMigration",
+        "datastoremigrations",
+        False,
+        "calico.api.migration",
+        ("datastoremigrations",),
     ),
     KindInfo(
         "FelixConfiguration",
@@ -85,23 +90,23 @@ _KINDS: tuple[KindInfo, ...] = (
         "IPAMConfiguration",
         "ipamconfigurations",
         False,
-        _IPAM,
+        _IPAM_ALLOC,
         ("ipamconfigurations", "ipamconfig", "ipamconfigs"),
     ),
-    KindInfo("IPAMHandle", "ipamhandles", False, _IPAM, ("ipamhandles",)),
+    KindInfo("IPAMHandle", "ipamhandles", False, _IPAM_ALLOC, ("ipamhandles",)),
     KindInfo("IPPool", "ippools", False, _IPAM, ("ippools", "ipp", "ipps", "pool", "pools")),
     KindInfo(
         "IPReservation",
         "ipreservations",
         False,
-        _IPAM,
+        _IPAM_ALLOC,
         ("ipreservations", "reservation", "reservations"),
     ),
     KindInfo(
         "KubeControllersConfiguration",
         "kubecontrollersconfigurations",
         False,
-        _CLUSTER,
+        "calico.api.kubecontrollers",
         ("kubecontrollersconfigurations", "kubecontrollersconfig", "kubecontrollersconfigs"),
     ),
     KindInfo(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from calico.api.ipam import BlockAffinity, IPAMConfiguration, IPAMConfigurationSpec
+from calico.api.ipamalloc import BlockAffinity, IPAMConfiguration, IPAMConfigurationSpec
 from calico.datastore.client import Client
 from calico.datastore.errors import (
     ResourceAlreadyExistsError,

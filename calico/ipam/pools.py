@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from calico.api.cluster import Node
-from calico.api.ipam import IPPool, IPReservation
+from calico.api.ipam import IPPool
+from calico.api.ipamalloc import IPReservation
 from calico.datastore.client import Client
 from calico.datastore.errors import ResourceDoesNotExistError
 from calico.ipam.blocks import IPAddress, IPNetwork, overlap_ordinals

@@ -10,12 +10,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from calico.api.ipam import (
-    AllocationAttribute,
+from calico.api.ipam import AllocationAttribute, IPAMBlock, IPAMBlockSpec
+from calico.api.ipamalloc import (
     BlockAffinity,
     BlockAffinitySpec,
-    IPAMBlock,
-    IPAMBlockSpec,
     IPAMConfiguration,
     IPAMHandle,
     IPAMHandleSpec,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from calico.api.cluster import (
+from calico.api.kubecontrollers import (
     AutoHostEndpointConfig,
     ControllersConfig,
     KubeControllersConfigurationSpec,

@@ -13,7 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from calico.api.cluster import KubeControllersConfiguration, KubeControllersConfigurationStatus
+from calico.api.kubecontrollers import (
+    KubeControllersConfiguration,
+    KubeControllersConfigurationStatus,
+)
 from calico.datastore.client import Client
 from calico.datastore.errors import (
     ResourceAlreadyExistsError,

@@ -22,6 +22,7 @@ from calico.model.processors.passthrough import (
 from calico.model.resources import ResourceKey
 
 if TYPE_CHECKING:
+    from calico.model.processors.affinity import block_affinity
     from calico.model.processors.config import (
         cluster_information,
         felix_configuration,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
         profile,
         workload_endpoint,
     )
-    from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
+    from calico.model.processors.ipam import ip_pool, ipam_block
     from calico.model.processors.policy import (
         global_network_policy,
         kubernetes_cluster_network_policy,
@@ -61,7 +62,8 @@ _HOMES: Mapping[str, str] = {
         ("global_network_set", "host_endpoint", "network_set", "profile", "workload_endpoint"),
         "endpoints",
     ),
-    **dict.fromkeys(("block_affinity", "ip_pool", "ipam_block"), "ipam"),
+    "block_affinity": "affinity",
+    **dict.fromkeys(("ip_pool", "ipam_block"), "ipam"),
     **dict.fromkeys(
         (
             "global_network_policy",

@@ -1,13 +1,13 @@
-"""IPAM kinds -> v1 keys: IPPool (Felix encap/routes, confd BIRD filters), IPAMBlock (Felix
-routes) and BlockAffinity (confd's per-node block aggregation)."""
+"""IPAM kinds -> v1 keys: IPPool (Felix encap/routes, confd BIRD filters) and IPAMBlock (Felix
+routes). BlockAffinity, confd's alone, is converted in ``affinity``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from calico.api.ipam import BlockAffinity, IPAMBlock, IPPool
+from calico.api.ipam import IPAMBlock, IPPool
 from calico.model import values as v1
-from calico.model.ipam_keys import BlockAffinityKey, BlockKey, IPPoolKey
+from calico.model.ipam_keys import BlockKey, IPPoolKey
 from calico.model.processors.common import Output, decode, net_str
 from calico.model.resources import ResourceKey
 
@@ -41,13 +41,3 @@ def ipam_block(key: ResourceKey, value: Any) -> Output:
     spec = decode(key, value, IPAMBlock).spec
     block = v1.AllocationBlock.from_json({**spec.to_wire(), "cidr": net_str(spec.cidr)})
     return {BlockKey(block.cidr): block}
-
-
-def block_affinity(key: ResourceKey, value: Any) -> Output:
-    """``{state, deleted}`` under the host's affinity key. Pending claims are not sent: confd
-    must not advertise a block the host may yet fail to claim."""
-    spec = decode(key, value, BlockAffinity).spec
-    if spec.state == "pending":
-        return {}
-    affinity = v1.BlockAffinity(state=spec.state, deleted=spec.deleted)
-    return {BlockAffinityKey(spec.node, spec.cidr): affinity}

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from calico.model import processors as p
-from calico.model.processors import config, endpoints, ipam, policy
+from calico.model.processors import affinity, config, endpoints, ipam, policy
 
 PROBE = """
 import json, sys
@@ -42,7 +42,8 @@ def test_lazy_table_is_the_modules_own_functions() -> None:
     assert p.PROCESSORS["Tier"] is policy.tier
     assert p.PROCESSORS["WorkloadEndpoint"] is endpoints.workload_endpoint
     assert p.PROCESSORS["FelixConfiguration"] is config.felix_configuration
-    assert p.PROCESSORS["BlockAffinity"] is ipam.block_affinity
+    assert p.PROCESSORS["BlockAffinity"] is affinity.block_affinity
+    assert p.PROCESSORS["IPAMBlock"] is ipam.ipam_block
     assert p.rules_v1 is p.PROCESSORS["Profile"].__globals__["rules_v1"]
     for name in p.__all__:
         assert getattr(p, name) is not None, name

@@ -127,3 +127,64 @@ def test_felix_modules_import_no_http_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+#: Kinds Felix never reads, in modules of their own (design/performance.md "Cold start: the
+#: kinds Felix never reads").
+NOT_FELIX = (
+    "calico.api.kubecontrollers",
+    "calico.api.migration",
+    "calico.api.nodestatus",
+    "calico.api.ipamalloc",
+    "calico.model.processors.affinity",
+)
+NOT_FELIX_KINDS = (
+    "KubeControllersConfiguration",
+    "DatastoreMigration",
+    "CalicoNodeStatus",
+    "IPReservation",
+    "IPAMConfiguration",
+    "IPAMHandle",
+    "BlockAffinity",
+)
+
+FELIX_KINDS = """
+from calico.model.resources import ResourceKey
+import calico.model.processors as p
+meta = {"name": "n1", "resourceVersion": "1"}
+docs = {
+    "Node": {"spec": {"bgp": {"ipv4Address": "10.0.0.1/24"}}},
+    "ClusterInformation": {"spec": {"datastoreReady": True}},
+    "IPPool": {"spec": {"cidr": "10.65.0.0/16"}},
+    "IPAMBlock": {"spec": {"cidr": "10.65.0.0/30", "allocations": [None] * 4,
+                           "unallocated": [0, 1, 2, 3], "attributes": []}},
+    "FelixConfiguration": {"spec": {"logSeverityScreen": "Info"}},
+}
+for kind, doc in docs.items():
+    name = "default" if kind in ("ClusterInformation", "FelixConfiguration") else "n1"
+    p.process(ResourceKey(kind, name), {"metadata": {**meta, "name": name}, **doc})
+"""
+
+
+def test_felix_start_defines_none_of_the_kinds_it_never_reads() -> None:
+    """Felix's start-up modules, and converting the cluster and IPAM kinds Felix reads (Node,
+    ClusterInformation, IPPool, IPAMBlock, FelixConfiguration), import none of the modules that
+    hold KubeControllersConfiguration, DatastoreMigration, CalicoNodeStatus, IPReservation,
+    IPAMConfiguration, IPAMHandle or BlockAffinity."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, calico.felix.daemon, calico.felix.startup_config, "
+        "calico.felix.dataplane.build, calico.felix.calc.calc_graph, calico.felix.status, "
+        "calico.syncer.definitions, calico.health.server, calico.felix.bpf.off, "
+        "calico.api.cluster, calico.api.ipam, calico.api.felixconfig\n"
+        + FELIX_KINDS
+        + f"print(','.join(sorted(m for m in {NOT_FELIX!r} if m in sys.modules)))\n"
+        "from calico.api.base import Resource\n"
+        "subs = lambda c: [c, *(d for s in c.__subclasses__() for d in subs(s))]\n"
+        "print(','.join(sorted(c.KIND for c in subs(Resource) if c.KIND in "
+        f"{NOT_FELIX_KINDS!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["", ""], out.stdout
