@@ -118,7 +118,10 @@ def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
             continue
         key = (verb, kind)
         if key == ("add", "rule"):  # most of any batch with chains: tested first
-            body = rule_body(obj["chain"], obj["expr"], obj.get("comment"), set_ids.inline)
+            try:
+                body = rule_body(obj["chain"], obj["expr"], obj.get("comment"), set_ids.inline)
+            except Unencodable as exc:  # name the chain: the reason is logged (table.py)
+                raise Unencodable(f"a rule of {obj['chain']}: {exc}") from None
             batch.add_object(NFT_MSG_NEWRULE, obj["chain"], body)
             continue
         name = obj.get("name", obj.get("chain"))

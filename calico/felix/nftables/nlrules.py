@@ -276,6 +276,8 @@ class _Rule:
             raise Unencodable(f"meta {key!r}")
         if op == "==" and key in ("nfproto", "l4proto"):
             self.context[key] = raw[0]
+        elif key == "nfproto":  # a family excluded: no implicit dependency is reproduced
+            self.context["nfproto!="] = raw[0]
         self.out += [_meta_load(key), _cmp(op, raw)]
 
     def _payload(self, body: Any) -> tuple[int, int, int]:
@@ -390,6 +392,24 @@ class _Rule:
         ]
         return None
 
+    def _family_dependency(self, body: Any) -> None:
+        """A concatenation's ``ip``/``ip6`` field in a rule with no ``meta nfproto`` match yet:
+        libnftables puts ``meta nfproto ipv4|ipv6`` in front of the loads (the named-port rule
+        of a multi-port match has none of its own); so do we. Other missing dependencies
+        (ICMP's ``l4proto``) stay :class:`Unencodable`."""
+        spec = (
+            PAYLOADS.get((body.get("protocol"), body.get("field")))
+            if isinstance(body, dict)
+            else None
+        )
+        if spec is None or spec[3] is None or spec[3][0] != "nfproto":
+            return
+        if "nfproto" in self.context or "nfproto!=" in self.context:
+            return
+        family = spec[3][1]
+        self.out += [_meta_load("nfproto"), _cmp("==", bytes([family]))]
+        self.context["nfproto"] = family
+
     def concat_lookup(self, fields: Any, op: str, right: Any) -> None:
         if not isinstance(fields, list) or len(fields) < 2:
             raise Unencodable(f"concat {fields!r}")
@@ -399,6 +419,7 @@ class _Rule:
                 raise Unencodable(f"concat field {f!r}")
             ((kind, body),) = f.items()
             if kind == "payload":
+                self._family_dependency(body)
                 base, offset, length = self._payload(body)
                 loads.append(_payload_load(base, offset, length, slot))
             elif kind == "meta" and body in ({"key": "l4proto"}, {"key": "nfproto"}):

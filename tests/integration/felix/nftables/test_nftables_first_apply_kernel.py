@@ -71,6 +71,10 @@ def first_apply_both(ns: Netns, program: Program) -> None:
         ns.call(t._netlink.close)
 
 
+def named(proto: str, addr: str, port: str) -> dict[str, object]:
+    return {"concat": [x.payload(proto, addr), x.meta("l4proto"), x.payload("th", port)]}
+
+
 @st.composite
 def v4_members(draw: st.DrawFn, interval: bool) -> set[str]:
     """Non-overlapping members (an interval set refuses overlaps): one per distinct /16."""
@@ -140,6 +144,17 @@ def test_first_apply_of_sets_maps_and_chains_lists_like_libnftables(
                     NftRule([x.nfproto(4), x.match(x.payload("ip", "saddr"), "@n4"), x.ACCEPT]),
                     NftRule([x.nfproto(6), x.match(x.payload("ip6", "daddr"), "@h6"), x.DROP]),
                     NftRule([x.vmap(x.meta("iifname"), "disp")]),
+                    # A named-port lookup with no nfproto match of its own (a multi-port
+                    # rule's): libnftables adds ``meta nfproto`` in front.
+                    NftRule([x.match(named("ip", "daddr", "dport"), "@p4"), x.ACCEPT]),
+                    NftRule([x.match(named("ip6", "daddr", "dport"), "@p6"), x.ACCEPT]),
+                    NftRule(
+                        [
+                            x.match(x.payload("th", "dport"), 80),
+                            x.match(named("ip", "saddr", "sport"), "@p4", "!="),
+                            x.DROP,
+                        ]
+                    ),
                 ],
             )
         )
