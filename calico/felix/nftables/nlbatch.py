@@ -41,9 +41,11 @@ from calico.felix.nftables.transaction import ElementOp, Plan, SetCreate
 
 SET_NAME = 2  # NFTA_SET_NAME
 # Bigger transactions go through libnftables. The sender grows its socket buffers to fit a
-# batch (netlink.py), so this bounds only the memory of one batch and of its acks; a new
-# workload that activates 100 policies is ~200 KiB (bench_felix.py --large).
-MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
+# batch (netlink.py) and the kernel takes a large one in a kvmalloc'd buffer, so this bounds
+# only the memory of one batch: a new workload that activates 100 policies is ~200 KiB
+# (bench_felix.py --large), the first apply at 50,000 remote endpoints and 10,000 policies
+# 4.7 MB (bench_felix_scale.py; libnftables built that one in hundreds of MB).
+MAX_TRANSACTION_BYTES = 64 * 1024 * 1024
 
 
 def _name_attr(kind: int, name: Any) -> bytes:
