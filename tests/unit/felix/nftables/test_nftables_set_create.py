@@ -109,3 +109,86 @@ def test_a_set_of_another_type_sends_the_plan_through_libnftables() -> None:
     d.sets["svc"] = SetState("inet_service", False, {80})
     with pytest.raises(Unencodable):
         plan_batch("inet", "calico", _first_apply(d))
+
+
+# libnftables 1.0.6's messages (after the table attribute) for, in one batch: ``add set m4``
+# (interval, set id 1), ``add chain c1``, then in c1 ``meta l4proto 58 icmpv6 type { 130, 131,
+# 132, 133, 135, 136 } accept comment "x"`` (its inline set gets id 2). Rule bodies are not
+# compared byte for byte (libnftables orders some expression attributes differently, which
+# the kernel does not see); the kernel test compares the listings.
+INLINE_SET = (
+    "0c0002005f5f7365742564000800030000000003080004000000001d080005000000000108000a0000000002"
+    "0c000980080001000000000620000d000004020000000314000407000000010c00040e000000010401000000"
+)
+INLINE_ELEMENTS = (
+    "0c0002005f5f736574256400080004000000000264000380100001800c0001800500010082000000100002800c"
+    "0001800500010083000000100003800c0001800500010084000000100004800c0001800500010085000000100005"
+    "800c0001800500010087000000100006800c0001800500010088000000"
+)
+# The rule's lookup names the inline set and its id (libnftables: the same two attributes).
+INLINE_LOOKUP = "0c0001005f5f7365742564000800040000000002"
+
+
+def test_inline_set_is_what_libnftables_sends() -> None:
+    from calico.felix.nftables.netlink import NFT_MSG_NEWRULE
+    from calico.felix.nftables.transaction import Plan, SetCreate, Stats
+    from calico.felix.rules import exprs as x
+
+    def rule(exprs: list, comment: str | None = None) -> dict:  # type: ignore[type-arg]
+        obj = {"family": "inet", "table": "calico", "chain": "c1", "expr": exprs}
+        return {"add": {"rule": obj if comment is None else {**obj, "comment": comment}}}
+
+    icmpv6 = [
+        x.match(x.meta("l4proto"), 58),
+        x.match(x.payload("icmpv6", "type"), {"set": [130, 131, 132, 133, 135, 136]}),
+        x.ACCEPT,
+    ]
+    fib = [
+        x.match({"&": [x.meta("mark"), 0x80000]}, 0x80000),
+        x.match({"fib": {"result": "oif", "flags": ["saddr", "iif"]}}, False),
+        x.DROP,
+    ]
+    commands = [
+        {"add": {"table": {"family": "inet", "name": "calico"}}},
+        {"add": {"set": {"family": "inet", "table": "calico", "name": "m4", "type": "ipv4_addr",
+                         "flags": ["interval"]}}},
+        {"add": {"chain": {"family": "inet", "table": "calico", "name": "c1"}}},
+        rule(icmpv6, "x"),
+        rule(fib),
+    ]  # fmt: skip
+    plan = Plan(commands, Stats(), creates=[SetCreate("m4", "ipv4_addr", True)])
+    for _ in range(2):  # the second time from the memos: the inline set is encoded afresh
+        messages = plan_batch("inet", "calico", plan).messages
+        assert [k for k, _, _ in messages][3:] == [
+            NFT_MSG_NEWSET,
+            NFT_MSG_NEWSETELEM,
+            NFT_MSG_NEWRULE,
+            NFT_MSG_NEWRULE,
+        ]
+        bodies = [body.hex() for _, _, body in messages[3:]]  # type: ignore[union-attr]
+        # libnftables numbers the list's element attributes 1, 2, ...; the kernel walks the
+        # list without reading them, and ours are all 1, as in every element message we send.
+        elements = INLINE_ELEMENTS
+        for i in range(2, 7):
+            elements = elements.replace(f"1000{i:02x}800c00", "100001800c00")
+        assert bodies[:2] == [INLINE_SET, elements]
+        assert INLINE_LOOKUP in bodies[2] and "5f5f736574" not in bodies[3]
+
+
+def test_named_port_lookup_gets_the_family_match_libnftables_adds() -> None:
+    """``ip daddr . meta l4proto . th dport @s`` alone encodes as ``meta nfproto ipv4`` plus
+    the lookup (what libnftables sends, ``nft --debug=netlink``); after ``meta nfproto !=`` it
+    is refused."""
+    from calico.felix.nftables.nlrules import rule_body
+    from calico.felix.rules import exprs as x
+
+    for proto, family in (("ip", 4), ("ip6", 6)):
+        concat = {
+            "concat": [x.payload(proto, "daddr"), x.meta("l4proto"), x.payload("th", "dport")]
+        }
+        lookup = x.match(concat, "@s")
+        explicit = rule_body("c", [x.nfproto(family), lookup, x.ACCEPT], None)
+        assert rule_body("c", [lookup, x.ACCEPT], None) == explicit
+        excluded = x.match(x.meta("nfproto"), "ipv6" if family == 4 else "ipv4", "!=")
+        with pytest.raises(Unencodable):
+            rule_body("c", [excluded, lookup], None)
