@@ -26,8 +26,8 @@ from calico.felix.nftables.netlink import (
     anonymous_set_bodies,
     attr,
     map_elem,
+    member_elems,
     set_body,
-    set_member_elems,
 )
 from calico.felix.nftables.nlrules import (
     ANONYMOUS_SET_NAME,
@@ -58,7 +58,7 @@ def _elements(batch: ElementBatch, op: ElementOp) -> None:
     if op.is_map:
         elems = [map_elem(k, op.type, v) for k, v in op.members]
     else:
-        elems = [e for m in op.members for e in set_member_elems(m, op.type, op.interval)]
+        elems = member_elems(op.members, op.type, op.interval)
     batch.add(op.delete, op.name, elems)
 
 
@@ -72,9 +72,7 @@ def _create(
     body = set_body(create.name, create.type, create.interval, create.is_map, set_id)
     batch.add_object(NFT_MSG_NEWSET, create.name, body)
     if create.members:
-        elems = [
-            e for m in create.members for e in set_member_elems(m, create.type, create.interval)
-        ]
+        elems = member_elems(create.members, create.type, create.interval)
         batch.add(False, create.name, elems)
 
 
