@@ -15,7 +15,8 @@ Metrics (each against a baseline measured in the same run):
   <= 20 s. Baseline: the calc graph alone at the same shape (``bench_calc_graph.py --child
   scale``, its own process). Extra: the log timeline (config loaded, calc in sync, first apply).
   ``cpu_s``: Felix's CPU time at that point (user + system), which load disturbs far less;
-  ``calc_only_cpu_s`` the baseline's.
+  ``calc_only_cpu_s`` the baseline's; ``first_transaction``: Felix's log line for the first
+  apply's nftables transaction (commands, seconds, netlink or libnftables and why).
 * ``felix_scale_rss_mb``: Felix's peak RSS (VmHWM) after in-sync. Target <= 1.5 GB. Baseline:
   the calc graph's peak RSS. ``rss_timeline``: (seconds since start, VmRSS MB) every 2 s up to
   in-sync, to place the peak in the log's timeline.
