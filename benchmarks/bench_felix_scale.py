@@ -15,7 +15,8 @@ Metrics (each against a baseline measured in the same run):
   <= 20 s. Baseline: the calc graph alone at the same shape (``bench_calc_graph.py --child
   scale``, its own process). Extra: the log timeline (config loaded, calc in sync, first apply).
   ``cpu_s``: Felix's CPU time at that point (user + system), which load disturbs far less;
-  ``calc_only_cpu_s`` the baseline's.
+  ``calc_only_cpu_s`` the baseline's; ``first_transaction``: Felix's log line for the first
+  apply's nftables transaction (commands, seconds, netlink or libnftables and why).
 * ``felix_scale_rss_mb``: Felix's peak RSS (VmHWM) after in-sync. Target <= 1.5 GB. Baseline:
   the calc graph's peak RSS. ``rss_timeline``: (seconds since start, VmRSS MB) every 2 s up to
   in-sync, to place the peak in the log's timeline.
@@ -442,6 +443,7 @@ def main() -> int:
         spy = bf.profile_felix(felix, "scale-start", 120)
         wait_in_sync(felix, 900)
         phases = bf.timeline(felix.log_path, t_start)
+        first_txn = first_transaction(felix.log_path.read_text(errors="replace"))
         assert felix.proc is not None
         rss = vm_hwm_mb(felix.proc.pid)
         cpu_s = cpu_seconds(felix.proc.pid)
@@ -452,7 +454,8 @@ def main() -> int:
         shape_info = {"local": LOCAL_EPS, "remote": remote, "policies": shape.SCALE["POLICIES"]}
         emit(BENCH, "felix_scale_in_sync_s", phases["in_sync"], base["in_sync_s"], target=20.0,
              phases=phases, cpu_s=round(cpu_s, 2), calc_only_cpu_s=base.get("cpu_s"),
-             keys=keys, fill_s=round(fill_s, 2), gc=gc_stats, **shape_info,
+             keys=keys, fill_s=round(fill_s, 2), gc=gc_stats, first_transaction=first_txn,
+             **shape_info,
              baseline_is="calc graph alone, same shape, own process, same run")  # fmt: skip
         emit(BENCH, "felix_scale_rss_mb", rss, base["peak_rss_mb"], target=1536.0,
              rss_timeline=sampler.stop(), baseline_is="calc graph alone: peak RSS")  # fmt: skip
@@ -474,6 +477,16 @@ def main() -> int:
              target=0.05, p50_s=round(bf.pct(applies, 0.5), 4), applies=len(applies),
              baseline_is="calc graph alone: p99 per change")  # fmt: skip
     return 0
+
+
+def first_transaction(log: str) -> str | None:
+    """The first apply's nftables transaction as Felix logs it (commands, seconds, the path:
+    netlink or libnftables and why); None for a build without the line."""
+    marker = "First nftables transaction: "
+    for line in log.splitlines():
+        if marker in line:
+            return line.split(marker, 1)[1]
+    return None
 
 
 if __name__ == "__main__":

@@ -304,6 +304,12 @@ class InternalDataplane:
         if result.ok and not self.dataplane_in_sync:
             self.dataplane_in_sync = True
             log.info("Dataplane in sync (first apply took %.3fs)", elapsed)
+            log.info(
+                "First nftables transaction: %d commands in %.3fs, %s",
+                result.commands,
+                result.seconds,
+                "netlink" if result.netlink else f"libnftables ({result.fallback})",
+            )
             if p.status is not None:
                 p.status.mark_in_sync()
             self._report_health()

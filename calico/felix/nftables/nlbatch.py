@@ -18,21 +18,34 @@ from calico.felix.nftables.netlink import (
     NFT_MSG_DELSET,
     NFT_MSG_NEWCHAIN,
     NFT_MSG_NEWRULE,
+    NFT_MSG_NEWSET,
+    NFT_MSG_NEWSETELEM,
     NFT_MSG_NEWTABLE,
     ElementBatch,
     Unencodable,
+    anonymous_set_bodies,
     attr,
     map_elem,
-    set_member_elems,
+    member_elems,
+    set_body,
 )
-from calico.felix.nftables.nlrules import CHAIN_NAME, RULE_CHAIN, chain_body, rule_body
-from calico.felix.nftables.transaction import ElementOp, Plan
+from calico.felix.nftables.nlrules import (
+    ANONYMOUS_SET_NAME,
+    CHAIN_NAME,
+    RULE_CHAIN,
+    AnonymousSet,
+    chain_body,
+    rule_body,
+)
+from calico.felix.nftables.transaction import ElementOp, Plan, SetCreate
 
 SET_NAME = 2  # NFTA_SET_NAME
 # Bigger transactions go through libnftables. The sender grows its socket buffers to fit a
-# batch (netlink.py), so this bounds only the memory of one batch and of its acks; a new
-# workload that activates 100 policies is ~200 KiB (bench_felix.py --large).
-MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
+# batch (netlink.py) and the kernel takes a large one in a kvmalloc'd buffer, so this bounds
+# only the memory of one batch: a new workload that activates 100 policies is ~200 KiB
+# (bench_felix.py --large), the first apply at 50,000 remote endpoints and 10,000 policies
+# 4.7 MB (bench_felix_scale.py; libnftables built that one in hundreds of MB).
+MAX_TRANSACTION_BYTES = 64 * 1024 * 1024
 
 
 def _name_attr(kind: int, name: Any) -> bytes:
@@ -45,8 +58,43 @@ def _elements(batch: ElementBatch, op: ElementOp) -> None:
     if op.is_map:
         elems = [map_elem(k, op.type, v) for k, v in op.members]
     else:
-        elems = [e for m in op.members for e in set_member_elems(m, op.type, op.interval)]
+        elems = member_elems(op.members, op.type, op.interval)
     batch.add(op.delete, op.name, elems)
+
+
+def _create(
+    batch: ElementBatch, create: SetCreate | None, kind: str, name: Any, set_id: int
+) -> None:
+    """A new set or map (NEWSET), then a set's members, as libnftables sends an ``add set``
+    with inline elements; ``set_id`` numbers the batch's new sets from 1, as it does."""
+    if create is None or create.name != name or create.is_map != (kind == "map"):
+        raise Unencodable(f"add {kind} {name!r} without its structured form")
+    body = set_body(create.name, create.type, create.interval, create.is_map, set_id)
+    batch.add_object(NFT_MSG_NEWSET, create.name, body)
+    if create.members:
+        elems = member_elems(create.members, create.type, create.interval)
+        batch.add(False, create.name, elems)
+
+
+class _SetIds:
+    """Numbers the batch's new sets from 1, named and inline alike, as libnftables does."""
+
+    def __init__(self, batch: ElementBatch) -> None:
+        self.batch, self.last = batch, 0
+
+    def next(self) -> int:
+        self.last += 1
+        return self.last
+
+    def inline(self, anon: AnonymousSet) -> int:
+        """A rule's inline set: its NEWSET and elements go into the batch before the rule."""
+        set_id = self.next()
+        newset, elems = anonymous_set_bodies(
+            ANONYMOUS_SET_NAME, anon.key_type, anon.key_len, anon.keys, anon.udata, set_id
+        )
+        self.batch.add_object(NFT_MSG_NEWSET, ANONYMOUS_SET_NAME, newset)
+        self.batch.add_object(NFT_MSG_NEWSETELEM, ANONYMOUS_SET_NAME, elems)
+        return set_id
 
 
 def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
@@ -55,6 +103,8 @@ def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
         raise Unencodable("full table rewrite")
     batch = ElementBatch(family, table)
     ops = iter(plan.element_ops)
+    creates = iter(plan.creates)
+    set_ids = _SetIds(batch)
     for command in plan.commands:
         ((verb, what),) = command.items()
         ((kind, obj),) = what.items()
@@ -68,7 +118,10 @@ def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
             continue
         key = (verb, kind)
         if key == ("add", "rule"):  # most of any batch with chains: tested first
-            body = rule_body(obj["chain"], obj["expr"], obj.get("comment"))
+            try:
+                body = rule_body(obj["chain"], obj["expr"], obj.get("comment"), set_ids.inline)
+            except Unencodable as exc:  # name the chain: the reason is logged (table.py)
+                raise Unencodable(f"a rule of {obj['chain']}: {exc}") from None
             batch.add_object(NFT_MSG_NEWRULE, obj["chain"], body)
             continue
         name = obj.get("name", obj.get("chain"))
@@ -80,12 +133,14 @@ def plan_batch(family: str, table: str, plan: Plan) -> ElementBatch:
             batch.add_object(NFT_MSG_DELCHAIN, name, _name_attr(CHAIN_NAME, name))
         elif key == ("add", "chain"):
             batch.add_object(NFT_MSG_NEWCHAIN, name, chain_body(obj))
+        elif key in (("add", "set"), ("add", "map")):
+            _create(batch, next(creates, None), kind, name, set_ids.next())
         elif key in (("delete", "set"), ("delete", "map")):
             batch.add_object(NFT_MSG_DELSET, name, _name_attr(SET_NAME, name))
         else:
             raise Unencodable(f"command {verb} {kind}")
-    if next(ops, None) is not None:
-        raise Unencodable("structured element delta without its command")
+    if next(ops, None) is not None or next(creates, None) is not None:
+        raise Unencodable("structured element delta or set without its command")
     size = sum(len(p) if isinstance(p, bytes) else sum(map(len, p)) for _, _, p in batch.messages)
     if size > MAX_TRANSACTION_BYTES:
         raise Unencodable(f"transaction of {size} bytes is too big for one netlink send")

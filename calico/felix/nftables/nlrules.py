@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from calico.felix.nftables.netlink import VERDICT_CODES, Unencodable, attr, nested
@@ -58,6 +60,37 @@ CHAIN_NAME, CHAIN_HOOK, CHAIN_POLICY, CHAIN_TYPE = 3, 4, 5, 7
 HOOK_NUM, HOOK_PRIORITY = 1, 2
 RULE_CHAIN, RULE_EXPRESSIONS, RULE_USERDATA = 2, 4, 7
 UDATA_RULE_COMMENT = 0
+# NFTA_FIB_* and its flags; NFTA_LOOKUP_SET_ID.
+FIB_DREG, FIB_RESULT, FIB_FLAGS = 1, 2, 3
+FIB_RESULTS = {"oif": 1}
+FIB_F = {"saddr": 0x1, "daddr": 0x2, "mark": 0x4, "iif": 0x8, "oif": 0x10}
+FIB_F_PRESENT = 0x20
+LOOKUP_SET_ID = 4
+ANONYMOUS_SET_NAME = "__set%d"  # the kernel numbers it; rules find it by id
+
+
+@dataclass(frozen=True)
+class AnonymousSet:
+    """A constant set written inline in a rule (``icmpv6 type {...}``): libnftables sends it
+    as a NEWSET (flags anonymous|constant) plus its elements just before the rule, which
+    looks it up by set id. ``udata`` is libnftables 1.0.6's set userdata for its key."""
+
+    key_type: int
+    key_len: int
+    keys: tuple[bytes, ...]
+    udata: bytes
+
+
+# The inline sets encoded, by the payload they match: (nft datatype id, key length, set
+# userdata as libnftables 1.0.6 sent it for ``icmpv6 type { ... }``, captured with strace).
+_ANONYMOUS_KEYS = {
+    ("icmpv6", "type"): (
+        29,
+        1,
+        bytes.fromhex("0004020000000314000407000000010c00040e000000010401000000"),
+    ),
+}
+NewSet = Callable[[AnonymousSet], int]  # adds the set to the batch, returns its set id
 
 
 def _u32(kind: int, value: int) -> bytes:
@@ -148,7 +181,8 @@ class _Rule:
     (an explicit ``meta nfproto``/``meta l4proto`` match) so a payload whose header would need
     an implicit dependency is refused rather than encoded differently."""
 
-    def __init__(self) -> None:
+    def __init__(self, new_set: NewSet | None = None) -> None:
+        self.new_set = new_set
         self.out: list[bytes] = []
         self.context: dict[str, int] = {}
         self.last_const: _Const | None = None  # the previous statement's, if it was one
@@ -172,6 +206,8 @@ class _Rule:
             self.out.append(_expr("reject", _u32(1, kind_code[0]), attr(2, bytes([kind_code[1]]))))
         elif kind in ("counter", "notrack") and body is None:
             self.out.append(_expr(kind))
+        elif kind == "masquerade" and body is None:
+            self.out.append(_expr("masq"))
         elif kind == "mangle":
             self.mangle(body)
         elif kind == "log":
@@ -206,6 +242,8 @@ class _Rule:
             return self.payload_match(lbody, op, right)
         elif lkind == "concat":
             self.concat_lookup(lbody, op, right)
+        elif lkind == "fib":
+            self.fib_missing(lbody, op, right)
         else:
             raise Unencodable(f"match on {left!r}")
         return None
@@ -238,6 +276,8 @@ class _Rule:
             raise Unencodable(f"meta {key!r}")
         if op == "==" and key in ("nfproto", "l4proto"):
             self.context[key] = raw[0]
+        elif key == "nfproto":  # a family excluded: no implicit dependency is reproduced
+            self.context["nfproto!="] = raw[0]
         self.out += [_meta_load(key), _cmp(op, raw)]
 
     def _payload(self, body: Any) -> tuple[int, int, int]:
@@ -251,10 +291,50 @@ class _Rule:
             raise Unencodable(f"{body!r} would get an implicit dependency")
         return base, offset, length
 
+    def fib_missing(self, body: Any, op: str, right: Any) -> None:
+        """``fib <flags> oif missing`` (``== false``): libnftables asks for the "present"
+        result and compares it with a zero word."""
+        if not isinstance(body, dict) or set(body) != {"result", "flags"} or right is not False:
+            raise Unencodable(f"fib {body!r} {op} {right!r}")
+        flags = body["flags"]
+        if body["result"] not in FIB_RESULTS or op != "==" or not isinstance(flags, list):
+            raise Unencodable(f"fib {body!r} {op} {right!r}")
+        if not flags or any(f not in FIB_F for f in flags) or len(set(flags)) != len(flags):
+            raise Unencodable(f"fib flags {flags!r}")
+        bits = FIB_F_PRESENT
+        for f in flags:
+            bits |= FIB_F[f]
+        fib = _expr(
+            "fib", _u32(FIB_FLAGS, bits), _u32(FIB_RESULT, FIB_RESULTS[body["result"]]),
+            _u32(FIB_DREG, REG_1),
+        )  # fmt: skip
+        self.out += [fib, _cmp("==", bytes(4))]
+
+    def anonymous_lookup(self, body: Any, op: str, right: Any) -> None:
+        """``payload == { constants }``, for the payloads in ``_ANONYMOUS_KEYS`` only."""
+        spec = _ANONYMOUS_KEYS.get((body["protocol"], body["field"]))
+        members = right["set"]
+        if spec is None or op != "==" or self.new_set is None or not isinstance(members, list):
+            raise Unencodable(f"anonymous set {right!r} on {body!r}")
+        key_type, key_len, udata = spec
+        keys = [_int(m, 0, (1 << (8 * key_len)) - 1) for m in members]
+        if not keys or len(set(keys)) != len(keys):
+            raise Unencodable(f"anonymous set {right!r}")
+        base, offset, length = self._payload(body)
+        raw = tuple(k.to_bytes(key_len, "big") for k in keys)
+        set_id = self.new_set(AnonymousSet(key_type, key_len, raw, udata))
+        lookup = _expr(
+            "lookup", _u32(2, REG_1), _str(1, ANONYMOUS_SET_NAME), _u32(LOOKUP_SET_ID, set_id)
+        )
+        self.out += [_payload_load(base, offset, length), lookup]
+
     def payload_match(self, body: Any, op: str, right: Any) -> _Const | None:
         base, offset, length = self._payload(body)
         if isinstance(right, str) and right.startswith("@"):
             self.out += [_payload_load(base, offset, length), _lookup(right, op == "!=")]
+            return None
+        if isinstance(right, dict) and set(right) == {"set"}:
+            self.anonymous_lookup(body, op, right)
             return None
         if length in (4, 16):
             return self.address_match(base, offset, length, op, right)
@@ -312,6 +392,24 @@ class _Rule:
         ]
         return None
 
+    def _family_dependency(self, body: Any) -> None:
+        """A concatenation's ``ip``/``ip6`` field in a rule with no ``meta nfproto`` match yet:
+        libnftables puts ``meta nfproto ipv4|ipv6`` in front of the loads (the named-port rule
+        of a multi-port match has none of its own); so do we. Other missing dependencies
+        (ICMP's ``l4proto``) stay :class:`Unencodable`."""
+        spec = (
+            PAYLOADS.get((body.get("protocol"), body.get("field")))
+            if isinstance(body, dict)
+            else None
+        )
+        if spec is None or spec[3] is None or spec[3][0] != "nfproto":
+            return
+        if "nfproto" in self.context or "nfproto!=" in self.context:
+            return
+        family = spec[3][1]
+        self.out += [_meta_load("nfproto"), _cmp("==", bytes([family]))]
+        self.context["nfproto"] = family
+
     def concat_lookup(self, fields: Any, op: str, right: Any) -> None:
         if not isinstance(fields, list) or len(fields) < 2:
             raise Unencodable(f"concat {fields!r}")
@@ -321,6 +419,7 @@ class _Rule:
                 raise Unencodable(f"concat field {f!r}")
             ((kind, body),) = f.items()
             if kind == "payload":
+                self._family_dependency(body)
                 base, offset, length = self._payload(body)
                 loads.append(_payload_load(base, offset, length, slot))
             elif kind == "meta" and body in ({"key": "l4proto"}, {"key": "nfproto"}):
@@ -442,11 +541,34 @@ def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: _Const | N
 _EXPRS_MEMO: dict[tuple[int, ...], tuple[tuple[Any, ...], bytes]] = {}
 
 
-def _expressions(exprs: list[Any]) -> bytes:
+def _has_inline_set(stmt: Any) -> bool:
+    """A match on an inline ``{"set": [...]}``: its bytes carry a batch's set id, so it is
+    encoded afresh every time (never memoised)."""
+    m = stmt.get("match") if isinstance(stmt, dict) else None
+    return isinstance(m, dict) and isinstance(m.get("right"), dict) and "set" in m["right"]
+
+
+def _fresh(exprs: list[Any], new_set: NewSet) -> bytes:
+    """A rule with an inline set, encoded without the memos."""
+    r = _Rule(new_set)
+    for stmt in exprs:
+        r.merged = False
+        before = len(r.out)
+        r.statement(stmt)
+        if r.merged:  # the merged compare replaces the previous statement's two expressions
+            del r.out[before - 2 : before]
+    return nested(RULE_EXPRESSIONS, *r.out)
+
+
+def _expressions(exprs: list[Any], new_set: NewSet | None = None) -> bytes:
     key = tuple(map(id, exprs))
     hit = _EXPRS_MEMO.get(key)
     if hit is not None:
         return hit[1]
+    if any(map(_has_inline_set, exprs)):
+        if new_set is None:
+            raise Unencodable("an inline set outside a batch")
+        return _fresh(exprs, new_set)
     context: tuple[tuple[str, int], ...] = ()
     last: _Const | None = None
     encoded: list[bytes] = []
@@ -483,8 +605,12 @@ def _comment_attr(comment: str) -> bytes:
     return hit
 
 
-def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
-    """The attributes of a NEWRULE message after the table (its chain, expressions, comment)."""
+def rule_body(
+    chain: str, exprs: list[Any], comment: str | None, new_set: NewSet | None = None
+) -> bytes:
+    """The attributes of a NEWRULE message after the table (its chain, expressions, comment).
+    ``new_set`` adds an inline set's messages to the batch first and returns its set id
+    (without it, a rule with an inline set is :class:`Unencodable`)."""
     head = _CHAIN_ATTRS.get(chain)
     if head is None:
         head = _str(RULE_CHAIN, chain)
@@ -492,8 +618,8 @@ def rule_body(chain: str, exprs: list[Any], comment: str | None) -> bytes:
             _CHAIN_ATTRS.clear()
         _CHAIN_ATTRS[chain] = head
     if comment:
-        return head + _expressions(exprs) + _comment_attr(comment)
-    return head + _expressions(exprs)
+        return head + _expressions(exprs, new_set) + _comment_attr(comment)
+    return head + _expressions(exprs, new_set)
 
 
 def chain_body(obj: dict[str, Any]) -> bytes:
@@ -518,4 +644,4 @@ def chain_body(obj: dict[str, Any]) -> bytes:
     return b"".join(parts)
 
 
-__all__ = ["chain_body", "rule_body"]
+__all__ = ["AnonymousSet", "chain_body", "rule_body"]

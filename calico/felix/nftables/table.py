@@ -57,6 +57,7 @@ class ApplyResult:
     commands: int = 0  # commands in the transaction (0: nothing sent)
     resynced: bool = False  # the table was read back first
     full_rewrite: bool = False  # the transaction deleted and re-added the whole table
+    fallback: str | None = None  # why a transaction went through libnftables, not netlink
     stats: Stats = field(default_factory=Stats)
     seconds: float = 0.0
 
@@ -219,24 +220,26 @@ class NftablesTable:
     def _send(self, plan: Plan, result: ApplyResult) -> str | None:
         """One atomic transaction: as a raw netlink batch when every command encodes (no
         libnftables cache fill), else through libnftables."""
-        batch = self._netlink_batch(plan) if self._netlink else None
+        batch = self._netlink_batch(plan, result) if self._netlink else None
         if batch is not None:
             assert self._netlink is not None
             try:
                 error = self._netlink.send(batch)
             except Unencodable as exc:  # the socket cannot take it; nothing was sent
                 log.debug("netlink batch not sendable (%s); using libnftables", exc)
+                result.fallback = f"not sendable: {exc}"
             else:
                 result.netlink = True
                 return error
         rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 
-    def _netlink_batch(self, plan: Plan) -> ElementBatch | None:
+    def _netlink_batch(self, plan: Plan, result: ApplyResult) -> ElementBatch | None:
         try:
             return plan_batch(self.family, self.name, plan) or None
         except Unencodable as exc:
             log.debug("transaction not encodable for netlink (%s); using libnftables", exc)
+            result.fallback = str(exc)
             return None
 
     def _readback(self) -> str | None:

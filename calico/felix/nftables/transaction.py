@@ -129,6 +129,18 @@ class ElementOp:
     is_map: bool = False
 
 
+@dataclass(frozen=True)
+class SetCreate:
+    """A set or map the transaction creates (step 4), with a new set's members (sorted, as its
+    inline ``elem``), for the netlink batch (nlbatch.py)."""
+
+    name: str
+    type: SetType
+    interval: bool
+    members: tuple[Element, ...] = ()
+    is_map: bool = False
+
+
 @dataclass
 class Plan:
     """The commands of one transaction and the known-state updates to commit if it succeeds."""
@@ -147,6 +159,8 @@ class Plan:
     # The step-7 element deltas in structured form, in command order, for the netlink batch
     # (nlbatch.py).
     element_ops: list[ElementOp] = field(default_factory=list)
+    # The step-4 set and map creations in structured form, in command order (nlbatch.py).
+    creates: list[SetCreate] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -315,9 +329,11 @@ def _plan_set(
         have = None
     if have is None:
         obj = _set_obj(name, want)
-        if want.elements:  # members inline: one command per new set, not two
-            obj["elem"] = _elems_json(want.elements, want.type)
+        members = tuple(sorted(want.elements, key=sort_key))
+        if members:  # members inline: one command per new set, not two
+            obj["elem"] = [to_json(e, want.type) for e in members]
         b.cmd(4, "add", "set", **obj)
+        plan.creates.append(SetCreate(name, want.type, want.interval, members))
         st.sets_created += 1
         st.elements_added += len(want.elements)
         plan.sets[name] = SetState(want.type, want.interval, set(want.elements))
@@ -359,6 +375,7 @@ def _plan_map(
         _plan_retype(b, "map", name, recreated)
     if created:
         b.cmd(4, "add", "map", name=name, type=_type_json(want.key_type), map="verdict")
+        plan.creates.append(SetCreate(name, want.key_type, False, is_map=True))
         st.maps_created += 1
         have = MapState(want.key_type)
     assert have is not None
