@@ -4,7 +4,8 @@ Other processes commit to the same file, so there is nothing to subscribe to; in
 thread checks ``PRAGMA data_version`` (about 2 us) every ``poll_interval`` and, when it moved,
 reads the new ``changes`` rows once for all watches. Local writes kick the poller directly, and
 inotify watches on the database and its WAL (``notify.py``) end the wait as soon as any process
-writes them, so a cross-process commit is seen without waiting for the tick. Each
+writes them, so a cross-process commit is seen without waiting for the tick; while inotify is
+known to see every commit the tick stretches to ``NOTIFIED_TICK`` (or the next expiry). Each
 watch keeps a cursor (the last revision it has seen) so delivery is exactly once and in order,
 and a cursor below the compaction point ends the watch with RevisionCompactedError.
 """
@@ -26,6 +27,9 @@ from calico.datastore.local.txn import EVENT_TYPES
 
 # Rows read per query while catching up, so a long backlog never sits in memory twice.
 FETCH_BATCH = 5000
+# The idle wait while inotify sees every commit (``ChangeNotifier.reliable``): only a safety
+# net then, so the poller wakes 10 times a second rather than 500 (notify.py).
+NOTIFIED_TICK = 0.1
 
 
 class LocalWatch:
@@ -183,7 +187,7 @@ class Poller:
                     self._cond.wait()
                 idle = not self._closed and not self._kicked
             if idle:  # outside the lock: kicks and file writes end this wait (notify.py)
-                notifier.wait(self._interval)
+                notifier.wait(self._interval, reliable_timeout=self._notified_wait())
             with self._cond:
                 if self._closed:
                     return
@@ -208,6 +212,14 @@ class Poller:
                 self._fail_all(wrap_error(self._path, exc))
             except DatastoreError as exc:
                 self._fail_all(exc)
+
+    def _notified_wait(self) -> float:
+        """The idle wait while every commit wakes the poller: the safety tick, or until the
+        next expiry is due (expired keys are swept by the poller, not announced by a write)."""
+        wait = max(self._interval, NOTIFIED_TICK)
+        if self._next_expiry is not None:
+            wait = min(wait, max(self._interval, self._next_expiry - time.time()))
+        return wait
 
     def _fetch(self, conn: sqlite3.Connection, watches: list[LocalWatch]) -> None:
         """Deliver every change past each watch's cursor, in batches, from one snapshot each."""
