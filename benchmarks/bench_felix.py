@@ -421,6 +421,7 @@ def bench_ttfr_and_cold_apply(
                 p.ready.wait(5)
             spy = profile_felix(felix, "ttfr", N_NEW / RATE + 2)
             cpu_before = process_cpu_s(felix.proc.pid)
+            threads_before = thread_cpu_s(felix.proc.pid)
             starts: list[float] = []
             writes: list[float] = []
             t_base = time.perf_counter()
@@ -436,6 +437,7 @@ def bench_ttfr_and_cold_apply(
             for p in [*probers, control]:
                 p.join(limit + 5)
             felix_cpu = process_cpu_s(felix.proc.pid) - cpu_before
+            threads_after = thread_cpu_s(felix.proc.pid)
             if spy is not None:
                 spy.wait(60)
             ttfr = [p.done - t0 for p, t0 in zip(probers, starts, strict=True) if p.done]
@@ -475,6 +477,9 @@ def bench_ttfr_and_cold_apply(
             extra["steady_p99_s"] = round(pct(steady, 0.99), 4)
             if stages is not None:
                 extra["stages_p50_ms"] = stage_breakdown(stages, starts, probers)
+                extra["thread_cpu_ms_per_workload"] = thread_cpu_by_name(
+                    stages, felix.proc.pid, threads_before, threads_after, N_NEW
+                )
             ttfr += [float("inf")] * failed
             b50 = statistics.median(base)
             p50_target, p99_target = (None, 0.020) if large else (0.003, 0.011)
@@ -662,6 +667,8 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
     spans: dict[str, list[tuple[float, float, float]]] = {}
     for path in stage_dir.glob("felix.*"):
         for line in path.read_text().splitlines():
+            if line.startswith("thread "):
+                continue
             stage, start, end, cpu = line.split()
             spans.setdefault(stage, []).append((float(start), float(end), float(cpu)))
     for values in spans.values():
@@ -724,6 +731,36 @@ def stage_breakdown(stage_dir: Path, starts: list[float], probers: list[Any]) ->
         for name, value in marks.items():
             rows.setdefault(name, []).append(value)
     return {name: round(1000 * statistics.median(v), 3) for name, v in rows.items()}
+
+
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each of ``pid``'s threads, by thread id."""
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            out[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def thread_cpu_by_name(
+    stage_dir: Path, pid: int, before: dict[int, float], after: dict[int, float], n: int
+) -> dict[str, float]:
+    """Felix's CPU per workload over the writes, ms, by thread name (the ``thread`` lines the
+    stamping ``sitecustomize`` wrote; the syncer's per-kind watcher threads summed as
+    ``syncer-*``). Ticks are 10 ms, so only threads busy for many workloads show."""
+    names = {pid: "main"}
+    for path in stage_dir.glob("felix.*"):
+        for line in path.read_text().splitlines():
+            if line.startswith("thread "):
+                _, tid, name = line.split(maxsplit=2)
+                names[int(tid)] = name
+    out: dict[str, float] = {}
+    for tid, cpu in after.items():
+        name = names.get(tid, "other")
+        name = "syncer-*" if name.startswith("syncer-") else name.split(":", 1)[0]
+        out[name] = out.get(name, 0.0) + cpu - before.get(tid, 0.0)
+    return {k: round(1000 * v / n, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v}
 
 
 def process_cpu_s(pid: int) -> float:
