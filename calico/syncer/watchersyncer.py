@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 MIN_RESYNC_INTERVAL = 0.5
 LIST_RETRY_INTERVAL = 1.0
 MAX_RETRY_INTERVAL = 10.0
-WATCH_POLL = 0.2
+WATCH_POLL = 1.0  # only to notice `stopping` if stop() raced the watch's creation
 MAX_UPDATES_PER_CALL = 1000
 
 
