@@ -132,8 +132,9 @@ class Prober(threading.Thread):
     ``every`` seconds until one completes; ``done`` is the perf_counter of the first success
     (None if ``limit`` seconds pass first). A new SYN each period, not retries of a blocking
     connect, is what keeps the measurement's resolution at the period: a dropped SYN is only
-    retransmitted after 1 s. Attempts older than ``STALE`` are abandoned (a SYN dropped
-    before the path opened never completes; a SYN-ACK takes ~0.1 ms once it is open)."""
+    retransmitted after 1 s. Completions are looked for once per period too. Attempts older
+    than ``STALE`` are abandoned (a SYN dropped before the path opened never completes; a
+    SYN-ACK takes ~0.1 ms once it is open)."""
 
     STALE = 0.05
 
@@ -159,6 +160,8 @@ class Prober(threading.Thread):
             sel.close()
 
     def _probe(self, sel: selectors.BaseSelector) -> None:
+        # Sleep between looks, not a select timeout: epoll's timeout is whole milliseconds, so
+        # a 0.25 ms select wait would be a 1 ms one. A completion is seen at the next look.
         now = time.perf_counter()
         end, next_try = now + self.limit, now
         while now < end:
@@ -168,7 +171,7 @@ class Prober(threading.Thread):
                 s.connect_ex((self.dst, self.port))
                 sel.register(s, selectors.EVENT_WRITE, now)
                 next_try = now + self.every
-            for key, _ in sel.select(max(0.0, next_try - time.perf_counter())):
+            for key, _ in sel.select(0):
                 sock: socket.socket = key.fileobj  # type: ignore[assignment]
                 if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
                     self.done = time.perf_counter()
@@ -179,6 +182,8 @@ class Prober(threading.Thread):
             for key in [k for k in sel.get_map().values() if now - k.data > self.STALE]:
                 sel.unregister(key.fileobj)
                 key.fileobj.close()  # type: ignore[union-attr]
+            time.sleep(max(0.0, min(next_try, end) - now))
+            now = time.perf_counter()
 
 
 def connect_times(ns: str, dst: str, n: int = 50) -> list[float]:
