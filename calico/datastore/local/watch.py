@@ -30,6 +30,10 @@ FETCH_BATCH = 5000
 # The idle wait while inotify sees every commit (``ChangeNotifier.reliable``): only a safety
 # net then, so the poller wakes 10 times a second rather than 500 (notify.py).
 NOTIFIED_TICK = 0.1
+# A commit's last write to the -wal comes before its wal-index header (shared memory, which
+# makes no inotify event) says it is committed, so a wake-up that finds no new version may
+# have raced the writer: the short tick then runs for this long after it.
+SETTLE = 0.025
 
 
 class LocalWatch:
@@ -181,13 +185,17 @@ class Poller:
         last_version = None
         notifier = self._notifier
         assert notifier is not None
+        settle_until = 0.0  # the short tick runs until then (SETTLE)
         while True:
             with self._cond:
                 while not self._closed and not self._watches:
                     self._cond.wait()
                 idle = not self._closed and not self._kicked
+            woken = False
             if idle:  # outside the lock: kicks and file writes end this wait (notify.py)
-                notifier.wait(self._interval, reliable_timeout=self._notified_wait())
+                settling = time.monotonic() < settle_until
+                long_wait = None if settling else self._notified_wait()
+                woken = notifier.wait(self._interval, reliable_timeout=long_wait)
             with self._cond:
                 if self._closed:
                     return
@@ -198,6 +206,9 @@ class Poller:
                 if kicked or version != last_version:
                     last_version = version
                     self._fetch(conn, watches)
+                    settle_until = 0.0
+                elif woken:
+                    settle_until = time.monotonic() + SETTLE
                 if self._next_expiry is not None and time.time() >= self._next_expiry:
                     self._next_expiry = None
                     self._sweep()

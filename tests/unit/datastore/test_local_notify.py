@@ -182,3 +182,31 @@ def test_a_ttl_key_written_by_another_process_expires_on_time_for_a_watch(
         assert deleted is not None and (deleted.type, deleted.key) == (EventType.DELETED, "/lease")
         assert time.monotonic() - start < 10  # at the expiry, not after the 10-minute tick
         watch.stop()
+
+
+def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's wal-index header lands after its last -wal write: the poller looks again
+    on the short tick for ``SETTLE`` rather than waiting for the long one."""
+    waits: list[float | None] = []
+    original = ChangeNotifier.wait
+
+    def recording(self: ChangeNotifier, timeout: float, **kw: float | None) -> bool:
+        waits.append(kw.get("reliable_timeout"))
+        return original(self, timeout, **kw)
+
+    monkeypatch.setattr(ChangeNotifier, "wait", recording)
+    monkeypatch.setattr(local_watch, "SETTLE", 0.5)
+    with LocalBackend(tmp_path / "calico.db") as backend:
+        watch = backend.watch("/", backend.current_revision())
+        backend.create("/k", "v")  # makes the -wal, then the poller watches both files
+        assert watch.next(10) is not None
+        time.sleep(0.3)
+        notifier = backend._poller._notifier  # type: ignore[attr-defined]
+        assert notifier is not None and notifier.reliable
+        waits.clear()
+        notifier.kick()  # an early wake-up with nothing new, as when racing the writer
+        time.sleep(0.1)
+        assert waits[0] is None  # the wait right after it: the short tick
+        watch.stop()
