@@ -32,8 +32,8 @@ FETCH_BATCH = 5000
 NOTIFIED_TICK = 0.1
 # A commit's last write to the -wal comes before its wal-index header (shared memory, which
 # makes no inotify event) says it is committed, so a wake-up that finds no new version may
-# have raced the writer: the short tick then runs for this long after it.
-SETTLE = 0.025
+# have raced the writer: the poller then looks again after the short tick, doubling the wait
+# each time nothing came, up to NOTIFIED_TICK (a header that lands t late is seen by ~2t).
 
 
 class LocalWatch:
@@ -185,7 +185,7 @@ class Poller:
         last_version = None
         notifier = self._notifier
         assert notifier is not None
-        settle_until = 0.0  # the short tick runs until then (SETTLE)
+        settle: float | None = None  # the next wait after a wake-up that found nothing new
         while True:
             with self._cond:
                 while not self._closed and not self._watches:
@@ -193,8 +193,9 @@ class Poller:
                 idle = not self._closed and not self._kicked
             woken = False
             if idle:  # outside the lock: kicks and file writes end this wait (notify.py)
-                settling = time.monotonic() < settle_until
-                long_wait = None if settling else self._notified_wait()
+                long_wait = self._notified_wait()
+                if settle is not None:
+                    long_wait = min(settle, long_wait)
                 woken = notifier.wait(self._interval, reliable_timeout=long_wait)
             with self._cond:
                 if self._closed:
@@ -206,9 +207,11 @@ class Poller:
                 if kicked or version != last_version:
                     last_version = version
                     self._fetch(conn, watches)
-                    settle_until = 0.0
+                    settle = None
                 elif woken:
-                    settle_until = time.monotonic() + SETTLE
+                    settle = self._interval
+                elif settle is not None:
+                    settle = settle * 2 if settle * 2 < NOTIFIED_TICK else None
                 if self._next_expiry is not None and time.time() >= self._next_expiry:
                     self._next_expiry = None
                     self._sweep()

@@ -188,7 +188,7 @@ def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The writer's wal-index header lands after its last -wal write: the poller looks again
-    on the short tick for ``SETTLE`` rather than waiting for the long one."""
+    after the short tick, then doubles the wait, rather than waiting for the long one."""
     waits: list[float | None] = []
     original = ChangeNotifier.wait
 
@@ -197,7 +197,6 @@ def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
         return original(self, timeout, **kw)
 
     monkeypatch.setattr(ChangeNotifier, "wait", recording)
-    monkeypatch.setattr(local_watch, "SETTLE", 0.5)
     with LocalBackend(tmp_path / "calico.db") as backend:
         watch = backend.watch("/", backend.current_revision())
         backend.create("/k", "v")  # makes the -wal, then the poller watches both files
@@ -207,6 +206,7 @@ def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
         assert notifier is not None and notifier.reliable
         waits.clear()
         notifier.kick()  # an early wake-up with nothing new, as when racing the writer
-        time.sleep(0.1)
-        assert waits[0] is None  # the wait right after it: the short tick
+        time.sleep(0.3)
+        assert waits[:4] == pytest.approx([0.002, 0.004, 0.008, 0.016])
+        assert local_watch.NOTIFIED_TICK in waits  # and back to the long wait
         watch.stop()
