@@ -7,7 +7,8 @@ graph, calc graph apply, calc graph to dataplane, dataplane apply, nftables appl
 and appends ``<stage> <start> <end> <cpu>`` lines, in CLOCK_MONOTONIC seconds
 (``time.perf_counter``, comparable across processes on Linux) and the calling thread's CPU
 seconds over the span (``time.thread_time``: wall minus CPU is waiting, for the GIL or a core),
-to ``$TTFR_STAGES_DIR/felix.<pid>``. Anything else
+to ``$TTFR_STAGES_DIR/felix.<pid>``, and a ``thread <native id> <name>`` line as each thread
+starts, so the bench can name the per-thread CPU it reads from ``/proc``. Anything else
 (the bench, probe helpers) is left untouched.
 """
 
@@ -61,6 +62,15 @@ def _install(out_dir: str) -> None:
 
     for stage in STAGES:
         wrap(*stage)
+
+    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def named(self: threading.Thread) -> None:
+        with lock:
+            out.write(f"thread {threading.get_native_id()} {self.name.replace(' ', '_')}\n")
+        bootstrap(self)
+
+    threading.Thread._bootstrap_inner = named  # type: ignore[attr-defined]
 
 
 if os.environ.get("TTFR_STAGES_DIR") and "felix" in sys.argv[1:3]:

@@ -1,7 +1,12 @@
 """A syncer that lists then watches each resource type of a Backend.
 
-One watcher thread per resource type feeds a single queue; one dispatcher thread owns all
-consumer-visible state, so callbacks are always called from one thread, in order.
+One watcher thread per resource type feeds a single queue. Whichever watcher thread finds no
+delivery in progress delivers everything queued (its own message and any others), holding the
+delivery lock, so callbacks are never called concurrently and see the queue's order; a thread
+that finds the lock taken leaves its message to the holder, which looks at the queue again
+after letting go. There is no dispatcher thread: a change reaches the consumer on the thread
+that converted it, without a thread hand-over (design/performance.md "TTFR at 100 policies:
+hand-overs").
 
 The datastore boundary is here: each cache parses the stored path into its ``ResourceKey`` and
 the stored text into JSON, hands both to the type's update processor, and from then on only
@@ -26,7 +31,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from calico.backoff import Backoff
 from calico.datastore import Backend, DatastoreError, EventType, KVPair
@@ -40,7 +45,7 @@ log = logging.getLogger(__name__)
 MIN_RESYNC_INTERVAL = 0.5
 LIST_RETRY_INTERVAL = 1.0
 MAX_RETRY_INTERVAL = 10.0
-WATCH_POLL = 0.2
+WATCH_POLL = 1.0  # only to notice `stopping` if stop() raced the watch's creation
 MAX_UPDATES_PER_CALL = 1000
 
 
@@ -64,6 +69,23 @@ class _Msg:
     updates: list[Update] = field(default_factory=list)
 
 
+class _Outbox(Protocol):
+    def put(self, msg: _Msg) -> None: ...
+
+
+class _Inbox:
+    """What the caches send into: queue the message, then deliver what is queued unless
+    another thread is delivering already."""
+
+    def __init__(self, messages: queue.Queue[_Msg], pump: Any) -> None:
+        self._messages = messages
+        self._pump = pump
+
+    def put(self, msg: _Msg) -> None:
+        self._messages.put(msg)
+        self._pump()
+
+
 class _WatcherCache:
     """Lists and watches one ResourceType; keeps what it has sent so it can diff relists."""
 
@@ -72,7 +94,7 @@ class _WatcherCache:
         index: int,
         rtype: ResourceType,
         backend: Backend,
-        out: queue.Queue[_Msg],
+        out: _Outbox,
         stopping: threading.Event,
     ) -> None:
         self.index = index
@@ -229,21 +251,23 @@ class WatcherSyncer:
     ) -> None:
         self._callbacks = callbacks
         self._queue: queue.Queue[_Msg] = queue.Queue()
+        self._delivering = threading.Lock()  # held by the one thread delivering
+        self._closed = False  # stopped, or a callback failed: nothing more is delivered
         self._stopping = threading.Event()
+        inbox = _Inbox(self._queue, self._pump)
         self._caches = [
-            _WatcherCache(i, rt, backend, self._queue, self._stopping)
+            _WatcherCache(i, rt, backend, inbox, self._stopping)
             for i, rt in enumerate(resource_types)
         ]
         self._statuses = [SyncStatus.WAIT_FOR_DATASTORE] * len(self._caches)
         self._status: SyncStatus | None = None
         self._sent: dict[Key, str] = {}  # v1 key -> revision, for stop()'s deletes
-        self._dispatcher = threading.Thread(target=self._dispatch, name="syncer", daemon=True)
 
     def start(self) -> None:
-        self._set_status(SyncStatus.WAIT_FOR_DATASTORE, [])
+        with self._delivering:
+            self._set_status(SyncStatus.WAIT_FOR_DATASTORE, [])
         for cache in self._caches:
             cache.start()
-        self._dispatcher.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop all threads, then tell the consumer every sent key is gone (as upstream)."""
@@ -252,18 +276,28 @@ class WatcherSyncer:
             cache.stop()
         for cache in self._caches:
             cache.thread.join(timeout)
-        self._queue.put(_Msg(-1))
-        self._dispatcher.join(timeout)
-        if self._sent:
-            sent = self._sent
-            self._deliver([Update(k, None, sent[k], UpdateType.DELETED) for k in sorted_keys(sent)])
-            self._sent.clear()
+        # What the caches queued before they stopped is delivered first. A delivery stuck in
+        # a callback for longer than ``timeout`` is not waited for any further.
+        held = self._delivering.acquire(timeout=timeout)
+        try:
+            if held:
+                self._drain()
+            self._closed = True
+            if self._sent:
+                sent = self._sent
+                self._deliver(
+                    [Update(k, None, sent[k], UpdateType.DELETED) for k in sorted_keys(sent)]
+                )
+                self._sent.clear()
+        finally:
+            if held:
+                self._delivering.release()
 
     @property
     def status(self) -> SyncStatus | None:
         return self._status
 
-    # -- dispatcher ----------------------------------------------------------------------------
+    # -- delivery (on the cache threads, one at a time) ----------------------------------------
 
     def _aggregate(self) -> SyncStatus:
         if all(s is SyncStatus.IN_SYNC for s in self._statuses):
@@ -290,27 +324,35 @@ class WatcherSyncer:
                     self._sent[u.key] = u.revision
             self._callbacks.on_updates(batch)
 
-    def _dispatch(self) -> None:
+    def _pump(self) -> None:
+        """Deliver what is queued unless another thread is delivering: that thread sees this
+        message too, as it looks at the queue again after releasing the lock."""
+        while not self._queue.empty():
+            if not self._delivering.acquire(blocking=False):
+                return
+            try:
+                self._drain()
+            except Exception:  # as a dead dispatcher did: log it, deliver nothing more
+                log.exception("Syncer callback failed; no further updates are delivered")
+                self._closed = True
+            finally:
+                self._delivering.release()
+
+    def _drain(self) -> None:
+        """With the lock held: consolidate whatever is queued into one delivery."""
         pending: list[Update] = []
         while True:
-            msg = self._queue.get()
-            if msg.cache < 0:
-                self._deliver(pending)
-                return
-            while True:  # consolidate whatever is already queued into one delivery
-                pending.extend(msg.updates)
-                if msg.status is not None:
-                    self._statuses[msg.cache] = msg.status
-                    new = self._aggregate()
-                    if new is not self._status:
-                        self._set_status(new, pending)
-                try:
-                    msg = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if msg.cache < 0:
-                    self._deliver(pending)
-                    return
-            if pending:
-                self._deliver(pending)
-                pending = []
+            try:
+                msg = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if self._closed:
+                continue
+            pending.extend(msg.updates)
+            if msg.status is not None:
+                self._statuses[msg.cache] = msg.status
+                new = self._aggregate()
+                if new is not self._status:
+                    self._set_status(new, pending)
+        if pending:
+            self._deliver(pending)

@@ -4,7 +4,8 @@ Other processes commit to the same file, so there is nothing to subscribe to; in
 thread checks ``PRAGMA data_version`` (about 2 us) every ``poll_interval`` and, when it moved,
 reads the new ``changes`` rows once for all watches. Local writes kick the poller directly, and
 inotify watches on the database and its WAL (``notify.py``) end the wait as soon as any process
-writes them, so a cross-process commit is seen without waiting for the tick. Each
+writes them, so a cross-process commit is seen without waiting for the tick; while inotify is
+known to see every commit the tick stretches to ``NOTIFIED_TICK`` (or the next expiry). Each
 watch keeps a cursor (the last revision it has seen) so delivery is exactly once and in order,
 and a cursor below the compaction point ends the watch with RevisionCompactedError.
 """
@@ -26,6 +27,13 @@ from calico.datastore.local.txn import EVENT_TYPES
 
 # Rows read per query while catching up, so a long backlog never sits in memory twice.
 FETCH_BATCH = 5000
+# The idle wait while inotify sees every commit (``ChangeNotifier.reliable``): only a safety
+# net then, so the poller wakes 10 times a second rather than 500 (notify.py).
+NOTIFIED_TICK = 0.1
+# A commit's last write to the -wal comes before its wal-index header (shared memory, which
+# makes no inotify event) says it is committed, so a wake-up that finds no new version may
+# have raced the writer: the poller then looks again after the short tick, doubling the wait
+# each time nothing came, up to NOTIFIED_TICK (a header that lands t late is seen by ~2t).
 
 
 class LocalWatch:
@@ -177,13 +185,18 @@ class Poller:
         last_version = None
         notifier = self._notifier
         assert notifier is not None
+        settle: float | None = None  # the next wait after a wake-up that found nothing new
         while True:
             with self._cond:
                 while not self._closed and not self._watches:
                     self._cond.wait()
                 idle = not self._closed and not self._kicked
+            woken = False
             if idle:  # outside the lock: kicks and file writes end this wait (notify.py)
-                notifier.wait(self._interval)
+                long_wait = self._notified_wait()
+                if settle is not None:
+                    long_wait = min(settle, long_wait)
+                woken = notifier.wait(self._interval, reliable_timeout=long_wait)
             with self._cond:
                 if self._closed:
                     return
@@ -194,6 +207,11 @@ class Poller:
                 if kicked or version != last_version:
                     last_version = version
                     self._fetch(conn, watches)
+                    settle = None
+                elif woken:
+                    settle = self._interval
+                elif settle is not None:
+                    settle = settle * 2 if settle * 2 < NOTIFIED_TICK else None
                 if self._next_expiry is not None and time.time() >= self._next_expiry:
                     self._next_expiry = None
                     self._sweep()
@@ -208,6 +226,14 @@ class Poller:
                 self._fail_all(wrap_error(self._path, exc))
             except DatastoreError as exc:
                 self._fail_all(exc)
+
+    def _notified_wait(self) -> float:
+        """The idle wait while every commit wakes the poller: the safety tick, or until the
+        next expiry is due (expired keys are swept by the poller, not announced by a write)."""
+        wait = max(self._interval, NOTIFIED_TICK)
+        if self._next_expiry is not None:
+            wait = min(wait, max(self._interval, self._next_expiry - time.time()))
+        return wait
 
     def _fetch(self, conn: sqlite3.Connection, watches: list[LocalWatch]) -> None:
         """Deliver every change past each watch's cursor, in batches, from one snapshot each."""

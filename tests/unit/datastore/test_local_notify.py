@@ -6,13 +6,16 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from calico.datastore import EventType
-from calico.datastore.local import LocalBackend
+from calico.datastore.local import LocalBackend, notify
+from calico.datastore.local import watch as local_watch
 from calico.datastore.local.notify import ChangeNotifier, parse_events
 
 # A tick far longer than any wait below: an event arriving at all proves the early wake-up.
@@ -94,3 +97,116 @@ def test_parse_events_reads_every_event(events: list[tuple[int, int, bytes]]) ->
         padded = name + b"\0" * (-len(name) % 16)
         buf += struct.pack("=iIII", wd, mask, i, len(padded)) + padded
     assert parse_events(buf) == [(wd, mask) for wd, mask, _ in events]
+
+
+def _timed_wait(notifier: ChangeNotifier, timeout: float, reliable_timeout: float) -> float:
+    start = time.monotonic()
+    assert notifier.wait(timeout, reliable_timeout=reliable_timeout) is False
+    return time.monotonic() - start
+
+
+def test_the_long_wait_needs_both_files_watched_on_a_local_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, wal = tmp_path / "calico.db", tmp_path / "calico.db-wal"
+    db.write_bytes(b"")
+    notifier = ChangeNotifier(db)
+    try:
+        assert not notifier.reliable  # no -wal yet: a commit could go unseen
+        assert _timed_wait(notifier, 0.01, LONG_TICK) < 5
+        wal.write_bytes(b"")
+        assert notifier.wait(LONG_TICK, reliable_timeout=LONG_TICK) is True  # watch added
+        assert notifier.reliable
+        assert _timed_wait(notifier, 0.01, 0.3) >= 0.25
+    finally:
+        notifier.close()
+    with monkeypatch.context() as m:  # e.g. NFS: another host's commits make no event here
+        m.setattr(notify, "LOCAL_FS_TYPES", frozenset())
+        notifier = ChangeNotifier(db)
+        try:
+            assert notifier.watching_files and not notifier.reliable
+            assert _timed_wait(notifier, 0.01, LONG_TICK) < 5
+        finally:
+            notifier.close()
+
+
+def test_a_lost_watch_ends_the_wait(tmp_path: Path) -> None:
+    db, wal = tmp_path / "calico.db", tmp_path / "calico.db-wal"
+    db.write_bytes(b"")
+    wal.write_bytes(b"")
+    notifier = ChangeNotifier(db)
+    try:
+        assert notifier.reliable
+        result: list[bool] = []
+        waiter = threading.Thread(
+            target=lambda: result.append(notifier.wait(LONG_TICK, reliable_timeout=LONG_TICK))
+        )
+        waiter.start()
+        time.sleep(0.05)
+        wal.unlink()  # replaced: a commit to the new file would make no event on the old watch
+        waiter.join(10)
+        assert result == [True]
+        assert not notifier.reliable
+        wal.write_bytes(b"")
+        assert notifier.wait(LONG_TICK, reliable_timeout=LONG_TICK) is True  # watched again
+        assert notifier.reliable and _woken_by_write(notifier, wal)
+    finally:
+        notifier.close()
+
+
+def test_filesystem_type_of_a_temp_dir_is_known() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert notify.filesystem_type(libc, b"/proc") == 0x9FA0  # PROC_SUPER_MAGIC
+    assert notify.filesystem_type(libc, b"/nonexistent/path") is None
+
+
+def test_a_ttl_key_written_by_another_process_expires_on_time_for_a_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The poller's long idle wait still ends at the next expiry: nothing writes then."""
+    monkeypatch.setattr(local_watch, "NOTIFIED_TICK", LONG_TICK)
+    path = tmp_path / "calico.db"
+    with LocalBackend(path) as backend:
+        watch = backend.watch("/", backend.current_revision())
+        code = (
+            "import sys; from calico.datastore.local import LocalBackend\n"
+            "with LocalBackend(sys.argv[1]) as b: b.create('/lease', 'v', ttl=0.3)\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+        added = watch.next(30)
+        assert added is not None and added.type is EventType.ADDED
+        start = time.monotonic()
+        deleted = watch.next(30)
+        assert deleted is not None and (deleted.type, deleted.key) == (EventType.DELETED, "/lease")
+        assert time.monotonic() - start < 10  # at the expiry, not after the 10-minute tick
+        watch.stop()
+
+
+def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's wal-index header lands after its last -wal write: the poller looks again
+    after the short tick, then doubles the wait, rather than waiting for the long one."""
+    waits: list[float | None] = []
+    original = ChangeNotifier.wait
+
+    def recording(self: ChangeNotifier, timeout: float, **kw: float | None) -> bool:
+        waits.append(kw.get("reliable_timeout"))
+        return original(self, timeout, **kw)
+
+    monkeypatch.setattr(ChangeNotifier, "wait", recording)
+    with LocalBackend(tmp_path / "calico.db") as backend:
+        watch = backend.watch("/", backend.current_revision())
+        backend.create("/k", "v")  # makes the -wal, then the poller watches both files
+        assert watch.next(10) is not None
+        time.sleep(0.3)
+        notifier = backend._poller._notifier  # type: ignore[attr-defined]
+        assert notifier is not None and notifier.reliable
+        waits.clear()
+        notifier.kick()  # an early wake-up with nothing new, as when racing the writer
+        time.sleep(0.3)
+        assert waits[:4] == pytest.approx([0.002, 0.004, 0.008, 0.016])
+        assert local_watch.NOTIFIED_TICK in waits  # and back to the long wait
+        watch.stop()
