@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         network_set,
         profile,
         workload_endpoint,
+        workload_endpoint_lean,
     )
     from calico.model.processors.ipam import block_affinity, ip_pool, ipam_block
     from calico.model.processors.policy import (
@@ -58,7 +59,14 @@ _HOMES: Mapping[str, str] = {
         ("cluster_information", "felix_configuration", "node", "node_pod_cidr"), "config"
     ),
     **dict.fromkeys(
-        ("global_network_set", "host_endpoint", "network_set", "profile", "workload_endpoint"),
+        (
+            "global_network_set",
+            "host_endpoint",
+            "network_set",
+            "profile",
+            "workload_endpoint",
+            "workload_endpoint_lean",
+        ),
         "endpoints",
     ),
     **dict.fromkeys(("block_affinity", "ip_pool", "ipam_block"), "ipam"),
@@ -171,4 +179,5 @@ __all__ = [
     "staged_network_policy",
     "tier",
     "workload_endpoint",
+    "workload_endpoint_lean",
 ]

@@ -100,6 +100,14 @@ def workload_endpoint(key: ResourceKey, value: Any) -> Output:
     return workload_endpoint_v1(key, lean_workload_endpoint(key, value) or decode_wep(key, value))
 
 
+def workload_endpoint_lean(key: ResourceKey, value: Any) -> Output | None:
+    """``workload_endpoint``'s output for a document the lean read accepts, else None. The
+    lean read type-checks every leaf it keeps as a string or an integer, so the syncer may
+    hand this orjson's decode (``calico.syncer.jsondecode``)."""
+    res = lean_workload_endpoint(key, value)
+    return None if res is None else workload_endpoint_v1(key, res)
+
+
 def decode_wep(key: ResourceKey, value: Any) -> WorkloadEndpoint:
     """The reference read: the stored value validated through the v3 model."""
     return decode(key, value, WorkloadEndpoint)
