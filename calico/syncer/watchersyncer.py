@@ -30,9 +30,9 @@ from typing import Any
 
 from calico.backoff import Backoff
 from calico.datastore import Backend, DatastoreError, EventType, KVPair
-from calico.model import KINDS, InvalidKeyError, Key, ResourceKey
+from calico.model import KINDS, Key, ResourceKey
 from calico.model.processors import Processor, resource_passthrough
-from calico.model.resources import resource_prefix
+from calico.model.resources import resource_key_checked, resource_prefix
 from calico.syncer import jsondecode
 from calico.syncer.api import SyncerCallbacks, SyncStatus, Update, UpdateType, sorted_keys
 
@@ -86,6 +86,7 @@ class _WatcherCache:
         self.rtype = rtype
         self._prefix = rtype.prefix
         self._namespaced = KINDS[rtype.kind].namespaced
+        self._kind = KINDS[rtype.kind].kind
         self.backend = backend
         self.out = out
         self.stopping = stopping
@@ -113,10 +114,9 @@ class _WatcherCache:
         rest = path[len(self._prefix) :] if path.startswith(self._prefix) else ""
         namespace, sep, name = rest.partition("/") if self._namespaced else ("", "", rest)
         if name and "/" not in name and (bool(sep) and bool(namespace)) == self._namespaced:
-            try:
-                return ResourceKey(self.rtype.kind, name, namespace)
-            except InvalidKeyError:
-                pass
+            # Every check the constructor's path rendering makes has been made just above
+            # (the kind is canonical: it indexed KINDS), so the key is built without it.
+            return resource_key_checked(self._kind, name, namespace)
         log.warning("Ignoring %r: not a %s resource path", path, self.rtype.kind)
         return None
 
