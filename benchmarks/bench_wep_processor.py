@@ -9,13 +9,20 @@ scale: the lean WorkloadEndpoint read"). CPU time (``process_time``), best of th
 load moves wall-clock time by 2x here. Both paths' outputs are checked equal first.
 
 Metric ``wep_processor_us``: microseconds per endpoint, lean path; ``baseline`` the model path.
+Metric ``wep_convert_us`` (where the syncer has ``ResourceType.lean``): the syncer's whole
+conversion of a stored text (``_WatcherCache._convert``) with Felix's WorkloadEndpoint type
+(orjson's decode, the lean processor); ``baseline`` the same cache with the stdlib decode and
+the processor (what it did before; design/performance.md "The WorkloadEndpoint snapshot at
+250,000").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,7 @@ from harness import emit
 
 from calico.model import ResourceKey
 from calico.model.processors import endpoints
+from calico.syncer import watchersyncer
 
 BENCH = "wep_processor"
 
@@ -52,6 +60,18 @@ def per_endpoint_us(process: Any, kvs: list[tuple[ResourceKey, str]]) -> float:
     return (time.process_time() - start) / len(kvs) * 1e6
 
 
+def cache_convert(rtype: Any) -> Any:
+    cache = watchersyncer._WatcherCache(0, rtype, None, queue.Queue(), threading.Event())  # type: ignore[arg-type]
+    return cache._convert
+
+
+def convert_us(convert: Any, kvs: list[tuple[ResourceKey, str]]) -> float:
+    start = time.process_time()
+    for key, raw in kvs:
+        convert(key, raw)
+    return (time.process_time() - start) / len(kvs) * 1e6
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000, help="endpoints per round")
@@ -68,6 +88,22 @@ def main() -> int:
     emit(BENCH, "wep_processor_us", lean, model, endpoints=args.n, rounds=args.rounds,
          includes="json.loads of the stored text + the processor (v1 key and value)",
          baseline_is="model path (pydantic decode, same v1 build), alternating")  # fmt: skip
+    rt = watchersyncer.ResourceType
+    if "lean" not in getattr(rt, "__dataclass_fields__", {}):
+        return 0  # a tree from before ResourceType.lean: nothing to compare
+    fast = cache_convert(rt("WorkloadEndpoint", endpoints.workload_endpoint,
+                            endpoints.workload_endpoint_lean))  # fmt: skip
+    plain = cache_convert(rt("WorkloadEndpoint", endpoints.workload_endpoint))
+    for key, raw in kvs[:: max(1, args.n // 200)]:
+        if fast(key, raw) != plain(key, raw):
+            raise AssertionError(f"lean and plain conversions differ for {key}")
+    best_fast = best_plain = float("inf")
+    for _ in range(args.rounds):
+        best_plain = min(best_plain, convert_us(plain, kvs))
+        best_fast = min(best_fast, convert_us(fast, kvs))
+    emit(BENCH, "wep_convert_us", best_fast, best_plain, endpoints=args.n, rounds=args.rounds,
+         includes="the syncer's _convert of a stored text (decode + processor)",
+         baseline_is="stdlib json.loads + the processor, alternating")  # fmt: skip
     return 0
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "KindInfo",
     "ResourceKey",
     "kind_info",
+    "resource_key_checked",
     "resource_prefix",
 ]
 
@@ -68,3 +69,20 @@ class ResourceKey(Key):
         if self.namespace:
             raise InvalidKeyError(f"ResourceKey: {info.kind} is cluster-scoped but has a namespace")
         return f"{RESOURCE_PREFIX}{info.plural}/{name}"
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def resource_key_checked(kind: str, name: str, namespace: str) -> ResourceKey:
+    """``ResourceKey(kind, name, namespace)`` without its checks, for a caller that has made
+    them: ``kind`` spelled as in ``KINDS``, ``name`` non-empty without ``/``, ``namespace``
+    non-empty without ``/`` for a namespaced kind and ``""`` otherwise. The syncer builds one
+    per stored resource from a path it has sliced and checked (``_WatcherCache.source_key``;
+    design/performance.md "The WorkloadEndpoint snapshot at 250,000")."""
+    key = _new(ResourceKey)
+    _set(key, "kind", kind)
+    _set(key, "name", name)
+    _set(key, "namespace", namespace)
+    return key

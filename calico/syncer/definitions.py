@@ -40,7 +40,7 @@ def felix_resource_types(
         _rt("IPPool", p.ip_pool),
         _rt("Node", p.node_pod_cidr if use_pod_cidr else p.node),
         _rt("Profile", p.profile),
-        _rt("WorkloadEndpoint", p.workload_endpoint),
+        _rt("WorkloadEndpoint", p.workload_endpoint, p.workload_endpoint_lean),
         _rt("NetworkPolicy", p.network_policy),
         _rt("StagedNetworkPolicy", p.staged_network_policy),
         _rt("StagedKubernetesNetworkPolicy", p.staged_kubernetes_network_policy),

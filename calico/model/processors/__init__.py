@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         network_set,
         profile,
         workload_endpoint,
+        workload_endpoint_lean,
     )
     from calico.model.processors.ipam import ip_pool, ipam_block
     from calico.model.processors.policy import (
@@ -59,7 +60,14 @@ _HOMES: Mapping[str, str] = {
         ("cluster_information", "felix_configuration", "node", "node_pod_cidr"), "config"
     ),
     **dict.fromkeys(
-        ("global_network_set", "host_endpoint", "network_set", "profile", "workload_endpoint"),
+        (
+            "global_network_set",
+            "host_endpoint",
+            "network_set",
+            "profile",
+            "workload_endpoint",
+            "workload_endpoint_lean",
+        ),
         "endpoints",
     ),
     "block_affinity": "affinity",
@@ -173,4 +181,5 @@ __all__ = [
     "staged_network_policy",
     "tier",
     "workload_endpoint",
+    "workload_endpoint_lean",
 ]

@@ -8,6 +8,7 @@ itself; user ``pcns.``/``pcsa.`` labels on workloads are dropped for the same re
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from calico.api.endpoints import (
@@ -39,6 +40,7 @@ from calico.model.processors.common import (
 from calico.model.processors.lean import LeanPort, LeanWorkloadEndpoint, lean_workload_endpoint
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
+from calico.model.values.builder import frozen_builder
 
 _LABELS_MEMO_MAX = 16384
 _labels_memo: dict[tuple[Any, ...], dict[str, str]] = {}
@@ -97,7 +99,18 @@ def workload_endpoint(key: ResourceKey, value: Any) -> Output:
     for it yet (the CNI plugin fills the IPs in a moment later). A plain endpoint is read
     without the model (:func:`calico.model.processors.lean.lean_workload_endpoint`), anything
     else through it."""
-    return workload_endpoint_v1(key, lean_workload_endpoint(key, value) or decode_wep(key, value))
+    lean = lean_workload_endpoint(key, value)
+    if lean is not None:
+        return lean_workload_endpoint_v1(key, lean)
+    return workload_endpoint_v1(key, decode_wep(key, value))
+
+
+def workload_endpoint_lean(key: ResourceKey, value: Any) -> Output | None:
+    """``workload_endpoint``'s output for a document the lean read accepts, else None. The
+    lean read type-checks every leaf it keeps as a string or an integer, so the syncer may
+    hand this orjson's decode (``calico.syncer.jsondecode``)."""
+    res = lean_workload_endpoint(key, value)
+    return None if res is None else lean_workload_endpoint_v1(key, res)
 
 
 def decode_wep(key: ResourceKey, value: Any) -> WorkloadEndpoint:
@@ -133,6 +146,41 @@ def workload_endpoint_v1(key: ResourceKey, res: WorkloadEndpoint | LeanWorkloadE
             net_str(p) for p in spec.allow_spoofed_source_prefixes or ()
         ),
         annotations=dict(res.metadata.annotations or {}),
+    )
+    return {wep_key_from_v3(key.namespace, key.name): endpoint}
+
+
+_build_wep = frozen_builder(v1.WorkloadEndpoint)
+_intern = sys.intern
+
+
+def lean_workload_endpoint_v1(key: ResourceKey, res: LeanWorkloadEndpoint) -> Output:
+    """:func:`workload_endpoint_v1` for a lean read, which has no NATs, gateways or spoofing
+    prefixes and only canonical IPv4 ``/32`` networks (``net_str`` gives each back as it is),
+    so those fields are constants and the networks the IPv4 ones; the value is built without
+    the frozen dataclass ``__init__`` (``frozen_builder``). ``tests/unit/model/test_lean_wep.py``
+    checks it equals the general build and the model path."""
+    spec, meta = res.spec, res.metadata
+    nets = spec.ip_networks
+    if not nets:
+        return {}
+    endpoint = _build_wep(
+        "active",  # state
+        spec.interface_name,  # name
+        "",  # active_instance_id
+        mac_str(spec.mac) if spec.mac else None,
+        tuple(map(_intern, spec.profiles)) if spec.profiles else (),
+        tuple(nets),  # ipv4_nets
+        (),  # ipv6_nets
+        (),  # ipv4_nat
+        (),  # ipv6_nat
+        _wep_labels(res, key.namespace),
+        None,  # ipv4_gateway
+        None,  # ipv6_gateway
+        _wep_ports(spec.ports),
+        meta.generate_name or "",
+        (),  # allow_spoofed_source_ips
+        dict(meta.annotations) if meta.annotations else {},
     )
     return {wep_key_from_v3(key.namespace, key.name): endpoint}
 

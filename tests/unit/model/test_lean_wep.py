@@ -191,6 +191,10 @@ def test_processor_answers_as_the_model_does(case: tuple[ResourceKey, Any]) -> N
     if lean is not None:
         assert expected[0] == "ok"
         assert dict(endpoints.workload_endpoint_v1(key, lean)) == expected[1]
+        fast = endpoints.lean_workload_endpoint_v1(key, lean)
+        assert fast == expected[1]
+        for got, want in zip(fast.values(), expected[1].values(), strict=True):
+            assert repr(got) == repr(want)  # field by field, types included
 
 
 def test_lean_read_never_changes_the_document() -> None:
