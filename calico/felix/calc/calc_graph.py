@@ -24,6 +24,7 @@ pipeline on its own thread.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, Literal
 
 from calico.felix.calc.active_rules import ActiveRulesCalculator
@@ -74,7 +75,15 @@ def named_ports(value: IPSetMember) -> tuple[NamedPort, ...]:
     """An endpoint's named ports (unnamed HEP ports cannot be referenced by rules)."""
     if isinstance(value, v1.NetworkSet):
         return ()
-    return tuple(NamedPort(p.name, str(p.protocol or ""), p.port) for p in value.ports if p.name)
+    return tuple(_named_port(p.name, str(p.protocol or ""), p.port) for p in value.ports if p.name)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _named_port(name: str, protocol: str, port: int) -> NamedPort:
+    """One shared (immutable) NamedPort per distinct port: a frozen dataclass's ``__init__`` is
+    Python code, and a snapshot's endpoints repeat a handful of ports. ``typed`` keeps the
+    cache from answering a ``True`` port with a ``1`` one."""
+    return NamedPort(name, protocol, port)
 
 
 def endpoint_nets(value: IPSetMember) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from calico.felix.calc.rule_convert import parse_port
-from calico.felix.labelindex import host_cidrs, normalise_net
+from calico.felix.labelindex import check_net, host_cidrs
 from calico.model import (
     HostEndpointKey,
     NetworkSetKey,
@@ -72,7 +72,7 @@ def _nets(value: Iterable[str], what: str) -> None:
     for net in value:
         try:
             if _plain(net):
-                normalise_net(net)
+                check_net(net)
             else:
                 ipaddress.ip_network(net, strict=False)
         except ValueError:

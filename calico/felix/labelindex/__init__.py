@@ -12,7 +12,13 @@ the benchmark baseline. See design/felix-labelindex.md.
 
 from calico.felix.labelindex.linear import LinearSelectorIndex
 from calico.felix.labelindex.linear_named_port import LinearSelectorAndNamedPortIndex
-from calico.felix.labelindex.members import NamedPort, host_cidrs, normalise_net, normalise_nets
+from calico.felix.labelindex.members import (
+    NamedPort,
+    check_net,
+    host_cidrs,
+    normalise_net,
+    normalise_nets,
+)
 from calico.felix.labelindex.named_port_index import SelectorAndNamedPortIndex
 from calico.felix.labelindex.selector_index import SelectorIndex
 
@@ -22,6 +28,7 @@ __all__ = [
     "NamedPort",
     "SelectorAndNamedPortIndex",
     "SelectorIndex",
+    "check_net",
     "host_cidrs",
     "normalise_net",
     "normalise_nets",

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-from calico.policyeval.rulesem import merged_labels
-
 Labels = Mapping[str, str]
 
 
@@ -49,8 +47,15 @@ class InheritStore:
         """Effective labels for ``own`` over ``parent_ids`` (first parent wins, own wins)."""
         if not parent_ids:
             return dict(own)
-        parents = [self.parents.get(pid) for pid in parent_ids]
-        return merged_labels(own, [p.labels if p is not None else None for p in parents])
+        # merged_labels (the reference, tested equal) without its per-call lists.
+        parents = self.parents
+        out: dict[str, str] = {}
+        for pid in reversed(parent_ids):
+            parent = parents.get(pid)
+            if parent is not None and parent.labels:
+                out.update(parent.labels)
+        out.update(own)
+        return out
 
     def is_unchanged(self, item_id: Hashable, own: Labels, parent_ids: Sequence[str]) -> bool:
         """True if storing this item would change nothing (a no-op update)."""

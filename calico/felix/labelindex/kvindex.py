@@ -22,15 +22,19 @@ class LabelValueIndex:
         self._present: dict[str, int] = {}
 
     def add(self, item_id: Hashable, labels: Mapping[str, str]) -> None:
+        by_name, present = self._by_name, self._present
         for name, value in labels.items():
-            values = self._by_name.get(name)
+            values = by_name.get(name)
             if values is None:
-                values = self._by_name[name] = {}
+                by_name[name] = {value: {item_id}}
+                present[name] = 1
+                continue
             ids = values.get(value)
             if ids is None:
-                ids = values[value] = set()
-            ids.add(item_id)
-            self._present[name] = self._present.get(name, 0) + 1
+                values[value] = {item_id}
+            else:
+                ids.add(item_id)
+            present[name] += 1
 
     def remove(self, item_id: Hashable, labels: Mapping[str, str]) -> None:
         for name, value in labels.items():

@@ -81,6 +81,19 @@ def normalise_net(net: str) -> tuple[str, ...]:
     return _normalise_net_slow(text)
 
 
+def check_net(net: str) -> None:
+    """Raise ``ValueError`` exactly when :func:`normalise_net` would, building no member text:
+    the validation filter checks every endpoint's nets and drops the result."""
+    text = net.strip()
+    addr, slash, length_text = text.partition("/")
+    parsed = _pton(addr)
+    if parsed is not None and (not slash or (length_text.isascii() and length_text.isdigit())):
+        bits = len(parsed[1]) * 8
+        if 0 < (int(length_text) if slash else bits) <= bits:
+            return
+    _normalise_net_slow(text)
+
+
 @lru_cache(maxsize=4096)
 def _normalise_net_slow(net: str) -> tuple[str, ...]:
     network = ipaddress.ip_network(net, strict=False)

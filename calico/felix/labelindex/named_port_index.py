@@ -33,6 +33,9 @@ EndpointData = tuple[tuple[str, ...], tuple[NamedPort, ...]]  # (normalised nets
 _Delta = Counter[tuple[Any, str]]  # (set ID, member) -> reference-count change
 
 
+_NO_SETS: frozenset = frozenset()
+
+
 def _ignore(_set_id: str, _member: str) -> None:
     return None
 
@@ -106,7 +109,7 @@ class SelectorAndNamedPortIndex:
         CIDRs or bare IPs (normalised here; a ``/0`` becomes two ``/1`` halves)."""
         data = (normalise_nets(nets), tuple(named_ports))
         old = self._eps.get(item_id)
-        before = self._matcher.selectors_matching(item_id)
+        before = _NO_SETS if old is None else self._matcher.selectors_matching(item_id)
         self._eps[item_id] = data
         self._matcher.update_labels(item_id, labels, parent_ids)
         delta: _Delta = Counter()

@@ -11,11 +11,17 @@ restrictions (:class:`SelectorCandidateIndex`), so:
 Callbacks fire synchronously inside the mutating call and must not re-enter the index. Each call
 emits exactly the net change of the match relation: a ``(selector, item)`` pair starts at most
 once, stops only if started, and a no-op update emits nothing.
+
+Internally an item is a small int handle, given when it is first seen and dropped when it is
+deleted: item IDs are frozen-dataclass keys whose ``__hash__`` is Python code (~0.5 us), and
+one endpoint update hashed its ID ~12 times across the store, the label index and the match
+sets (design/performance.md "Calc graph at 250,000"). Callers only ever see their own IDs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 from calico.felix.labelindex.candidates import SelectorCandidateIndex
 from calico.felix.labelindex.inherit import InheritStore, Item
@@ -45,8 +51,11 @@ class SelectorIndex:
         self._item_kv = LabelValueIndex()
         self._selectors: dict[Hashable, Selector] = {}
         self._candidates = SelectorCandidateIndex()
-        self._items_by_sel: dict[Hashable, set[Hashable]] = {}
-        self._sels_by_item: dict[Hashable, set[Hashable]] = {}
+        self._items_by_sel: dict[Hashable, set[int]] = {}
+        self._sels_by_item: dict[int, set[Hashable]] = {}
+        self._handles: dict[Hashable, int] = {}  # item ID -> handle
+        self._ids: dict[int, Hashable] = {}  # handle -> item ID
+        self._next_handle = 0
 
     # --- selectors --------------------------------------------------------------------------
 
@@ -61,18 +70,18 @@ class SelectorIndex:
         items = self._store.items
         now = {i for i in self._scan_items(selector) if evaluate(items[i].labels)}
         before = self._items_by_sel.get(sel_id, _NO_IDS)
-        for item_id in before - now:
-            self._stop(sel_id, item_id)
-        for item_id in now - before:
-            self._start(sel_id, item_id)
+        for handle in before - now:
+            self._stop(sel_id, handle)
+        for handle in now - before:
+            self._start(sel_id, handle)
 
     def delete_selector(self, sel_id: Hashable) -> None:
         """Called when a selector goes away; stops all its matches. Idempotent."""
         if self._selectors.pop(sel_id, None) is None:
             return
         self._candidates.remove(sel_id)
-        for item_id in list(self._items_by_sel.get(sel_id, ())):
-            self._stop(sel_id, item_id)
+        for handle in list(self._items_by_sel.get(sel_id, ())):
+            self._stop(sel_id, handle)
 
     # --- items and parents ------------------------------------------------------------------
 
@@ -80,23 +89,35 @@ class SelectorIndex:
         self, item_id: Hashable, labels: Mapping[str, str], parent_ids: Sequence[str] = ()
     ) -> None:
         """Called when an item is added or its labels/parents change; idempotent."""
-        if self._store.is_unchanged(item_id, labels, parent_ids):
+        handle = self._handles.get(item_id)
+        if handle is None:
+            handle = self._next_handle
+            self._next_handle = handle + 1
+            self._handles[item_id] = handle
+            self._ids[handle] = item_id
+        elif self._store.is_unchanged(handle, labels, parent_ids):
             return
-        old, new = self._store.put_item(item_id, labels, parent_ids)
-        if old is not None:
-            self._item_kv.remove(item_id, old.labels)
-        self._item_kv.add(item_id, new.labels)
-        if old is None or old.labels != new.labels:
-            self._rematch_item(item_id, new)
+        old, new = self._store.put_item(handle, labels, parent_ids)
+        if old is None:
+            self._item_kv.add(handle, new.labels)
+            self._match_new_item(handle, new)
+        elif old.labels != new.labels:
+            self._item_kv.remove(handle, old.labels)
+            self._item_kv.add(handle, new.labels)
+            self._rematch_item(handle, new)
 
     def delete_labels(self, item_id: Hashable) -> None:
         """Called when an item goes away; stops all its matches. Idempotent."""
-        old = self._store.pop_item(item_id)
-        if old is None:
+        handle = self._handles.get(item_id)
+        if handle is None:
             return
-        self._item_kv.remove(item_id, old.labels)
-        for sel_id in list(self._sels_by_item.get(item_id, ())):
-            self._stop(sel_id, item_id)
+        old = self._store.pop_item(handle)
+        assert old is not None
+        self._item_kv.remove(handle, old.labels)
+        for sel_id in list(self._sels_by_item.get(handle, ())):
+            self._stop(sel_id, handle)
+        del self._handles[item_id]
+        del self._ids[handle]
 
     def update_parent_labels(self, parent_id: str, labels: Mapping[str, str]) -> None:
         """Called when a parent's labels are set or changed (the parent may not be referenced
@@ -110,22 +131,26 @@ class SelectorIndex:
     # --- queries ----------------------------------------------------------------------------
 
     def items_matching(self, sel_id: Hashable) -> frozenset[Hashable]:
-        return frozenset(self._items_by_sel.get(sel_id, ()))
+        ids = self._ids
+        return frozenset(ids[h] for h in self._items_by_sel.get(sel_id, ()))
 
     def selectors_matching(self, item_id: Hashable) -> frozenset[Hashable]:
-        return frozenset(self._sels_by_item.get(item_id, ()))
+        handle = self._handles.get(item_id)
+        return frozenset(self._sels_by_item.get(handle, ())) if handle is not None else _NO_IDS
 
     def matches(self) -> frozenset[tuple[Hashable, Hashable]]:
         """Every current ``(sel_id, item_id)`` match."""
-        return frozenset((s, i) for s, ids in self._items_by_sel.items() for i in ids)
+        ids = self._ids
+        return frozenset((s, ids[h]) for s, hs in self._items_by_sel.items() for h in hs)
 
     def effective_labels(self, item_id: Hashable) -> dict[str, str] | None:
-        item = self._store.items.get(item_id)
+        handle = self._handles.get(item_id)
+        item = None if handle is None else self._store.items.get(handle)
         return None if item is None else dict(item.labels)
 
     # --- internals --------------------------------------------------------------------------
 
-    def _scan_items(self, selector: Selector) -> Iterable[Hashable]:
+    def _scan_items(self, selector: Selector) -> Iterable[int]:
         """Items that may match ``selector``, via its cheapest restriction or a full scan."""
         items = self._store.items
         best_cost, best = len(items), None
@@ -139,40 +164,48 @@ class SelectorIndex:
             return list(items)
         return list(self._item_kv.scan(*best))
 
-    def _refresh_children(self, child_ids: Iterable[Hashable]) -> None:
+    def _refresh_children(self, handles: Iterable[int]) -> None:
         store = self._store
-        for item_id in child_ids:
-            item = store.items[item_id]
+        for handle in handles:
+            item = store.items[handle]
             labels = store.merged(item.own, item.parents)
             if labels == item.labels:
                 continue
-            self._item_kv.remove(item_id, item.labels)
+            self._item_kv.remove(handle, item.labels)
             item.labels = labels
-            self._item_kv.add(item_id, labels)
-            self._rematch_item(item_id, item)
+            self._item_kv.add(handle, labels)
+            self._rematch_item(handle, item)
 
-    def _rematch_item(self, item_id: Hashable, item: Item) -> None:
+    def _match_new_item(self, handle: int, item: Item) -> None:
+        """:meth:`_rematch_item` for an item with no matches yet (no stops to compute)."""
+        labels = item.labels
+        selectors = self._selectors
+        for sel_id in self._candidates.candidates(labels):
+            if selectors[sel_id].evaluate(labels):
+                self._start(sel_id, handle)
+
+    def _rematch_item(self, handle: int, item: Item) -> None:
         labels = item.labels
         selectors = self._selectors
         now = {s for s in self._candidates.candidates(labels) if selectors[s].evaluate(labels)}
-        before = self._sels_by_item.get(item_id, _NO_IDS)
+        before = self._sels_by_item.get(handle, _NO_IDS)
         for sel_id in before - now:
-            self._stop(sel_id, item_id)
+            self._stop(sel_id, handle)
         for sel_id in now - before:
-            self._start(sel_id, item_id)
+            self._start(sel_id, handle)
 
-    def _start(self, sel_id: Hashable, item_id: Hashable) -> None:
-        self._items_by_sel.setdefault(sel_id, set()).add(item_id)
-        self._sels_by_item.setdefault(item_id, set()).add(sel_id)
-        self.on_match_started(sel_id, item_id)
+    def _start(self, sel_id: Hashable, handle: int) -> None:
+        self._items_by_sel.setdefault(sel_id, set()).add(handle)
+        self._sels_by_item.setdefault(handle, set()).add(sel_id)
+        self.on_match_started(sel_id, self._ids[handle])
 
-    def _stop(self, sel_id: Hashable, item_id: Hashable) -> None:
-        _unlink(self._items_by_sel, sel_id, item_id)
-        _unlink(self._sels_by_item, item_id, sel_id)
-        self.on_match_stopped(sel_id, item_id)
+    def _stop(self, sel_id: Hashable, handle: int) -> None:
+        _unlink(self._items_by_sel, sel_id, handle)
+        _unlink(self._sels_by_item, handle, sel_id)
+        self.on_match_stopped(sel_id, self._ids[handle])
 
 
-def _unlink(index: dict[Hashable, set[Hashable]], key: Hashable, value: Hashable) -> None:
+def _unlink(index: dict[Any, set[Any]], key: Any, value: Any) -> None:
     values = index[key]
     values.discard(value)
     if not values:

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calico.felix.calc import validation_filter as vf
-from calico.felix.labelindex.members import NamedPort, host_cidrs, normalise_net, port_members
+from calico.felix.labelindex.members import (
+    NamedPort,
+    check_net,
+    host_cidrs,
+    normalise_net,
+    port_members,
+)
 
 V4_HALVES = ("0.0.0.0/1", "128.0.0.0/1")
 V6_HALVES = ("::/1", "8000::/1")
@@ -108,3 +114,10 @@ def test_validation_filter_accepts_exactly_what_ipaddress_accepts(value: object)
         lambda x: ipaddress.ip_network(x, strict=False), value
     )
     assert _validates(vf._addrs, value) == _reference_valid(ipaddress.ip_address, value)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(inputs)
+def test_check_net_raises_exactly_when_normalise_net_does(text: str) -> None:
+    expected = outcome(normalise_net, text)
+    assert outcome(check_net, text) == (ValueError if expected is ValueError else None)

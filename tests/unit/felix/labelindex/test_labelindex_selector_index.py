@@ -150,7 +150,15 @@ def test_parent_referenced_before_and_after_existence_is_tracked(idx) -> None:
 
 def test_candidate_key_prefers_fewest_values_then_presence() -> None:
     key = choose_key(parse('a in {"1", "2"} && b == "x" && has(c)'))
+    assert (key.kind, key.label, key.values) == ("pair", "b", frozenset({"x"}))
+    assert (key.label2, key.values2) == ("a", frozenset({"1", "2"}))
+    key = choose_key(parse('c == "z" && b == "x" && a == "y"'))  # ties: by name
+    assert (key.kind, key.label, key.label2) == ("pair", "a", "b")
+    key = choose_key(parse('b == "x" && has(c)'))
     assert (key.kind, key.label, key.values) == ("value", "b", frozenset({"x"}))
+    nine = "{" + ", ".join(f'"{i}"' for i in range(9)) + "}"
+    key = choose_key(parse(f"a in {nine} && b in {nine}"))  # 81 pairs > MAX_PAIRS
+    assert (key.kind, key.label) == ("value", "a")
     assert choose_key(parse('has(c) && a != "x"')).kind == "present"
     assert choose_key(parse("!has(c)")).kind == "unindexed"
     assert choose_key(parse("has(c) && !has(c)")).kind == "never"
@@ -170,6 +178,23 @@ def test_candidate_index_add_remove_round_trip() -> None:
     assert len(cands) == 0
     assert cands.candidates({"a": "x", "b": ""}) == set()
     assert cands._by_value == {} and cands._by_present == {}
+
+
+def test_candidate_index_pairs_need_both_labels() -> None:
+    cands = SelectorCandidateIndex()
+    cands.add("ab", parse('a == "x" && b in {"1", "2"}'))
+    cands.add("ac", parse('a == "x" && c == "3"'))
+    cands.add("ab2", parse('a == "y" && b == "1"'))
+    assert cands.candidates({"a": "x", "b": "2"}) == {"ab"}
+    assert cands.candidates({"a": "x", "b": "2", "c": "3"}) == {"ab", "ac"}
+    assert cands.candidates({"a": "x"}) == set()
+    assert cands.candidates({"a": "y", "b": "2"}) == set()
+    cands.add("ab", parse('a == "y" && b == "2"'))  # re-filed elsewhere
+    assert cands.candidates({"a": "x", "b": "2"}) == set()
+    assert cands.candidates({"a": "y", "b": "2"}) == {"ab"}
+    for sel_id in ("ab", "ac", "ab2"):
+        cands.remove(sel_id)
+    assert len(cands) == 0 and cands._by_pair == {}
 
 
 def _counting(text: str) -> tuple:
