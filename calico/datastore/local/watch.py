@@ -32,8 +32,10 @@ FETCH_BATCH = 5000
 NOTIFIED_TICK = 0.1
 # A commit's last write to the -wal comes before its wal-index header (shared memory, which
 # makes no inotify event) says it is committed, so a wake-up that finds no new version may
-# have raced the writer: the poller then looks again after the short tick, doubling the wait
-# each time nothing came, up to NOTIFIED_TICK (a header that lands t late is seen by ~2t).
+# have raced the writer: the poller then looks again after SETTLE_FIRST (the header usually
+# lands microseconds after the write), doubling the wait each time nothing came, up to
+# NOTIFIED_TICK (a header that lands t late is seen by ~2t).
+SETTLE_FIRST = 0.00025
 
 
 class LocalWatch:
@@ -209,7 +211,7 @@ class Poller:
                     self._fetch(conn, watches)
                     settle = None
                 elif woken:
-                    settle = self._interval
+                    settle = min(SETTLE_FIRST, self._interval)
                 elif settle is not None:
                     settle = settle * 2 if settle * 2 < NOTIFIED_TICK else None
                 if self._next_expiry is not None and time.time() >= self._next_expiry:

@@ -188,7 +188,8 @@ def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The writer's wal-index header lands after its last -wal write: the poller looks again
-    after the short tick, then doubles the wait, rather than waiting for the long one."""
+    after SETTLE_FIRST (a quarter of a millisecond, not the 2 ms tick), then doubles the wait,
+    rather than waiting for the long one."""
     waits: list[float | None] = []
     original = ChangeNotifier.wait
 
@@ -207,6 +208,7 @@ def test_a_wake_up_that_finds_no_new_version_keeps_the_short_tick(
         waits.clear()
         notifier.kick()  # an early wake-up with nothing new, as when racing the writer
         time.sleep(0.3)
-        assert waits[:4] == pytest.approx([0.002, 0.004, 0.008, 0.016])
+        assert local_watch.SETTLE_FIRST == 0.00025
+        assert waits[:5] == pytest.approx([0.00025, 0.0005, 0.001, 0.002, 0.004])
         assert local_watch.NOTIFIED_TICK in waits  # and back to the long wait
         watch.stop()
