@@ -9,14 +9,14 @@ their names still resolve here (PEP 562), as they were defined here before.
 
 from __future__ import annotations
 
-import importlib
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, SingletonResource, register
 from calico.api.fieldtypes import ASNumber
+from calico.api.reexport import moved_attributes
 
 IPv4 = Annotated[str, AfterValidator(lambda s: v.ip_address(s, 4))]
 IPv6 = Annotated[str, AfterValidator(lambda s: v.ip_address(s, 6))]
@@ -152,12 +152,4 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The moved models, from the modules that define them (imported here on first use, as
-    they were defined here before)."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = moved_attributes(globals(), _MOVED)

@@ -10,9 +10,8 @@ before.
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -20,6 +19,7 @@ from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
 from calico.api.conditions import Condition
 from calico.api.fieldtypes import Selector
+from calico.api.reexport import moved_attributes
 
 DEFAULT_BLOCK_SIZE = {4: 26, 6: 122}
 BLOCK_SIZE_RANGE = {4: (20, 32), 6: (116, 128)}
@@ -220,12 +220,4 @@ _MOVED = dict.fromkeys(
 )
 
 
-def __getattr__(name: str) -> Any:
-    """The moved models, from the module that defines them (imported here on first use, as
-    they were defined here before)."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = moved_attributes(globals(), _MOVED)

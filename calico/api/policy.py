@@ -7,7 +7,6 @@ policy's ``stagedAction`` becomes ``Set``). Names in a non-default tier may carr
 ``<tier>.`` prefix or not.
 """
 
-import importlib
 import re
 from typing import Any, ClassVar, Literal, Self
 
@@ -16,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
 from calico.api.conditions import Condition
+from calico.api.reexport import moved_attributes
 from calico.api.rules import EntityRule, Loc, Rule
 
 DEFAULT_TIER = "default"
@@ -311,12 +311,4 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The staged and QoS models, from the modules that define them (imported here on first
-    use, as they were defined here before)."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = moved_attributes(globals(), _MOVED)
