@@ -84,7 +84,7 @@ class _Inbox:
     """What the caches send into: queue the message, then deliver what is queued unless
     another thread is delivering already."""
 
-    def __init__(self, messages: queue.Queue[_Msg], pump: Any) -> None:
+    def __init__(self, messages: queue.Queue[_Msg], pump: Callable[[], None]) -> None:
         self._messages = messages
         self._pump = pump
 
