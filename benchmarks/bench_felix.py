@@ -776,26 +776,31 @@ def stage_breakdown(
 
 def gc_in_paths(stage_dir: Path, starts: list[float], probers: list[Any]) -> dict[str, Any]:
     """How much of each workload's path (write to connect) Felix spent collecting garbage,
-    from the stamps' ``gc`` lines: is the tail the collector's?"""
-    gcs: list[tuple[float, float, int]] = []
+    from the stamps' ``gc`` lines: is the tail the collector's? Wall time (``gc_ms_total``,
+    ``slowest``) includes preemption while the collector held the GIL; ``gc_cpu_ms_total``
+    is the collecting threads' CPU."""
+    gcs: list[tuple[float, float, int, float]] = []
     for path in stage_dir.glob("felix.*"):
         for line in path.read_text().splitlines():
             if line.startswith("gc "):
-                _, start, end, gen = line.split()
-                gcs.append((float(start), float(end), int(gen)))
+                _, start, end, gen, cpu = line.split()
+                gcs.append((float(start), float(end), int(gen), float(cpu)))
     in_path: list[tuple[float, float, int]] = []  # (ttfr, gc seconds inside it, oldest gen)
     for t0, p in zip(starts, probers, strict=True):
         if p.done:
-            hit = [(min(e, p.done) - max(s, t0), g) for s, e, g in gcs if s < p.done and e > t0]
-            in_path.append(
-                (p.done - t0, sum(h for h, _ in hit), max((g for _, g in hit), default=-1))
-            )
+            hit = [(min(e, p.done) - max(s, t0), g) for s, e, g, _ in gcs if s < p.done and e > t0]
+            oldest = max((g for _, g in hit), default=-1)
+            in_path.append((p.done - t0, sum(h for h, _ in hit), oldest))
     in_path.sort(reverse=True)
     span = (min(starts), max(p.done or 0.0 for p in probers))
-    during = [(s, e, g) for s, e, g in gcs if span[0] <= s <= span[1]]
+    during = [c for c in gcs if span[0] <= c[0] <= span[1]]
     return {
-        "collections": [sum(1 for *_, g in during if g == gen) for gen in range(3)],
-        "gc_ms_total": round(1000 * sum(e - s for s, e, _ in during), 3),
+        "collections": [sum(1 for c in during if c[2] == gen) for gen in range(3)],
+        "gc_ms_total": round(1000 * sum(e - s for s, e, _, _ in during), 3),
+        "gc_cpu_ms_total": round(1000 * sum(c[3] for c in during), 3),
+        "gc_cpu_ms_by_generation": [
+            round(1000 * sum(c[3] for c in during if c[2] == gen), 3) for gen in range(3)
+        ],
         "workloads_with_gc": sum(1 for _, h, _ in in_path if h > 0),
         # the slowest five: (ttfr ms, of it collecting ms, oldest generation collected)
         "slowest": [(round(1000 * t, 2), round(1000 * h, 3), g) for t, h, g in in_path[:5]],

@@ -9,7 +9,7 @@ and appends ``<stage> <start> <end> <cpu>`` lines, in CLOCK_MONOTONIC seconds
 seconds over the span (``time.thread_time``: wall minus CPU is waiting, for the GIL or a core),
 to ``$TTFR_STAGES_DIR/felix.<pid>``, a ``thread <native id> <name>`` line as each thread
 starts, so the bench can name the per-thread CPU it reads from ``/proc``, and a ``gc <start>
-<end> <generation>`` line for each collection, so it can tell whether the slow workloads
+<end> <generation> <cpu>`` line for each collection, so it can tell whether the slow workloads
 waited for the collector. Anything else (the bench, probe helpers) is left untouched.
 """
 
@@ -77,12 +77,15 @@ def _install(out_dir: str) -> None:
     started: list[float] = []
 
     def collected(phase: str, info: dict[str, Any]) -> None:
-        # Every collection, as a ``gc <start> <end> <generation>`` line: is one in the tail?
+        # Every collection, as a ``gc <start> <end> <generation> <cpu>`` line: is one in the
+        # tail? (Wall includes any preemption while the collector held the GIL; cpu does not.)
         if phase == "start":
-            started[:] = [time.perf_counter()]
+            started[:] = [time.perf_counter(), time.thread_time()]
         elif started:
+            start, cpu = started
+            end, cpu = time.perf_counter(), time.thread_time() - cpu
             with lock:
-                out.write(f"gc {started[0]:.6f} {time.perf_counter():.6f} {info['generation']}\n")
+                out.write(f"gc {start:.6f} {end:.6f} {info['generation']} {cpu:.6f}\n")
 
     gc.callbacks.append(collected)
 
