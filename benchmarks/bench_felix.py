@@ -436,14 +436,16 @@ def bench_ttfr_and_cold_apply(
             threads_before = thread_cpu_s(felix.proc.pid)
             starts: list[float] = []
             writes: list[float] = []
+            write_cpu: list[float] = []
             t_base = time.perf_counter()
             for i, (w, p) in enumerate(zip(new, probers, strict=True)):
                 delay = t_base + i / RATE - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 ds.apply(fh.wep_doc(w))
                 writes.append(time.perf_counter() - t0)
+                write_cpu.append(time.thread_time() - c0)
                 # Probing starts once the write returns, so the prober's wake-ups do not take
                 # the bench's GIL from the write; the path cannot open before the commit, and
                 # a first probe that succeeds at once still bounds the time from above.
@@ -466,6 +468,10 @@ def bench_ttfr_and_cold_apply(
                 "remote_endpoints": N_REMOTE if large else 0,
                 "dataplane": "bpf" if bpf else "nftables",
                 "wep_write_p50_s": round(pct(writes, 0.5), 6),
+                "wep_write_p99_s": round(pct(writes, 0.99), 6),
+                # the writing thread's CPU (parse, validate, encode, SQLite): wall minus this
+                # is waiting (a core, the GIL, a lock, the disk)
+                "wep_write_cpu_p50_s": round(pct(write_cpu, 0.5), 6),
                 # Felix's CPU (all threads) over the writes, per workload: load moves it far
                 # less than the wall-clock percentiles.
                 "felix_cpu_ms_per_workload": round(1000 * felix_cpu / N_NEW, 3),
@@ -501,6 +507,12 @@ def bench_ttfr_and_cold_apply(
                 extra["stages_first_p50_ms"] = stage_breakdown(
                     stages, starts, probers, range(1, 10)
                 )
+                extra["gc"] = gc_in_paths(stages, starts, probers)
+                # the tail: where the slowest three spent their time
+                extra["stages_slowest_ms"] = {
+                    i: stage_breakdown(stages, starts, probers, range(i, i + 1))
+                    for i, _ in extra["slowest"]
+                }
                 extra["thread_cpu_ms_per_workload"] = thread_cpu_by_name(
                     stages, felix.proc.pid, threads_before, threads_after, N_NEW
                 )
@@ -694,7 +706,7 @@ def stage_breakdown(
     spans: dict[str, list[tuple[float, float, float]]] = {}
     for path in stage_dir.glob("felix.*"):
         for line in path.read_text().splitlines():
-            if line.startswith("thread "):
+            if line.startswith(("thread ", "gc ")):
                 continue
             stage, start, end, cpu = line.split()
             spans.setdefault(stage, []).append((float(start), float(end), float(cpu)))
@@ -762,6 +774,39 @@ def stage_breakdown(
     return {name: round(1000 * statistics.median(v), 3) for name, v in rows.items()}
 
 
+def gc_in_paths(stage_dir: Path, starts: list[float], probers: list[Any]) -> dict[str, Any]:
+    """How much of each workload's path (write to connect) Felix spent collecting garbage,
+    from the stamps' ``gc`` lines: is the tail the collector's? Wall time (``gc_ms_total``,
+    ``slowest``) includes preemption while the collector held the GIL; ``gc_cpu_ms_total``
+    is the collecting threads' CPU."""
+    gcs: list[tuple[float, float, int, float]] = []
+    for path in stage_dir.glob("felix.*"):
+        for line in path.read_text().splitlines():
+            if line.startswith("gc "):
+                _, start, end, gen, cpu = line.split()
+                gcs.append((float(start), float(end), int(gen), float(cpu)))
+    in_path: list[tuple[float, float, int]] = []  # (ttfr, gc seconds inside it, oldest gen)
+    for t0, p in zip(starts, probers, strict=True):
+        if p.done:
+            hit = [(min(e, p.done) - max(s, t0), g) for s, e, g, _ in gcs if s < p.done and e > t0]
+            oldest = max((g for _, g in hit), default=-1)
+            in_path.append((p.done - t0, sum(h for h, _ in hit), oldest))
+    in_path.sort(reverse=True)
+    span = (min(starts), max(p.done or 0.0 for p in probers))
+    during = [c for c in gcs if span[0] <= c[0] <= span[1]]
+    return {
+        "collections": [sum(1 for c in during if c[2] == gen) for gen in range(3)],
+        "gc_ms_total": round(1000 * sum(e - s for s, e, _, _ in during), 3),
+        "gc_cpu_ms_total": round(1000 * sum(c[3] for c in during), 3),
+        "gc_cpu_ms_by_generation": [
+            round(1000 * sum(c[3] for c in during if c[2] == gen), 3) for gen in range(3)
+        ],
+        "workloads_with_gc": sum(1 for _, h, _ in in_path if h > 0),
+        # the slowest five: (ttfr ms, of it collecting ms, oldest generation collected)
+        "slowest": [(round(1000 * t, 2), round(1000 * h, 3), g) for t, h, g in in_path[:5]],
+    }
+
+
 def thread_cpu_s(pid: int) -> dict[int, float]:
     """User + system CPU seconds of each of ``pid``'s threads, by thread id."""
     out: dict[int, float] = {}
@@ -808,7 +853,14 @@ def profile_felix(felix: Any, tag: str, seconds: float) -> subprocess.Popen[byte
         return None
     out = Path(out_dir) / f"felix-{tag}.txt"
     args = [spy, "record", "-p", str(felix.proc.pid), "-o", str(out), "--format", "raw"]
-    args += ["-d", str(round(seconds)), "-r", "250", "--threads", "--nonblocking"]
+    args += [
+        "-d",
+        str(round(seconds)),
+        "-r",
+        os.environ.get("BENCH_PYSPY_RATE", "250"),
+        "--threads",
+        "--nonblocking",
+    ]
     args += os.environ.get("BENCH_PYSPY_ARGS", "").split()  # e.g. --gil: the GIL holder only
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

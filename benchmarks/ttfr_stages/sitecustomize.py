@@ -7,13 +7,15 @@ graph, calc graph apply, calc graph to dataplane, dataplane apply, nftables appl
 and appends ``<stage> <start> <end> <cpu>`` lines, in CLOCK_MONOTONIC seconds
 (``time.perf_counter``, comparable across processes on Linux) and the calling thread's CPU
 seconds over the span (``time.thread_time``: wall minus CPU is waiting, for the GIL or a core),
-to ``$TTFR_STAGES_DIR/felix.<pid>``, and a ``thread <native id> <name>`` line as each thread
-starts, so the bench can name the per-thread CPU it reads from ``/proc``. Anything else
-(the bench, probe helpers) is left untouched.
+to ``$TTFR_STAGES_DIR/felix.<pid>``, a ``thread <native id> <name>`` line as each thread
+starts, so the bench can name the per-thread CPU it reads from ``/proc``, and a ``gc <start>
+<end> <generation> <cpu>`` line for each collection, so it can tell whether the slow workloads
+waited for the collector. Anything else (the bench, probe helpers) is left untouched.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -71,6 +73,21 @@ def _install(out_dir: str) -> None:
         bootstrap(self)
 
     threading.Thread._bootstrap_inner = named  # type: ignore[attr-defined]
+
+    started: list[float] = []
+
+    def collected(phase: str, info: dict[str, Any]) -> None:
+        # Every collection, as a ``gc <start> <end> <generation> <cpu>`` line: is one in the
+        # tail? (Wall includes any preemption while the collector held the GIL; cpu does not.)
+        if phase == "start":
+            started[:] = [time.perf_counter(), time.thread_time()]
+        elif started:
+            start, cpu = started
+            end, cpu = time.perf_counter(), time.thread_time() - cpu
+            with lock:
+                out.write(f"gc {start:.6f} {end:.6f} {info['generation']} {cpu:.6f}\n")
+
+    gc.callbacks.append(collected)
 
 
 if os.environ.get("TTFR_STAGES_DIR") and "felix" in sys.argv[1:3]:
