@@ -240,7 +240,7 @@ class NftablesTable:
             else:
                 result.netlink = True
                 return error
-        rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
+        rc, _out, err = self._nft.json_cmd({"nftables": plan.json_commands()})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 
     def _netlink_batch(self, plan: Plan, result: ApplyResult) -> ElementBatch | None:
