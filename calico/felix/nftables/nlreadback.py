@@ -269,26 +269,45 @@ def key_type(type_id: int, key_len: int) -> SetType:
     return names
 
 
-def _walk(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """Every attribute of ``data`` in order, repeats included (a list of elements)."""
-    off, end = 0, len(data)
-    while off + 4 <= end:
-        length, kind = _RTA.unpack_from(data, off)
-        if length < 4 or off + length > end:
-            raise Undecodable("malformed attribute in an element list")
-        yield kind & 0x3FFF, data[off + 4 : off + length]
-        off += (length + 3) & ~3
+def _raw_elements(bodies: list[bytes]) -> list[bytes]:
+    """Each element's attributes (still encoded) from a GETSETELEM dump's messages. A list
+    built in one loop: a generator step per element was a third of a large set's decode."""
+    out: list[bytes] = []
+    append, unpack = out.append, _RTA.unpack_from
+    for body in bodies:
+        data = _attrs(body).get(LIST_ELEMENTS, b"")
+        off, end = 0, len(data)
+        while off + 4 <= end:
+            length, kind = unpack(data, off)
+            if length < 4 or off + length > end:
+                raise Undecodable("malformed attribute in an element list")
+            if kind & 0x3FFF == LIST_ELEM:
+                append(data[off + 4 : off + length])
+            off += (length + 3) & ~3
+    return out
+
+
+def _element(elem: bytes) -> dict[int, bytes]:
+    a = parse_attrs(elem)
+    if a.keys() - _ELEM_KNOWN:
+        raise Undecodable(f"element attributes {sorted(a.keys() - _ELEM_KNOWN)}")
+    return a
 
 
 def _elements(bodies: list[bytes]) -> Iterator[dict[int, bytes]]:
-    for body in bodies:
-        for kind, elem in _walk(_attrs(body).get(LIST_ELEMENTS, b"")):
-            if kind != LIST_ELEM:
-                continue
-            a = parse_attrs(elem)
-            if a.keys() - _ELEM_KNOWN:
-                raise Undecodable(f"element attributes {sorted(a.keys() - _ELEM_KNOWN)}")
-            yield a
+    for elem in _raw_elements(bodies):
+        yield _element(elem)
+
+
+def _key_heads(width: int) -> frozenset[bytes]:
+    """The first 8 bytes of an element holding only a ``width``-byte key: the key's nest
+    header (with or without NLA_F_NESTED) and its value's header. The key follows, padded."""
+    value = _RTA.pack(4 + width, DATA_VALUE)
+    nest = 4 + 4 + width + (-width % 4)
+    return frozenset(_RTA.pack(nest, kind) + value for kind in (ELEM_KEY, ELEM_KEY | 0x8000))
+
+
+_END_FLAGS = attr(ELEM_FLAGS, _U32.pack(INTERVAL_END))
 
 
 def _key(a: dict[int, bytes]) -> bytes:
@@ -332,31 +351,64 @@ def decode_key(raw: bytes, typ: SetType) -> Element:
 _DATATYPES_BY_NAME = {name: width for name, width in _DATATYPES.values()}
 
 
-def decode_set_elements(bodies: list[bytes], typ: SetType, interval: bool) -> set[Element]:
-    """The canonical members of a set from its GETSETELEM dump."""
+def decode_set_elements(
+    bodies: list[bytes], typ: SetType, interval: bool, fast: bool = True
+) -> set[Element]:
+    """The canonical members of a set from its GETSETELEM dump. Elements laid out as the
+    kernel dumps Felix's own (a key alone; an interval end: a key and flags 1) are read at
+    fixed offsets; any other goes through the attribute walk (``fast=False``: all of them,
+    the reference the fast path is tested against). Why: at 250,000 remote endpoints a
+    readback decodes ~500,000 elements, and the walk was ~10 us each."""
+    width = _DATATYPES_BY_NAME[typ] if isinstance(typ, str) else 0
+    if isinstance(typ, tuple):
+        width = sum(-(-_DATATYPES_BY_NAME[t] // 4) * 4 for t in typ)
+    heads = _key_heads(width) if fast else frozenset()
+    start = 8 + width + (-width % 4)  # a key-only element's length
+    end_len = start + len(_END_FLAGS)
     if not interval:
         members: set[Element] = set()
-        for a in _elements(bodies):
+        add = members.add
+        family = {"ipv4_addr": socket.AF_INET, "ipv6_addr": socket.AF_INET6}.get(typ)  # type: ignore[call-overload]
+        ntop = socket.inet_ntop
+        for elem in _raw_elements(bodies):
+            if len(elem) == start and elem[:8] in heads:
+                key = elem[8 : 8 + width]
+                add(ntop(family, key) if family else decode_key(key, typ))
+                continue
+            a = _element(elem)
             if ELEM_DATA in a or ELEM_USERDATA in a or ELEM_FLAGS in a:
                 raise Undecodable("a plain set element with data, flags or userdata")
-            members.add(decode_key(_key(a), typ))
+            add(decode_key(_key(a), typ))
         return members
     assert isinstance(typ, str)
-    width = _DATATYPES_BY_NAME[typ]
     points: list[tuple[int, int, bool]] = []  # (key, 0 end | 1 start, open)
-    for a in _elements(bodies):
-        if ELEM_DATA in a:
-            raise Undecodable("an interval set element with data")
-        raw = _key(a)
-        if len(raw) != width:
-            raise Undecodable(f"{typ} key {raw!r}")
-        flags = _U32.unpack(a[ELEM_FLAGS])[0] if ELEM_FLAGS in a else 0
-        udata = a.get(ELEM_USERDATA, b"")
-        if flags & ~INTERVAL_END or udata not in (b"", OPEN_INTERVAL_UDATA):
-            raise Undecodable(f"interval element flags {flags:#x}, userdata {udata!r}")
-        is_end = bool(flags & INTERVAL_END)
-        points.append((int.from_bytes(raw, "big"), 0 if is_end else 1, bool(udata)))
+    append, from_bytes = points.append, int.from_bytes
+    for elem in _raw_elements(bodies):
+        size = len(elem)
+        if elem[:8] in heads:
+            if size == start:
+                append((from_bytes(elem[8 : 8 + width], "big"), 1, False))
+                continue
+            if size == end_len and elem[start:] == _END_FLAGS:
+                append((from_bytes(elem[8 : 8 + width], "big"), 0, False))
+                continue
+        append(_point(_element(elem), typ, width))
     return interval_members(points, width)
+
+
+def _point(a: dict[int, bytes], typ: str, width: int) -> tuple[int, int, bool]:
+    """An interval set element as (key, 0 end | 1 start, open), by the attribute walk."""
+    if ELEM_DATA in a:
+        raise Undecodable("an interval set element with data")
+    raw = _key(a)
+    if len(raw) != width:
+        raise Undecodable(f"{typ} key {raw!r}")
+    flags = _U32.unpack(a[ELEM_FLAGS])[0] if ELEM_FLAGS in a else 0
+    udata = a.get(ELEM_USERDATA, b"")
+    if flags & ~INTERVAL_END or udata not in (b"", OPEN_INTERVAL_UDATA):
+        raise Undecodable(f"interval element flags {flags:#x}, userdata {udata!r}")
+    is_end = bool(flags & INTERVAL_END)
+    return int.from_bytes(raw, "big"), 0 if is_end else 1, bool(udata)
 
 
 def interval_members(points: list[tuple[int, int, bool]], width: int) -> set[Element]:

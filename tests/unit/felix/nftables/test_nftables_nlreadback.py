@@ -64,6 +64,44 @@ def test_interval_members_decode_to_what_was_encoded(members: set[str], seed: in
     elems = [e for m in members for e in set_member_elems(m, "ipv4_addr", True)]
     random.Random(seed).shuffle(elems)  # the kernel dumps in its own order
     assert rb.decode_set_elements(elem_dump(elems), "ipv4_addr", True) == members
+    assert rb.decode_set_elements(elem_dump(elems), "ipv4_addr", True, fast=False) == members
+
+
+NOT_NESTED = 0x7FFF  # the element key's nest header as a kernel without NLA_F_NESTED sends it
+
+
+@given(
+    members=st.lists(st.ip_addresses(v=4).map(str), unique=True, max_size=8),
+    interval=st.booleans(),
+    odd=st.lists(st.sampled_from(["plain", "unflagged", "open", "comment", "flags0"]), max_size=3),
+)
+def test_fast_element_path_equals_the_attribute_walk(
+    members: list[str], interval: bool, odd: list[str]
+) -> None:
+    """Fixed-offset reads where the layout is the kernel's usual one, the walk elsewhere:
+    the same members, or the same refusal, either way."""
+    elems = [e for m in members for e in set_member_elems(m, "ipv4_addr", interval)]
+    for kind in odd:
+        (plain,) = set_member_elems("192.0.2.1", "ipv4_addr", False)
+        inner = plain[4:]
+        if kind == "unflagged":  # the key nest without NLA_F_NESTED
+            length, typ = struct.unpack_from("=HH", inner)
+            inner = struct.pack("=HH", length, typ & NOT_NESTED) + inner[4:]
+        elif kind == "open":
+            inner += attr(rb.ELEM_USERDATA, bytes([1, 4]) + struct.pack("=I", 1))
+        elif kind == "comment":
+            inner += attr(rb.ELEM_USERDATA, b"\x00\x03ab\x00")
+        elif kind == "flags0":
+            inner += u32(rb.ELEM_FLAGS, 0)
+        elems.append(nested(1, inner))
+
+    def decode(fast: bool) -> object:
+        try:
+            return rb.decode_set_elements(elem_dump(elems), "ipv4_addr", interval, fast=fast)
+        except rb.Undecodable as exc:
+            return type(exc)
+
+    assert decode(True) == decode(False)
 
 
 @given(
@@ -91,6 +129,7 @@ def test_named_port_members_round_trip(members: set[tuple[str, int, int]]) -> No
     typ = ("ipv4_addr", "inet_proto", "inet_service")
     elems = [e for m in members for e in set_member_elems(m, typ, False)]
     assert rb.decode_set_elements(elem_dump(elems), typ, False) == members
+    assert rb.decode_set_elements(elem_dump(elems), typ, False, fast=False) == members
 
 
 def test_verdict_map_round_trips() -> None:
