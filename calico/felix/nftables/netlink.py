@@ -33,6 +33,8 @@ NFNL_SUBSYS_NFTABLES = 10
 NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END = 0x10, 0x11
 NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM = 12, 14
 NLM_F_CREATE = 0x400
+NLM_F_DUMP = 0x300
+DUMP_RECV_BYTES = 1 << 20  # a dump's datagrams are at most the receive buffer (>= 1 MiB here)
 FAMILIES = {"inet": 1, "ip": 2, "ip6": 10, "bridge": 7, "netdev": 5, "arp": 3}
 # Attribute numbers (linux/netfilter/nf_tables.h).
 LIST_TABLE, LIST_SET, LIST_ELEMENTS = 1, 2, 3
@@ -459,6 +461,30 @@ class NetlinkElements:
             if error.startswith("no netlink ack"):
                 self.close()  # a late reply must not be read as the next batch's
         return error
+
+    def dump(self, kind: int, family: str, body: bytes, multi: bool = True) -> list[bytes]:
+        """The replies to one nf_tables GET request (a dump when ``multi``), bodies with their
+        nfgenmsg header; ``OSError`` with the kernel's errno if it refuses. For
+        ``nlreadback.read_table``: a restart's readback without libnftables."""
+        if family not in FAMILIES:
+            raise Unencodable(f"family {family!r}")
+        sock = self._socket()
+        if self._stale:
+            _drain(sock)
+            self._stale = False
+        self._seq = (self._seq + 1) & 0x7FFFFFFF
+        flags = NLM_F_REQUEST | (NLM_F_DUMP if multi else 0)  # a GET's error comes unasked
+        msg_type = (NFNL_SUBSYS_NFTABLES << 8) | kind
+        request = _nlmsg(msg_type, flags, self._seq, FAMILIES[family], 0, body)
+        try:
+            sock.sendall(request)
+            replies = nlmsg.dump_replies(
+                nlmsg.receive(sock, self.timeout, DUMP_RECV_BYTES), self._seq, "nftables dump"
+            )
+        except TimeoutError:
+            self.close()  # a late reply must not be read as the next request's
+            raise
+        return [body for msg_type, body in replies if msg_type >> 8 == NFNL_SUBSYS_NFTABLES]
 
     def close(self) -> None:
         if self._sock is not None:

@@ -21,6 +21,7 @@ from calico.felix.nftables.elements import Verdict, canonical, canonical_all, ca
 from calico.felix.nftables.model import TABLE_FAMILY, TABLE_NAME, Chain, NftSet, VerdictMap
 from calico.felix.nftables.netlink import ElementBatch, NetlinkElements, Unencodable
 from calico.felix.nftables.nlbatch import plan_batch
+from calico.felix.nftables.nlreadback import Dumper, Undecodable, read_table
 from calico.felix.nftables.readback import parse_listing
 from calico.felix.nftables.state import KernelState, MapState, RenderedChain, SetState
 from calico.felix.nftables.state import render_chain as _render
@@ -82,15 +83,23 @@ class NftablesTable:
         refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
         max_failures: int = DEFAULT_MAX_FAILURES,
         netlink: ElementSender | None = None,
+        reader: Dumper | None = None,
     ) -> None:
         """``netlink``: where encodable transactions go (design/felix-nftables.md "Transactions
-        over netlink"); made here along with ``nft`` when that is not given, else none."""
+        over netlink"); made here along with ``nft`` when that is not given, else none.
+        ``reader``: where readbacks are dumped over netlink (design/felix-nftables.md
+        "Readback over netlink"); the netlink sender when made here, else none (libnftables
+        reads the table)."""
         if nft is None:
             import nftables  # Debian's binding; created here so it binds the caller's netns
 
             nft = nftables.Nftables()
             netlink = NetlinkElements() if netlink is None else netlink
+            if reader is None and isinstance(netlink, NetlinkElements):
+                reader = netlink
         self._netlink = netlink
+        self._reader = reader
+        self.readback_fallback: str | None = None  # why the last readback used libnftables
         self.name, self.family = name, family
         self._nft = nft
         self._clock = clock
@@ -231,7 +240,7 @@ class NftablesTable:
             else:
                 result.netlink = True
                 return error
-        rc, _out, err = self._nft.json_cmd({"nftables": plan.commands})
+        rc, _out, err = self._nft.json_cmd({"nftables": plan.json_commands()})
         return None if rc == 0 else (err.strip() or f"json_cmd rc={rc}")
 
     def _netlink_batch(self, plan: Plan, result: ApplyResult) -> ElementBatch | None:
@@ -243,18 +252,36 @@ class NftablesTable:
             return None
 
     def _readback(self) -> str | None:
-        rc, out, err = self._nft.json_cmd(
-            {"nftables": [{"list": {"table": {"family": self.family, "name": self.name}}}]}
-        )
-        if rc != 0 and "No such file or directory" not in err:
-            return err.strip() or f"rc={rc}"
-        self._known = parse_listing(out, self.name) if rc == 0 else KernelState()
+        known = self._netlink_readback()
+        if known is None:
+            rc, out, err = self._nft.json_cmd(
+                {"nftables": [{"list": {"table": {"family": self.family, "name": self.name}}}]}
+            )
+            if rc != 0 and "No such file or directory" not in err:
+                return err.strip() or f"rc={rc}"
+            known = parse_listing(out, self.name) if rc == 0 else KernelState()
+        self._known = known
         self._dirty.mark_all(self._desired, self._known)
         self._readback_pending = False
         self._next_refresh = self._clock() + self.refresh_interval
         if self.refresh_interval <= 0:
             self._next_refresh = math.inf
         return None
+
+    def _netlink_readback(self) -> KernelState | None:
+        """The table read over netlink dumps (design/felix-nftables.md "Readback over
+        netlink"); None, with the reason logged and kept, when libnftables must read it."""
+        if self._reader is None:
+            return None
+        try:
+            state = read_table(self._reader, self.family, self.name)
+        except (Undecodable, Unencodable, OSError) as exc:
+            if self.readback_fallback != str(exc):
+                log.info("reading table %s back through libnftables: %s", self.name, exc)
+            self.readback_fallback = str(exc)
+            return None
+        self.readback_fallback = None
+        return state
 
     def _failed(self, result: ApplyResult, error: str) -> ApplyResult:
         self.consecutive_failures += 1

@@ -161,10 +161,24 @@ class Plan:
     element_ops: list[ElementOp] = field(default_factory=list)
     # The step-4 set and map creations in structured form, in command order (nlbatch.py).
     creates: list[SetCreate] = field(default_factory=list)
+    # Set commands whose ``elem`` JSON is not built yet: (command object, members, type).
+    pending_elems: list[tuple[dict[str, Any], tuple[Element, ...], SetType]] = field(
+        default_factory=list
+    )
 
     @property
     def empty(self) -> bool:
         return not self.commands
+
+    def json_commands(self) -> list[dict[str, Any]]:
+        """The commands as libnftables takes them, set members' JSON included. Built only
+        here: a netlink batch encodes the structured members (``creates``, ``element_ops``)
+        and never reads it, and at 250,000 endpoints it was a measurable part of the plan
+        (design/performance.md "Restart: reading the table back over netlink (session 7)")."""
+        for obj, members, typ in self.pending_elems:
+            obj["elem"] = [to_json(e, typ) for e in members]
+        self.pending_elems.clear()
+        return self.commands
 
     def commit(self, known: KernelState) -> None:
         """Fold the plan into ``known`` once the kernel accepted the transaction."""
@@ -198,6 +212,7 @@ class _Builder:
     def __init__(self, family: str, table: str) -> None:
         self.family, self.table = family, table
         self.phases: list[list[dict[str, Any]]] = [[] for _ in range(8)]
+        self.pending: list[tuple[dict[str, Any], tuple[Element, ...], SetType]] = []
 
     def obj(self, **kw: Any) -> dict[str, Any]:
         return {"family": self.family, "table": self.table, **kw}
@@ -235,6 +250,16 @@ class _Builder:
         if elems:
             self.cmd(phase, verb, "element", name=name, elem=elems)
 
+    def set_elements(
+        self, phase: int, verb: str, name: str, members: tuple[Element, ...], typ: SetType
+    ) -> None:
+        """``elements`` of set members whose JSON ``Plan.json_commands`` builds (the key
+        lands last in the object either way, so the JSON text is the same)."""
+        if members:
+            obj = self.obj(name=name)
+            self.phases[phase - 1].append({verb: {"element": obj}})
+            self.pending.append((obj, members, typ))
+
     def commands(self) -> list[dict[str, Any]]:
         return [c for phase in self.phases for c in phase]
 
@@ -270,6 +295,7 @@ def build_plan(
             {"add": {"table": {"family": family, "name": table}}},
         ]
     plan.commands = head + commands
+    plan.pending_elems = b.pending
     return plan
 
 
@@ -330,9 +356,9 @@ def _plan_set(
     if have is None:
         obj = _set_obj(name, want)
         members = tuple(sorted(want.elements, key=sort_key))
-        if members:  # members inline: one command per new set, not two
-            obj["elem"] = [to_json(e, want.type) for e in members]
         b.cmd(4, "add", "set", **obj)
+        if members:  # members inline: one command per new set, not two (JSON built lazily)
+            b.pending.append((b.phases[3][-1]["add"]["set"], members, want.type))
         plan.creates.append(SetCreate(name, want.type, want.interval, members))
         st.sets_created += 1
         st.elements_added += len(want.elements)
@@ -345,12 +371,14 @@ def _plan_set(
     else:
         removes, adds = have.elements - want.elements, want.elements - have.elements
     if removes or adds:
-        _plan_elements(b, st, name, _elems_json(removes, want.type), _elems_json(adds, want.type))
         plan.set_deltas[name] = (removes, adds)
         for delete, members in ((True, removes), (False, adds)):
+            ordered = tuple(sorted(members, key=sort_key))
+            b.set_elements(7, "delete" if delete else "add", name, ordered, want.type)
             if members:
-                ordered = tuple(sorted(members, key=sort_key))
                 plan.element_ops.append(ElementOp(delete, name, want.type, want.interval, ordered))
+        st.elements_removed += len(removes)
+        st.elements_added += len(adds)
 
 
 def _plan_map(
@@ -483,7 +511,3 @@ def _set_obj(name: str, s: SetState) -> dict[str, Any]:
 
 def _type_json(typ: SetType) -> str | list[str]:
     return list(typ) if isinstance(typ, tuple) else typ
-
-
-def _elems_json(elems: Iterable[Element], typ: SetType) -> list[Any]:
-    return [to_json(e, typ) for e in sorted(elems, key=sort_key)]

@@ -24,6 +24,9 @@ from test_nftables_nlrules_kernel import NAMED, POLICY_RULES, SEL, listing
 from calico.felix.messages import PolicyID, Profile, TierInfo, WorkloadEndpoint
 from calico.felix.nftables.model import Chain, NftRule, NftSet, VerdictMap, ipset_name
 from calico.felix.nftables.netlink import NetlinkElements
+from calico.felix.nftables.nlreadback import read_table
+from calico.felix.nftables.readback import parse_listing
+from calico.felix.nftables.state import KernelState
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.rules import RuleRenderer
 from calico.felix.rules import exprs as x
@@ -50,7 +53,9 @@ def first_apply_both(ns: Netns, program: Program) -> None:
 
     def make(netlink: bool) -> NftablesTable:
         sender = NetlinkElements() if netlink else None
-        return NftablesTable("fa" if netlink else "fb", nft=nftables.Nftables(), netlink=sender)
+        return NftablesTable(
+            "fa" if netlink else "fb", nft=nftables.Nftables(), netlink=sender, reader=sender
+        )
 
     for name in ("fa", "fb"):
         ns.nft("delete", "table", "inet", name, check=False)
@@ -62,13 +67,34 @@ def first_apply_both(ns: Netns, program: Program) -> None:
     assert ra.netlink and not rb.netlink, ra.fallback
     assert ra.commands == rb.commands and ra.stats == rb.stats
     assert listing(ns, "fa") == listing(ns, "fb")
+    for name in ("fa", "fb"):  # built over netlink, and by libnftables
+        assert_reads_alike(ns, name)
     restarted = ns.call(lambda: make(True))
     program(restarted)
     again = ns.call(restarted.apply)
     assert again.ok and again.resynced and again.commands == 0, again
+    assert restarted.readback_fallback is None, restarted.readback_fallback
     for t in (a, restarted):
         assert isinstance(t._netlink, NetlinkElements)
         ns.call(t._netlink.close)
+
+
+def assert_reads_alike(ns: Netns, name: str) -> None:
+    """The table read back over netlink dumps equals libnftables' listing parsed."""
+
+    def both() -> tuple[KernelState, KernelState]:
+        rc, out, err = nftables.Nftables().json_cmd(
+            {"nftables": [{"list": {"table": {"family": "inet", "name": name}}}]}
+        )
+        assert rc == 0, err
+        conn = NetlinkElements()
+        try:
+            return read_table(conn, "inet", name), parse_listing(out, name)
+        finally:
+            conn.close()
+
+    over_netlink, through_libnftables = ns.call(both)
+    assert over_netlink == through_libnftables
 
 
 def named(proto: str, addr: str, port: str) -> dict[str, object]:

@@ -99,7 +99,9 @@ def test_first_apply_creates_each_set_then_its_members_in_command_order() -> Non
     elems = {name: body for k, name, body in batch.messages if k == NFT_MSG_NEWSETELEM}
     want = [e for m in ("fd00::1", "fd00::2") for e in set_member_elems(m, "ipv6_addr", False)]
     assert elems["c"] == want
-    sets = {c["add"]["set"]["name"]: c["add"]["set"] for c in plan.commands if "set" in c["add"]}
+    sets = {
+        c["add"]["set"]["name"]: c["add"]["set"] for c in plan.json_commands() if "set" in c["add"]
+    }
     assert sets["c"]["elem"] == ["fd00::1", "fd00::2"] and "elem" not in sets["a"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from calico.felix.nftables.model import BaseChain, Chain, NftRule
@@ -77,7 +78,15 @@ def test_new_table_forward_references_then_rules() -> None:
     rule = plan.commands[4]["add"]["rule"]
     assert rule["comment"].startswith("cali:") and rule["comment"].endswith("; to b")
     assert plan.commands[1]["add"]["set"]["flags"] == ["interval"]
-    assert plan.commands[1]["add"]["set"]["elem"] == [{"prefix": {"addr": "10.0.0.0", "len": 24}}]
+    assert "elem" not in plan.commands[1]["add"]["set"]  # built only for libnftables
+    assert plan.json_commands()[1]["add"]["set"]["elem"] == [
+        {"prefix": {"addr": "10.0.0.0", "len": 24}}
+    ]
+    # The key lands last, where the eager build put it: the JSON text libnftables gets is the
+    # same; a second call changes nothing.
+    assert list(plan.commands[1]["add"]["set"])[-1] == "elem"
+    text = json.dumps(plan.json_commands())
+    assert json.dumps(plan.json_commands()) == text
 
 
 def test_nothing_differs_means_no_commands() -> None:
@@ -141,7 +150,7 @@ def test_set_and_map_element_deltas() -> None:
     )
     known = known_from(old)
     plan = build_plan("inet", "calico", new, known, all_dirty(new))
-    assert plan.commands[1:] == [
+    assert plan.json_commands()[1:] == [
         {"delete": {"element": {"family": "inet", "table": "calico", "name": "s",
                                 "elem": [{"prefix": {"addr": "10.0.0.0", "len": 24}}]}}},
         {"add": {"element": {"family": "inet", "table": "calico", "name": "s",
