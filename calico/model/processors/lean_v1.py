@@ -33,6 +33,8 @@ from calico.model.processors.lean import (
     API_VERSION,
     KIND,
     LeanPort,
+    _good_namespaces,
+    _good_subdomains,
     _namespace,
     _subdomain,
 )
@@ -94,7 +96,8 @@ def _read(key: ResourceKey, meta: dict[str, Any], spec: dict[str, Any]) -> tuple
     if not name or not namespace:
         raise _Decline
     _subdomain_check(name)
-    _namespace(namespace)
+    if namespace not in _good_namespaces:  # the memo's test inline: one call fewer
+        _namespace(namespace)
     annotations = mget("annotations")
     if annotations is not None:
         _annotations(annotations)
@@ -110,7 +113,8 @@ def _read(key: ResourceKey, meta: dict[str, Any], spec: dict[str, Any]) -> tuple
             raise _Decline
         if text:
             if field in _SHARED_NAMES:
-                _subdomain(text)
+                if text not in _good_subdomains:
+                    _subdomain(text)
             elif text != checked:  # pod and workload: one name, checked once
                 _subdomain_check(text)
                 checked = text
@@ -140,7 +144,8 @@ def _read(key: ResourceKey, meta: dict[str, Any], spec: dict[str, Any]) -> tuple
     if profiles is not None or "profiles" in spec:
         _strings(profiles)
         for profile in profiles:
-            _subdomain(profile)
+            if profile not in _good_subdomains:
+                _subdomain(profile)
     ports = _ports(sget("ports"), "ports" in spec)
 
     orch, account = sget("orchestrator"), sget("serviceAccountName")

@@ -131,3 +131,17 @@ def test_conversion_output_and_warnings_match(case: Any, name: str, caplog: Any)
     key = _rename(key, name, key.namespace)
     text = json.dumps(doc)
     assert _convert(FUSED, key, text, caplog) == _convert(REFERENCE, key, text, caplog)
+
+
+def test_memos_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lean_v1, "_MEMO_MAX", 3)
+    monkeypatch.setattr(lean_v1, "_labels_memo", {})
+    monkeypatch.setattr(lean_v1, "_ports_memo", {})
+    key = ResourceKey("WorkloadEndpoint", "host1-k8s-pod1-eth0", "ns1")
+    for i in range(1, 10):
+        doc = plain()
+        doc["metadata"]["labels"]["app"] = f"a{i}"
+        doc["spec"]["ports"][0]["port"] = i
+        (value,) = lean_v1.lean_wep_output(key, doc).values()
+        assert value.labels["app"] == f"a{i}" and value.ports[0].port == i
+        assert len(lean_v1._labels_memo) <= 3 and len(lean_v1._ports_memo) <= 3
