@@ -9,15 +9,23 @@ has exactly one path, which parses back to it (one key, one path, one key again)
 
 from __future__ import annotations
 
-from typing import ClassVar
+import dataclasses
+import operator
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from calico.model.escaping import InvalidKeyError, escape_name
 
+_set = object.__setattr__
+K = TypeVar("K", bound=type)
+
 
 class Key:
-    """A parsed v1 model key. Subclasses are frozen dataclasses."""
+    """A parsed v1 model key. Subclasses are frozen dataclasses (``cached_hash``)."""
 
-    __slots__ = ()
+    # The hash, set by the first ``hash()`` (or a hot constructor); not a dataclass field, so
+    # never pickled or copied (a string's hash differs from one process to the next).
+    __slots__ = ("_hash",)
 
     #: Whether ``key_from_default_path`` insists on the leading ``/`` for this type.
     LEADING_SLASH_REQUIRED: ClassVar[bool] = False
@@ -56,3 +64,38 @@ def tail(key: Key, field: str, value: str) -> str:
     if not value:
         raise InvalidKeyError(f"{type(key).__name__}: {field} must not be empty")
     return value
+
+
+def cached_hash(cls: K) -> K:
+    """Give a frozen key dataclass a ``__hash__`` that remembers its answer in ``_hash``.
+
+    The answer is the generated one's (the hash of the tuple of the hashed fields), and
+    equality stays the generated ``__eq__``; a Felix endpoint update hashes its key ~16
+    times (syncer, fan-out, stats, IP-set index), each one a tuple built and hashed
+    (design/performance.md "In-sync at 250,000"). ``tests/unit/model/test_key_hash.py``
+    checks it against the generated hash, and pickling, copying and ``replace``."""
+    names = [f.name for f in dataclasses.fields(cls) if (f.compare if f.hash is None else f.hash)]
+    if len(names) >= 2:
+        values: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names)
+    elif names:
+        one = operator.attrgetter(names[0])
+
+        def values(key: Any) -> tuple[Any, ...]:
+            return (one(key),)
+
+    else:
+
+        def values(key: Any) -> tuple[Any, ...]:
+            return ()
+
+    def __hash__(self: Any) -> int:
+        try:
+            return self._hash  # type: ignore[no-any-return]
+        except AttributeError:
+            answer = hash(values(self))
+            _set(self, "_hash", answer)
+            return answer
+
+    __hash__.__qualname__ = f"{cls.__qualname__}.__hash__"
+    cls.__hash__ = __hash__  # type: ignore[assignment,method-assign]
+    return cls

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from calico.model.base import Key, seg, tail
+from calico.model.base import Key, cached_hash, seg, tail
 from calico.model.escaping import InvalidKeyError, IPAddress, to_address
 
 DEFAULT_BGP_PORT = 179
@@ -39,6 +39,7 @@ def _init_peer(key: Any) -> None:
     Key.__post_init__(key)
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class GlobalBGPConfigKey(Key):
     """A cluster-wide BGP value, e.g. ``as_num``, ``node_mesh``."""
@@ -49,6 +50,7 @@ class GlobalBGPConfigKey(Key):
         return f"/calico/bgp/v1/global/{_config_name(self, self.name)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class NodeBGPConfigKey(Key):
     """A per-node BGP value, e.g. ``ip_addr_v4``, ``rr_cluster_id``."""
@@ -61,6 +63,7 @@ class NodeBGPConfigKey(Key):
         return f"/calico/bgp/v1/host/{node}/{_config_name(self, self.name)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class GlobalBGPPeerKey(Key):
     """A peering every node makes."""
@@ -76,6 +79,7 @@ class GlobalBGPPeerKey(Key):
         return f"/calico/bgp/v1/global/peer_v{ip.version}/{_peer_segment(ip, self.port)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class NodeBGPPeerKey(Key):
     """A peering made by one node."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calico.model.base import Key, seg
+from calico.model.base import Key, cached_hash, seg
 from calico.model.escaping import IPNetwork, cidr_segment, to_network
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class IPPoolKey(Key):
     """A v1 IP pool (``/calico/v1/ipam/v4|v6/pool/<cidr>``)."""
@@ -27,6 +28,7 @@ class IPPoolKey(Key):
         return f"/calico/v1/ipam/v{self.cidr.version}/pool/{cidr_segment(self.cidr)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class BlockKey(Key):
     """An IPAM allocation block."""
@@ -42,6 +44,7 @@ class BlockKey(Key):
         return f"/calico/ipam/v2/assignment/ipv{version}/block/{cidr_segment(self.cidr)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class BlockAffinityKey(Key):
     """A host's claim on an IPAM block."""
@@ -59,6 +62,7 @@ class BlockAffinityKey(Key):
         return f"/calico/ipam/v2/host/{host}/ipv{version}/block/{cidr_segment(self.cidr)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class IPAMHandleKey(Key):
     """An IPAM handle (groups the addresses one allocation request took)."""

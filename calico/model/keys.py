@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from calico.model.base import Key, esc, seg, tail
+from calico.model.base import Key, cached_hash, esc, seg, tail
 from calico.model.escaping import InvalidKeyError
 
 #: Segment 4 of ``/calico/v1/policy/<x>/...`` values that are not policy kinds.
 RESERVED_POLICY_SEGMENTS = frozenset({"tier", "profile"})
+_set = object.__setattr__
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class ReadyFlagKey(Key):
     """The datastore-ready flag (``ClusterInformation.datastoreReady``)."""
@@ -27,6 +29,7 @@ class ReadyFlagKey(Key):
         return "/calico/v1/Ready"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class GlobalConfigKey(Key):
     """One global Felix config field (from FelixConfiguration ``default`` or ClusterInformation)."""
@@ -37,6 +40,7 @@ class GlobalConfigKey(Key):
         return f"/calico/v1/config/{tail(self, 'name', self.name)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class HostConfigKey(Key):
     """One per-host Felix config field (FelixConfiguration ``node.<host>``, Node tunnel addrs)."""
@@ -49,6 +53,7 @@ class HostConfigKey(Key):
         return f"/calico/v1/host/{host}/config/{tail(self, 'name', self.name)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class WorkloadEndpointKey(Key):
     """A workload endpoint; ``workload_id`` is ``<namespace>/<pod>`` for Kubernetes."""
@@ -79,6 +84,7 @@ class WorkloadEndpointKey(Key):
             and endpoint
             and "/" not in host
         ):
+            _set(self, "_hash", hash((host, orch, workload, endpoint)))  # cached_hash's answer
             return
         self.default_path()
 
@@ -91,6 +97,7 @@ class WorkloadEndpointKey(Key):
         )
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class HostEndpointKey(Key):
     """A host endpoint, filed under the node it belongs to."""
@@ -103,6 +110,7 @@ class HostEndpointKey(Key):
         return f"/calico/v1/host/{host}/endpoint/{esc(self, 'endpoint_id', self.endpoint_id)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class HostMetadataKey(Key):
     """A host's metadata (addresses, labels, AS number)."""
@@ -113,6 +121,7 @@ class HostMetadataKey(Key):
         return f"/calico/v1/host/{seg(self, 'hostname', self.hostname)}/metadata"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class WireguardKey(Key):
     """A node's WireGuard interface address and public key."""
@@ -123,6 +132,7 @@ class WireguardKey(Key):
         return f"/calico/v1/host/{seg(self, 'node_name', self.node_name)}/wireguard"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class PolicyKey(Key):
     """A policy of any v3 policy kind; cluster-scoped kinds have ``namespace == ""``."""
@@ -140,6 +150,7 @@ class PolicyKey(Key):
         return f"/calico/v1/policy/{kind}/{self.namespace}/{seg(self, 'name', self.name)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class TierKey(Key):
     """A tier's metadata (order, default action)."""
@@ -150,6 +161,7 @@ class TierKey(Key):
         return f"/calico/v1/policy/tier/{esc(self, 'name', self.name)}/metadata"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class ProfileRulesKey(Key):
     """A profile's rules; paired with ``ProfileLabelsKey`` for the same profile."""
@@ -160,6 +172,7 @@ class ProfileRulesKey(Key):
         return f"/calico/v1/policy/profile/{esc(self, 'name', self.name)}/rules"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class ProfileLabelsKey(Key):
     """The labels a profile gives to the endpoints that use it."""
@@ -170,6 +183,7 @@ class ProfileLabelsKey(Key):
         return f"/calico/v1/policy/profile/{esc(self, 'name', self.name)}/labels"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class NetworkSetKey(Key):
     """A network set: ``<ns>/<name>`` for namespaced NetworkSets, ``<name>`` for global ones."""

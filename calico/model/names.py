@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # imported on use: the CNI plugin builds names without the v1
     from calico.model.keys import WorkloadEndpointKey
 
 WEP_NAME_PARTS = 4
+_new = object.__new__
+_set = object.__setattr__
 
 
 class WepNameError(ValueError):
@@ -90,6 +92,31 @@ def wep_key_from_v3(namespace: str, name: str) -> WorkloadEndpointKey:
     return WorkloadEndpointKey(
         intern(node), intern(orch), f"{namespace}/{workload}", intern(endpoint)
     )
+
+
+def wep_key_fast(namespace: str, name: str) -> WorkloadEndpointKey:
+    """:func:`wep_key_from_v3` for the common name (no ``--``, no ``/``, four non-empty
+    parts), with the key's slots and cached hash set directly: the checks the key's
+    constructor makes all hold for such a name. Anything else goes to
+    :func:`wep_key_from_v3`, which raises its errors (``tests/unit/model/test_lean_v1.py``)."""
+    if namespace and "/" not in namespace and "--" not in name and "/" not in name:
+        parts = name.split("-")
+        if len(parts) == WEP_NAME_PARTS:
+            node, orch, workload, endpoint = parts
+            if node and orch and workload and endpoint:
+                from calico.model.keys import WorkloadEndpointKey
+
+                intern = sys.intern
+                node, orch, endpoint = intern(node), intern(orch), intern(endpoint)
+                workload = f"{namespace}/{workload}"
+                key = _new(WorkloadEndpointKey)
+                _set(key, "hostname", node)
+                _set(key, "orchestrator_id", orch)
+                _set(key, "workload_id", workload)
+                _set(key, "endpoint_id", endpoint)
+                _set(key, "_hash", hash((node, orch, workload, endpoint)))
+                return key
+    return wep_key_from_v3(namespace, name)
 
 
 def wep_v3_from_key(key: WorkloadEndpointKey) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from calico.api.kind_table import KINDS, KINDS_BY_PLURAL, KindInfo, kind_info
-from calico.model.base import Key, seg
+from calico.model.base import Key, cached_hash, seg
 from calico.model.escaping import InvalidKeyError
 
 __all__ = [
@@ -42,6 +42,7 @@ def resource_prefix(kind: str, namespace: str | None = None) -> str:
     return prefix
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class ResourceKey(Key):
     """A whole v3 resource; ``namespace`` is ``""`` for cluster-scoped kinds."""
@@ -85,4 +86,5 @@ def resource_key_checked(kind: str, name: str, namespace: str) -> ResourceKey:
     _set(key, "kind", kind)
     _set(key, "name", name)
     _set(key, "namespace", namespace)
+    _set(key, "_hash", hash((kind, name, namespace)))  # cached_hash's answer, computed once
     return key

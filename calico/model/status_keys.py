@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calico.model.base import Key, esc, seg
+from calico.model.base import Key, cached_hash, esc, seg
 
 NO_REGION = "no-region"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class HostEndpointStatusKey(Key):
     """Status of one host endpoint (``/calico/felix/v1/host/<h>/endpoint/<ep>``)."""
@@ -26,6 +27,7 @@ class HostEndpointStatusKey(Key):
         return f"/calico/felix/v1/host/{host}/endpoint/{esc(self, 'endpoint_id', self.endpoint_id)}"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class WorkloadEndpointStatusKey(Key):
     """Status of one workload endpoint, mirroring ``WorkloadEndpointKey``'s fields."""
@@ -46,6 +48,7 @@ class WorkloadEndpointStatusKey(Key):
         )
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class ActiveStatusReportKey(Key):
     """Felix's live status report (written with a TTL, so it vanishes when Felix dies)."""
@@ -58,6 +61,7 @@ class ActiveStatusReportKey(Key):
         return f"/calico/felix/v2/{region}/host/{seg(self, 'hostname', self.hostname)}/status"
 
 
+@cached_hash
 @dataclass(frozen=True, slots=True)
 class LastStatusReportKey(Key):
     """Felix's most recent status report (no TTL: survives Felix)."""

@@ -97,3 +97,22 @@ def endpoint_ports(ports: list[Any] | None, *, named_only: bool) -> tuple[Endpoi
         for port in ports or []
         if port.name or not named_only
     )
+
+
+def wep_labels_v1(
+    raw: dict[str, str], namespace: str, orchestrator: str | None, service_account: str | None
+) -> dict[str, str]:
+    """A WorkloadEndpoint's v1 labels: the stored ones but ``pcns.``/``pcsa.``, plus the
+    namespace, orchestrator and service-account labels (upstream's client stamps these on
+    the stored endpoint; ours does not), every string shared."""
+    labels = {
+        share(k): share(v)
+        for k, v in raw.items()
+        if not k.startswith((NAMESPACE_LABEL_PREFIX, SERVICE_ACCOUNT_LABEL_PREFIX))
+    }
+    labels[NAMESPACE_LABEL] = share(namespace)
+    if orchestrator:
+        labels[ORCHESTRATOR_LABEL] = share(orchestrator)
+    if service_account:
+        labels[SERVICE_ACCOUNT_LABEL] = share(service_account)
+    return labels

@@ -23,11 +23,7 @@ from calico.model.keys import HostEndpointKey, NetworkSetKey, ProfileLabelsKey, 
 from calico.model.names import wep_key_from_v3
 from calico.model.processors.common import (
     NAMESPACE_LABEL,
-    NAMESPACE_LABEL_PREFIX,
     NAMESPACE_PROFILE_PREFIX,
-    ORCHESTRATOR_LABEL,
-    SERVICE_ACCOUNT_LABEL,
-    SERVICE_ACCOUNT_LABEL_PREFIX,
     Output,
     decode,
     endpoint_ports,
@@ -36,8 +32,10 @@ from calico.model.processors.common import (
     net_str,
     share,
     split_by_version,
+    wep_labels_v1,
 )
 from calico.model.processors.lean import LeanPort, LeanWorkloadEndpoint, lean_workload_endpoint
+from calico.model.processors.lean_v1 import lean_wep_output
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
 from calico.model.values.builder import frozen_builder
@@ -80,35 +78,31 @@ def _wep_ports(ports: list[Any] | None) -> tuple[v1.EndpointPort, ...]:
 
 
 def _wep_labels_uncached(raw: dict[str, str], namespace: str, spec: Any) -> dict[str, str]:
-    labels = {
-        share(k): share(v)
-        for k, v in raw.items()
-        if not k.startswith((NAMESPACE_LABEL_PREFIX, SERVICE_ACCOUNT_LABEL_PREFIX))
-    }
-    # Upstream's client stamps these two on the stored WEP; ours does not, so add them here.
-    labels[NAMESPACE_LABEL] = share(namespace)
-    if spec.orchestrator:
-        labels[ORCHESTRATOR_LABEL] = share(spec.orchestrator)
-    if spec.service_account_name:
-        labels[SERVICE_ACCOUNT_LABEL] = share(spec.service_account_name)
-    return labels
+    return wep_labels_v1(raw, namespace, spec.orchestrator, spec.service_account_name)
 
 
 def workload_endpoint(key: ResourceKey, value: Any) -> Output:
     """model.WorkloadEndpoint. A WEP without IPs is not sent: Felix could not render rules
     for it yet (the CNI plugin fills the IPs in a moment later). A plain endpoint is read
-    without the model (:func:`calico.model.processors.lean.lean_workload_endpoint`), anything
+    without the model (:func:`calico.model.processors.lean_v1.lean_wep_output`), anything
     else through it."""
-    lean = lean_workload_endpoint(key, value)
-    if lean is not None:
-        return lean_workload_endpoint_v1(key, lean)
+    out = lean_wep_output(key, value)
+    if out is not None:
+        return out
     return workload_endpoint_v1(key, decode_wep(key, value))
 
 
 def workload_endpoint_lean(key: ResourceKey, value: Any) -> Output | None:
     """``workload_endpoint``'s output for a document the lean read accepts, else None. The
     lean read type-checks every leaf it keeps as a string or an integer, so the syncer may
-    hand this orjson's decode (``calico.syncer.jsondecode``)."""
+    hand this orjson's decode (``calico.syncer.jsondecode``). One pass
+    (:func:`calico.model.processors.lean_v1.lean_wep_output`); the two-step reference is
+    :func:`workload_endpoint_lean_reference`."""
+    return lean_wep_output(key, value)
+
+
+def workload_endpoint_lean_reference(key: ResourceKey, value: Any) -> Output | None:
+    """The lean read's view, then its v1 build: what ``lean_wep_output`` must equal."""
     res = lean_workload_endpoint(key, value)
     return None if res is None else lean_workload_endpoint_v1(key, res)
 

@@ -9,7 +9,9 @@ valid or not, answers None and the caller validates through the model, which als
 error message. The view it returns has the attribute names the processor reads from the model
 (``metadata.labels``, ``spec.ip_networks``...), so one function builds the v1 value from
 either. ``tests/unit/model/test_lean_wep.py`` checks, over generated documents, that a lean
-answer means the model accepts the document and the processor's output is equal.
+answer means the model accepts the document and the processor's output is equal. The
+processor itself runs the one-pass equal of this read and the v1 build
+(:mod:`calico.model.processors.lean_v1`); this two-step read is its reference.
 """
 
 from __future__ import annotations
