@@ -32,7 +32,7 @@ def felix_resource_types(
     ``kubernetes``: the datastore is Kubernetes, whose native NetworkPolicies count too;
     ``use_pod_cidr``: host-local IPAM, blocks come from the Nodes' pod CIDRs."""
     types = [
-        _rt("ClusterInformation", p.cluster_information),
+        _rt("ClusterInformation", p.cluster_information, p.lean_cluster_information),
         _rt("FelixConfiguration", p.felix_configuration),
         _rt("GlobalNetworkPolicy", p.global_network_policy),
         _rt("StagedGlobalNetworkPolicy", p.staged_global_network_policy),
@@ -41,11 +41,11 @@ def felix_resource_types(
         _rt("Node", p.node_pod_cidr if use_pod_cidr else p.node),
         _rt("Profile", p.profile),
         _rt("WorkloadEndpoint", p.workload_endpoint, p.workload_endpoint_lean),
-        _rt("NetworkPolicy", p.network_policy),
+        _rt("NetworkPolicy", p.network_policy, p.lean_network_policy),
         _rt("StagedNetworkPolicy", p.staged_network_policy),
         _rt("StagedKubernetesNetworkPolicy", p.staged_kubernetes_network_policy),
         _rt("NetworkSet", p.network_set),
-        _rt("Tier", p.tier),
+        _rt("Tier", p.tier, p.lean_tier),
         _rt("HostEndpoint", p.host_endpoint),
         _rt("BGPConfiguration"),
         _rt("BGPPeer"),
