@@ -117,6 +117,6 @@ def load_encapsulation(
         vxlan_enabled=vxlan_enabled,
     ).register(fanout)
     for kv in backend.list(resource_prefix("IPPool")).kvs:
-        _feed(fanout, p.ip_pool, kv.key, kv.value)
+        _feed(fanout, p.ip_pool, kv.key, kv.value, p.lean_ip_pool)
     fanout.on_status(SyncStatus.IN_SYNC)
     return capture.encap

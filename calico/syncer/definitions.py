@@ -37,7 +37,7 @@ def felix_resource_types(
         _rt("GlobalNetworkPolicy", p.global_network_policy),
         _rt("StagedGlobalNetworkPolicy", p.staged_global_network_policy),
         _rt("GlobalNetworkSet", p.global_network_set),
-        _rt("IPPool", p.ip_pool),
+        _rt("IPPool", p.ip_pool, p.lean_ip_pool),
         _rt("Node", p.node_pod_cidr if use_pod_cidr else p.node),
         _rt("Profile", p.profile),
         _rt("WorkloadEndpoint", p.workload_endpoint, p.workload_endpoint_lean),

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from calico.model.processors.ipam import ip_pool, ipam_block
     from calico.model.processors.leanconfig import lean_cluster_information
     from calico.model.processors.leanpolicy import lean_network_policy, lean_tier
+    from calico.model.processors.leanpool import lean_ip_pool
     from calico.model.processors.policy import (
         global_network_policy,
         kubernetes_cluster_network_policy,
@@ -75,6 +76,7 @@ _HOMES: Mapping[str, str] = {
     "block_affinity": "affinity",
     **dict.fromkeys(("lean_network_policy", "lean_tier"), "leanpolicy"),
     "lean_cluster_information": "leanconfig",
+    "lean_ip_pool": "leanpool",
     **dict.fromkeys(("ip_pool", "ipam_block"), "ipam"),
     **dict.fromkeys(
         (
@@ -171,6 +173,7 @@ __all__ = [
     "kubernetes_network_policy",
     "kubernetes_raw",
     "lean_cluster_information",
+    "lean_ip_pool",
     "lean_network_policy",
     "lean_tier",
     "network_policy",
