@@ -15,52 +15,26 @@ from pydantic import Field, field_validator, model_validator
 from calico.api import validators as v
 from calico.api.base import CalicoModel, Resource, register
 from calico.api.conditions import Condition
+from calico.api.policynames import (
+    _GNP_NAME,
+    _NP_NAME,
+    BUILT_IN_TIERS,
+    DEFAULT_TIER,
+    _name_problem,
+    default_policy_types,
+)
+from calico.api.policynames import (
+    WELL_KNOWN_TIER_ORDERS as WELL_KNOWN_TIER_ORDERS,
+)
+from calico.api.policynames import (
+    policy_base_name as policy_base_name,
+)
 from calico.api.reexport import moved_attributes
 from calico.api.rules import EntityRule, Loc, Rule
-
-DEFAULT_TIER = "default"
-# Upstream's built-in tiers (EnsureInitialized creates all three on every datastore): name ->
-# (order, defaultAction). ClusterNetworkPolicy Admin/Baseline policies live in the kube-* ones.
-BUILT_IN_TIERS: dict[str, tuple[float, str]] = {
-    "default": (1_000_000.0, "Deny"),
-    "kube-admin": (1_000.0, "Pass"),
-    "kube-baseline": (10_000_000.0, "Pass"),
-}
-WELL_KNOWN_TIER_ORDERS = {name: order for name, (order, _) in BUILT_IN_TIERS.items()}
-
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
-_NP_NAME = re.compile(rf"^({_LABEL}(\.{_LABEL})?|(knp|ossg)\.default\.{_SUBDOMAIN})$")
-_GNP_NAME = re.compile(rf"^({_LABEL}\.)?{_LABEL}$")
 
 PolicyType = Literal["Ingress", "Egress"]
 StagedAction = Literal["Set", "Delete", "Learn", "Ignore"]
 PerformanceHint = Literal["AssumeNeededOnEveryNode"]
-
-
-def default_policy_types(ingress: list[Any] | None, egress: list[Any] | None) -> list[str]:
-    """Upstream's rule: Ingress unless there are only egress rules; both if both."""
-    if egress:
-        return ["Ingress", "Egress"] if ingress else ["Egress"]
-    return ["Ingress"]
-
-
-def policy_base_name(name: str, tier: str | None) -> str:
-    """The policy name without a ``<tier>.`` prefix (upstream accepts it either way)."""
-    if tier and tier != DEFAULT_TIER and name.startswith(f"{tier}."):
-        return name[len(tier) + 1 :]
-    return name
-
-
-def _name_problem(name: str, pattern: re.Pattern[str], what: str) -> str | None:
-    if len(name) > 253:
-        return f"name is too long by {len(name) - 253} characters (maximum 253)"
-    if not pattern.match(name):
-        return (
-            f"name {name!r} is invalid: {what} names must be a DNS-1123 label (lower-case "
-            "alphanumeric characters or '-'), optionally prefixed with '<tier>.'"
-        )
-    return None
 
 
 class _PolicyResource(Resource):

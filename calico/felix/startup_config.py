@@ -24,6 +24,7 @@ from calico.model import ResourceKey, key_from_default_path
 from calico.model import processors as p
 from calico.model.processors.passthrough import Processor
 from calico.model.resources import resource_prefix
+from calico.syncer import jsondecode
 from calico.syncer.api import SyncStatus
 
 log = logging.getLogger(__name__)
@@ -51,15 +52,21 @@ class _Capture:
         self.result.host_config = dict(h)
 
 
-def _feed(fanout: TypeFanout, processor: Processor, path: str, raw: str) -> None:
+def _feed(fanout: TypeFanout, processor: Processor, path: str, raw: str, lean: Any = None) -> None:
     """One stored resource through its update processor into the fan-out (the datastore
-    boundary: the path is parsed here, as the syncer's watcher cache parses it)."""
+    boundary: the path is parsed here, as the syncer's watcher cache parses it). ``lean``, as
+    the syncer's ``ResourceType.lean``, is tried first on orjson's decode; None from it
+    means "ask the processor"."""
     key = key_from_default_path(path)
     if not isinstance(key, ResourceKey):
         log.warning("Ignoring config resource at unexpected path %r", path)
         return
     try:
-        produced = processor(key, json.loads(raw))
+        produced = None
+        if lean is not None and (value := jsondecode.fast(raw)) is not None:
+            produced = lean(key, value)
+        if produced is None:
+            produced = processor(key, json.loads(raw))
     except Exception as exc:  # a bad resource must not stop Felix starting
         log.warning("Ignoring unparseable config resource %s: %s", path, exc)
         return
@@ -72,12 +79,12 @@ def load_datastore_config(backend: Backend, hostname: str) -> DatastoreFelixConf
     capture = _Capture()
     fanout = TypeFanout()
     ConfigBatcher(capture, hostname).register(fanout)  # type: ignore[arg-type]
-    for kind, processor in (
-        ("ClusterInformation", p.cluster_information),
-        ("FelixConfiguration", p.felix_configuration),
+    for kind, processor, lean in (
+        ("ClusterInformation", p.cluster_information, p.lean_cluster_information),
+        ("FelixConfiguration", p.felix_configuration, None),
     ):
         for kv in backend.list(resource_prefix(kind)).kvs:
-            _feed(fanout, processor, kv.key, kv.value)
+            _feed(fanout, processor, kv.key, kv.value, lean)
     node_path = f"{resource_prefix('Node')}{hostname}"
     try:
         kv = backend.get(node_path)
@@ -110,6 +117,6 @@ def load_encapsulation(
         vxlan_enabled=vxlan_enabled,
     ).register(fanout)
     for kv in backend.list(resource_prefix("IPPool")).kvs:
-        _feed(fanout, p.ip_pool, kv.key, kv.value)
+        _feed(fanout, p.ip_pool, kv.key, kv.value, p.lean_ip_pool)
     fanout.on_status(SyncStatus.IN_SYNC)
     return capture.encap

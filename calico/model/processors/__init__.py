@@ -38,6 +38,9 @@ if TYPE_CHECKING:
         workload_endpoint_lean,
     )
     from calico.model.processors.ipam import ip_pool, ipam_block
+    from calico.model.processors.leanconfig import lean_cluster_information
+    from calico.model.processors.leanpolicy import lean_network_policy, lean_tier
+    from calico.model.processors.leanpool import lean_ip_pool
     from calico.model.processors.policy import (
         global_network_policy,
         kubernetes_cluster_network_policy,
@@ -71,6 +74,9 @@ _HOMES: Mapping[str, str] = {
         "endpoints",
     ),
     "block_affinity": "affinity",
+    **dict.fromkeys(("lean_network_policy", "lean_tier"), "leanpolicy"),
+    "lean_cluster_information": "leanconfig",
+    "lean_ip_pool": "leanpool",
     **dict.fromkeys(("ip_pool", "ipam_block"), "ipam"),
     **dict.fromkeys(
         (
@@ -166,6 +172,10 @@ __all__ = [
     "kubernetes_cluster_network_policy",
     "kubernetes_network_policy",
     "kubernetes_raw",
+    "lean_cluster_information",
+    "lean_ip_pool",
+    "lean_network_policy",
+    "lean_tier",
     "network_policy",
     "network_set",
     "node",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from calico.api import validators as v
-from calico.api.rules import parse_protocol, supports_ports
+from calico.api.ruleparse import parse_protocol, supports_ports
 from calico.model.resources import ResourceKey
 
 API_VERSION = "projectcalico.org/v3"

@@ -9,16 +9,9 @@ not sent at all (Felix only needs staged policies for "what if" flow-log account
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calico.api.policy import (
-    DEFAULT_TIER,
-    GlobalNetworkPolicy,
-    GlobalNetworkPolicySpec,
-    NetworkPolicy,
-    NetworkPolicySpec,
-    Tier,
-)
+from calico.api.policynames import DEFAULT_TIER
 from calico.model import values as v1
 from calico.model.keys import PolicyKey, TierKey
 from calico.model.processors.common import (
@@ -33,6 +26,17 @@ from calico.model.processors.rules import rules_v1
 from calico.model.processors.selectors import and_prefixed
 from calico.model.resources import ResourceKey
 
+if TYPE_CHECKING:
+    from calico.api.policy import GlobalNetworkPolicySpec, NetworkPolicySpec
+
+
+def _model(kind: str) -> Any:
+    """The v3 model class of ``kind``, imported on first use: the lean reader
+    (``leanpolicy``) builds values with this module's functions without pydantic."""
+    from calico.api import policy
+
+    return getattr(policy, kind)
+
 
 def _policy_value(
     spec: NetworkPolicySpec | GlobalNetworkPolicySpec,
@@ -41,7 +45,7 @@ def _policy_value(
     staged_action: str | None = None,
 ) -> v1.Policy:
     """model.Policy; Go's omitempty leaves unset/false/empty fields out of its JSON."""
-    is_global = isinstance(spec, GlobalNetworkPolicySpec)
+    is_global = bool(getattr(spec, "GLOBAL", False))  # the global specs (and staged forms)
     return v1.Policy(
         namespace=namespace,
         tier=spec.tier or DEFAULT_TIER,
@@ -88,7 +92,7 @@ def global_policy_value(
 
 
 def network_policy(key: ResourceKey, value: Any) -> Output:
-    res = decode(key, value, NetworkPolicy)
+    res = decode(key, value, _model("NetworkPolicy"))
     pkey = PolicyKey(key.kind, key.namespace, key.name)
     return {pkey: namespaced_policy_value(res.spec, key.namespace)}
 
@@ -96,7 +100,9 @@ def network_policy(key: ResourceKey, value: Any) -> Output:
 def kubernetes_network_policy(key: ResourceKey, value: Any) -> Output:
     """A Kubernetes NetworkPolicy the Kubernetes datastore already converted to a Calico
     NetworkPolicy value; Felix's key keeps the KubernetesNetworkPolicy kind and raw name."""
-    res = decode(ResourceKey("NetworkPolicy", key.name, key.namespace), value, NetworkPolicy)
+    res = decode(
+        ResourceKey("NetworkPolicy", key.name, key.namespace), value, _model("NetworkPolicy")
+    )
     pkey = PolicyKey(key.kind, key.namespace, key.name)
     return {pkey: namespaced_policy_value(res.spec, key.namespace)}
 
@@ -104,12 +110,12 @@ def kubernetes_network_policy(key: ResourceKey, value: Any) -> Output:
 def kubernetes_cluster_network_policy(key: ResourceKey, value: Any) -> Output:
     """A ClusterNetworkPolicy the Kubernetes datastore converted to a GlobalNetworkPolicy
     (kube-admin / kube-baseline tier); Felix's key keeps the source kind and raw name."""
-    res = decode(ResourceKey("GlobalNetworkPolicy", key.name), value, GlobalNetworkPolicy)
+    res = decode(ResourceKey("GlobalNetworkPolicy", key.name), value, _model("GlobalNetworkPolicy"))
     return {PolicyKey(key.kind, "", key.name): global_policy_value(res.spec)}
 
 
 def global_network_policy(key: ResourceKey, value: Any) -> Output:
-    res = decode(key, value, GlobalNetworkPolicy)
+    res = decode(key, value, _model("GlobalNetworkPolicy"))
     return {PolicyKey(key.kind, "", key.name): global_policy_value(res.spec)}
 
 
@@ -152,7 +158,7 @@ def staged_kubernetes_network_policy(key: ResourceKey, value: Any) -> Output:
 def tier(key: ResourceKey, value: Any) -> Output:
     """model.Tier: ``order`` (omitted when unset = last) and ``defaultAction``; anything but
     Pass is Deny."""
-    res = decode(key, value, Tier)
+    res = decode(key, value, _model("Tier"))
     order = float(res.spec.order) if res.spec.order is not None else None
     action = "Pass" if res.spec.default_action == "Pass" else "Deny"
     return {TierKey(key.name): v1.Tier(order=order, default_action=action)}
