@@ -180,6 +180,16 @@ def stored(doc: dict[str, Any], validate: bool) -> tuple[str, str]:
     return path, json.dumps(fast, separators=(",", ":"), sort_keys=True)
 
 
+def stored_remote_weps(n: int) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """(document, key, JSON) for the first ``n`` remote endpoints, stored unvalidated: the
+    listing the per-endpoint syncer benches (``bench_wep_processor``, ``bench_wep_resync``)
+    feed to the WorkloadEndpoint path."""
+    for i in range(LOCAL_EPS, LOCAL_EPS + n):
+        doc = wep_doc(i)
+        path, raw = stored(doc, validate=False)
+        yield doc, path, raw
+
+
 def fill(ds: Any, remote: int) -> int:
     batch: list[tuple[str, str]] = []
     n = 0

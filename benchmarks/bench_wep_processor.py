@@ -41,9 +41,7 @@ BENCH = "wep_processor"
 
 def stored(n: int) -> list[tuple[ResourceKey, str]]:
     out = []
-    for i in range(scale.LOCAL_EPS, scale.LOCAL_EPS + n):
-        doc = scale.wep_doc(i)
-        _, raw = scale.stored(doc, validate=False)
+    for doc, _, raw in scale.stored_remote_weps(n):
         meta = doc["metadata"]
         out.append((ResourceKey("WorkloadEndpoint", meta["name"], meta["namespace"]), raw))
     return out

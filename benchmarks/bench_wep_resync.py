@@ -36,11 +36,9 @@ BENCH = "wep_resync"
 
 
 def listing(n: int) -> list[KVPair]:
-    out = []
-    for i in range(scale.LOCAL_EPS, scale.LOCAL_EPS + n):
-        path, raw = scale.stored(scale.wep_doc(i), validate=False)
-        out.append(KVPair(path, raw, 1000 + i))
-    return out
+    return [
+        KVPair(path, raw, 1000 + i) for i, (_, path, raw) in enumerate(scale.stored_remote_weps(n))
+    ]
 
 
 def resync_us(rtype: ResourceType, kvs: list[KVPair]) -> tuple[float, int]:

@@ -22,16 +22,24 @@ from calico.datastore.local.notify import ChangeNotifier, parse_events
 LONG_TICK = 600.0
 
 
+def create_in_another_process(path: Path, key: str, ttl: float | None = None) -> None:
+    """Create ``key`` in the database at ``path`` from a separate Python process: only the
+    file system can tell this process's poller about that commit."""
+    code = (
+        "import sys; from calico.datastore.local import LocalBackend\n"
+        "ttl = float(sys.argv[3]) if len(sys.argv) > 3 else None\n"
+        "with LocalBackend(sys.argv[1]) as b: b.create(sys.argv[2], 'v', ttl=ttl)\n"
+    )
+    args = [str(path), key] + ([] if ttl is None else [str(ttl)])
+    subprocess.run([sys.executable, "-c", code, *args], check=True, timeout=60)
+
+
 def test_commit_by_another_process_wakes_the_watch(tmp_path: Path) -> None:
     path = tmp_path / "calico.db"
     with LocalBackend(path, poll_interval=LONG_TICK) as backend:
         watch = backend.watch("/", backend.current_revision())
         assert watch.next(0.2) is None  # the poller is now idle in its (long) wait
-        code = (
-            "import sys; from calico.datastore.local import LocalBackend\n"
-            "with LocalBackend(sys.argv[1]) as b: b.create('/from-other', 'v')\n"
-        )
-        subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+        create_in_another_process(path, "/from-other")
         event = watch.next(30)
         assert event is not None and event.type is EventType.ADDED
         assert event.key == "/from-other"
@@ -170,11 +178,7 @@ def test_a_ttl_key_written_by_another_process_expires_on_time_for_a_watch(
     path = tmp_path / "calico.db"
     with LocalBackend(path) as backend:
         watch = backend.watch("/", backend.current_revision())
-        code = (
-            "import sys; from calico.datastore.local import LocalBackend\n"
-            "with LocalBackend(sys.argv[1]) as b: b.create('/lease', 'v', ttl=0.3)\n"
-        )
-        subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+        create_in_another_process(path, "/lease", ttl=0.3)
         added = watch.next(30)
         assert added is not None and added.type is EventType.ADDED
         start = time.monotonic()
