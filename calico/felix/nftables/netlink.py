@@ -16,7 +16,9 @@ Chain and rule messages join the same batch with bodies encoded by ``nlrules.py`
 
 from __future__ import annotations
 
+import bisect
 import errno
+import itertools
 import os
 import select
 import socket
@@ -191,21 +193,27 @@ def member_elems(members: Iterable[Element], typ: SetType, interval: bool) -> li
         return out
     family, width = spec
     pton = socket.inet_pton
+    append = out.append
     if concat:
         plain, _ = _TEMPLATES[width + 8]
+        head = plain.head
+        # The bytes after the address, per (proto, port): a set's members share a few.
+        tails: dict[tuple[int, int], bytes] = {}
         for m in members:
             try:
                 addr, proto, port = m  # type: ignore[misc]
                 if type(proto) is not int or type(port) is not int or "/" in addr or "-" in addr:
                     raise ValueError
-                key = pton(family, addr) + proto.to_bytes(1, "big") + _PAD3
-                key += port.to_bytes(2, "big") + b"\0\0"
+                tail = tails.get((proto, port))
+                if tail is None:
+                    tail = proto.to_bytes(1, "big") + _PAD3 + port.to_bytes(2, "big") + b"\0\0"
+                    tail = tails[proto, port] = tail + plain.tail
+                append(head + pton(family, addr) + tail)
             except (ValueError, TypeError, OSError, OverflowError):
                 out += set_member_elems(m, typ, interval)
-                continue
-            out.append(plain(key))
         return out
     start, end = _TEMPLATES[width]
+    start_head, start_tail, end_head, end_tail = start.head, start.tail, end.head, end.tail
     top = (1 << (width * 8)) - 1
     for m in members:
         try:
@@ -216,14 +224,14 @@ def member_elems(members: Iterable[Element], typ: SetType, interval: bool) -> li
             out += set_member_elems(m, typ, interval)
             continue
         if not interval:
-            out.append(start(raw))
+            append(start_head + raw + start_tail)
             continue
         value = int.from_bytes(raw, "big")
         if value == top:
             out += set_member_elems(m, typ, interval)  # the open interval: rare
             continue
-        out.append(start(raw))
-        out.append(end((value + 1).to_bytes(width, "big")))
+        append(start_head + raw + start_tail)
+        append(end_head + (value + 1).to_bytes(width, "big") + end_tail)
     return out
 
 
@@ -345,6 +353,24 @@ _OBJECT_MESSAGES = {
 _ELEMENT_KINDS = (NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM)
 
 
+ELEMENT_MESSAGE_BYTES = MAX_BATCH_BYTES // 4
+
+
+def element_chunks(elems: list[bytes]) -> list[list[bytes]]:
+    """``elems`` cut into runs, each the longest that keeps its bytes within
+    ``ELEMENT_MESSAGE_BYTES`` (at least one element): the cut points are found by bisecting
+    the running byte count, so a run costs a slice, not a Python step per element (a first
+    apply at 250,000 endpoints has ~270,000 elements)."""
+    ends = list(itertools.accumulate(map(len, elems)))
+    chunks: list[list[bytes]] = []
+    start, base = 0, 0
+    while start < len(elems):
+        stop = max(bisect.bisect_right(ends, base + ELEMENT_MESSAGE_BYTES, lo=start), start + 1)
+        chunks.append(elems[start:stop])
+        start, base = stop, ends[stop - 1]
+    return chunks
+
+
 @dataclass
 class ElementBatch:
     """The messages of one transaction, in order: element messages (``add``) and, for a whole
@@ -356,16 +382,11 @@ class ElementBatch:
     messages: list[tuple[int, str, list[bytes] | bytes]] = field(default_factory=list)
 
     def add(self, delete: bool, set_name: str, elems: Iterable[bytes]) -> None:
+        """Element messages of at most ``ELEMENT_MESSAGE_BYTES`` of elements each (an
+        element bigger than that alone), cut where ``element_chunks`` says."""
         kind = NFT_MSG_DELSETELEM if delete else NFT_MSG_NEWSETELEM
-        chunk: list[bytes] = []
-        size = 0
-        for e in elems:
-            if chunk and size + len(e) > MAX_BATCH_BYTES // 4:
-                self.messages.append((kind, set_name, chunk))
-                chunk, size = [], 0
-            chunk.append(e)
-            size += len(e)
-        if chunk:
+        elems = elems if isinstance(elems, list) else list(elems)
+        for chunk in element_chunks(elems):
             self.messages.append((kind, set_name, chunk))
 
     def add_object(self, kind: int, name: str, body: bytes) -> None:
@@ -547,6 +568,7 @@ __all__ = [
     "Unencodable",
     "anonymous_set_bodies",
     "attr",
+    "element_chunks",
     "encode_key",
     "map_elem",
     "member_elems",

@@ -29,6 +29,20 @@ from calico.felix.nftables.elements import (
 )
 from calico.felix.nftables.state import ChainState, KernelState, MapState, RenderedChain, SetState
 
+# A created set's members are sorted (``sort_key``) up to this many, else left in the set's
+# own order: the kernel holds the same set either way, and sorting the first apply's 267,000
+# members at 250,000 remote endpoints was ~0.3-0.45 s of it (design/performance.md "First
+# apply at 250,000 (session 8)"). The libnftables JSON is sorted always (``json_commands``).
+SORTED_CREATE_LIMIT = 10_000
+
+
+def creation_order(elements: set[Element]) -> tuple[Element, ...]:
+    """A new set's members in the order its creation sends them: sorted when there are at
+    most ``SORTED_CREATE_LIMIT`` (stable, readable batches), else the set's iteration order."""
+    if len(elements) > SORTED_CREATE_LIMIT:
+        return tuple(elements)
+    return tuple(sorted(elements, key=sort_key))
+
 
 @dataclass
 class Desired:
@@ -176,7 +190,8 @@ class Plan:
         and never reads it, and at 250,000 endpoints it was a measurable part of the plan
         (design/performance.md "Restart: reading the table back over netlink (session 7)")."""
         for obj, members, typ in self.pending_elems:
-            obj["elem"] = [to_json(e, typ) for e in members]
+            ordered = sorted(members, key=sort_key)  # creation_order may not have sorted
+            obj["elem"] = [to_json(e, typ) for e in ordered]
         self.pending_elems.clear()
         return self.commands
 
@@ -355,7 +370,7 @@ def _plan_set(
         have = None
     if have is None:
         obj = _set_obj(name, want)
-        members = tuple(sorted(want.elements, key=sort_key))
+        members = creation_order(want.elements)
         b.cmd(4, "add", "set", **obj)
         if members:  # members inline: one command per new set, not two (JSON built lazily)
             b.pending.append((b.phases[3][-1]["add"]["set"], members, want.type))

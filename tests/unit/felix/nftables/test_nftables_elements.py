@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calico.felix.nftables.elements import (
     canonical,
+    canonical_all,
     canonical_verdict,
     sort_key,
     to_json,
@@ -77,3 +82,66 @@ def test_verdicts() -> None:
 
 def test_sort_key_orders_mixed_types() -> None:
     assert sorted([80, "1000-2000", 22], key=sort_key) == sorted([22, 80, "1000-2000"], key=repr)
+
+
+# canonical_all's fast paths against the element-at-a-time reference: the same set, or the
+# same error (type and message) when some member is bad.
+_addrs = st.one_of(
+    st.sampled_from(["10.0.0.1", "10.0.0.1/32", "10.0.0.0/24", "fd00::1", "FD00::0001",
+                     "fd00::/64", "10.0.0.1-10.0.0.5", "10.0.0.256", "", "x", "1.2.3"]),
+    st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t))),
+    st.builds(lambda a, n: {"prefix": {"addr": a, "len": n}}, st.just("10.1.0.0"),
+              st.integers(8, 33)),
+    st.integers(0, 3),
+)  # fmt: skip
+_protos = st.one_of(
+    st.sampled_from([6, 17, "tcp", "TCP", "udp", "sctp", "6", " 6", "bogus", True, 6.0, -1]),
+    st.integers(0, 300),
+)
+_ports = st.one_of(
+    st.sampled_from([80, 8080, "80", "80-90", "90-80", "http", True, 8080.0, "x"]),
+    st.integers(-1, 70000),
+)
+_port_members = st.one_of(
+    st.tuples(_addrs, _protos, _ports),
+    st.tuples(_addrs, _protos),
+    st.builds(lambda a, p, q: {"concat": [a, p, q]}, _addrs, _protos, _ports),
+    st.builds(list, st.tuples(_addrs, _protos, _ports)),
+)
+
+
+def _all_or_error(fn: Any, values: list[Any], typ: Any) -> Any:
+    try:
+        return fn(values, typ)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _reference_all(values: list[Any], typ: Any) -> set[Any]:
+    return {canonical(v, typ) for v in values}
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    values=st.lists(_port_members, max_size=12),
+    typ=st.sampled_from([("ipv4_addr", "inet_proto", "inet_service"),
+                         ("ipv6_addr", "inet_proto", "inet_service")]),
+)  # fmt: skip
+def test_canonical_all_of_port_sets_equals_the_reference(values: list[Any], typ: Any) -> None:
+    assert _all_or_error(canonical_all, values, typ) == _all_or_error(_reference_all, values, typ)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_addrs, max_size=12), typ=st.sampled_from(["ipv4_addr", "ipv6_addr"]))
+def test_canonical_all_of_address_sets_equals_the_reference(values: list[Any], typ: Any) -> None:
+    assert _all_or_error(canonical_all, values, typ) == _all_or_error(_reference_all, values, typ)
+
+
+def test_canonical_all_shares_a_pair_but_not_across_types() -> None:
+    typ = ("ipv4_addr", "inet_proto", "inet_service")
+    got = canonical_all(
+        [("10.0.0.1", "tcp", 80), ("10.0.0.2", "tcp", 80), ("10.0.0.3", 6, "80")], typ
+    )
+    assert got == {("10.0.0.1", 6, 80), ("10.0.0.2", 6, 80), ("10.0.0.3", 6, 80)}
+    with pytest.raises(ValueError):  # True == 1, but a bool is no port: never from the memo
+        canonical_all([("10.0.0.1", 6, 1), ("10.0.0.2", 6, True)], typ)

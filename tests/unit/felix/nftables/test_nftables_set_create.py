@@ -8,8 +8,11 @@ listing, is tests/integration/felix/nftables/test_nftables_first_apply_kernel.py
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 
+from calico.felix.nftables.elements import sort_key
 from calico.felix.nftables.netlink import (
     NFT_MSG_NEWSET,
     NFT_MSG_NEWSETELEM,
@@ -194,3 +197,29 @@ def test_named_port_lookup_gets_the_family_match_libnftables_adds() -> None:
         excluded = x.match(x.meta("nfproto"), "ipv6" if family == 4 else "ipv4", "!=")
         with pytest.raises(Unencodable):
             rule_body("c", [excluded, lookup], None)
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_sets_over_the_limit_are_created_in_their_own_order(extra: int) -> None:
+    """Up to ``SORTED_CREATE_LIMIT`` members a new set's elements are sorted; above it they go
+    in the set's order, the same elements; the libnftables JSON is sorted either way."""
+    from calico.felix.nftables import transaction
+
+    limit = 50
+    members = {f"10.0.{i >> 8}.{i & 255}" for i in range(limit + extra)}
+    d = Desired()
+    d.sets["s"] = SetState("ipv4_addr", True, members)
+    with mock.patch.object(transaction, "SORTED_CREATE_LIMIT", limit):
+        plan = _first_apply(d)
+    (create,) = plan.creates
+    ordered = tuple(sorted(members, key=sort_key))
+    assert create.members == (ordered if not extra else tuple(members))
+    elems = [e for k, _, body in plan_batch("inet", "calico", plan).messages
+             if k == NFT_MSG_NEWSETELEM for e in body]  # fmt: skip
+    want = [e for m in create.members for e in set_member_elems(m, "ipv4_addr", True)]
+    assert elems == want
+    assert sorted(elems) == sorted(
+        e for m in ordered for e in set_member_elems(m, "ipv4_addr", True)
+    )
+    (cmd,) = [c["add"]["set"] for c in plan.json_commands() if "set" in c["add"]]
+    assert cmd["elem"] == list(ordered)
