@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 
 
 def _model(kind: str) -> Any:
-    """The v3 model class of ``kind``, imported on first use: the lean readers
-    (``leanconfig``, ``leannode``) share this module's names without pydantic."""
+    """The v3 model class of ``kind``, imported on first use: ``leannode`` builds its output
+    with this module's functions, and a clean start imports no model."""
     if kind == "FelixConfiguration":
         from calico.api import felixconfig
 
