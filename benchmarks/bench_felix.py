@@ -27,7 +27,10 @@ Uses the Felix test harness (a "host" netns running ``calico component felix``, 
    table left in place (``restart_unchanged_s``, baseline the cold start): no rule may be
    rewritten (``rules_rewritten``, by rule handle). ``--cold-only`` runs just these two;
    ``--cold-compare DIR`` alternates them with an older tree; ``--metrics-off`` (with either)
-   starts Felix with PrometheusMetricsEnabled at its default, false (the harness enables it).
+   starts Felix with PrometheusMetricsEnabled at its default, false (the harness enables it);
+   ``--real-config`` (with either) also stores what every real cluster has, calico-node's
+   FelixConfiguration ``default`` and this host's Node. Each start reports whether the Felix
+   process had pydantic loaded when ready (``pydantic``: its ``pydantic_core`` library mapped).
 3. Throughput: iperf3 between two workloads with 1,000 policies applying to the server vs none.
    Value is the with-policy rate, baseline the no-policy rate. Target ratio >= 0.95.
 """
@@ -206,6 +209,45 @@ def connect_times(ns: str, dst: str, n: int = 50) -> list[float]:
 # --- environment --------------------------------------------------------------------------------
 
 
+def real_cluster_config() -> list[dict[str, Any]]:
+    """calico-node's first-start documents: the FelixConfiguration ``default`` and this
+    host's Node (its uplink address; an IPIP tunnel address that no pool's encapsulation
+    uses), as ``bench_felix_startup_read.py`` stores them."""
+    node_ip = f"{fh.HOST_UPLINK_IP}/24"
+    return [
+        {
+            "kind": "FelixConfiguration",
+            "metadata": {"name": "default"},
+            "spec": {
+                "bpfLogLevel": "",
+                "floatingIPs": "Disabled",
+                "logSeverityScreen": "Info",
+                "reportingInterval": "0s",
+            },
+        },
+        {
+            "kind": "Node",
+            "metadata": {
+                "name": fh.HOSTNAME,
+                "labels": {"kubernetes.io/hostname": fh.HOSTNAME, "kubernetes.io/os": "linux"},
+            },
+            "spec": {
+                "bgp": {"ipv4Address": node_ip},
+                "addresses": [
+                    {"address": node_ip, "type": "CalicoNodeIP"},
+                    {"address": fh.HOST_UPLINK_IP, "type": "InternalIP"},
+                ],
+                "orchRefs": [{"nodeName": fh.HOSTNAME, "orchestrator": "k8s"}],
+            },
+        },
+    ]
+
+
+def pydantic_loaded(pid: int) -> bool:
+    """Whether the process has imported pydantic (its compiled core is mapped)."""
+    return "pydantic_core" in Path(f"/proc/{pid}/maps").read_text()
+
+
 @contextlib.contextmanager
 def host_env(tag: str) -> Iterator[tuple[str, Any, Any, Path]]:
     """Host + outside netns (uplink with default route, so proxy ARP answers), a temp
@@ -220,6 +262,9 @@ def host_env(tag: str) -> Iterator[tuple[str, Any, Any, Path]]:
         try:
             ds.apply({"kind": "IPPool", "metadata": {"name": "p"}, "spec": {"cidr": fh.POOL}})
             fh.namespace_profile(ds, NAMESPACE)
+            if "--real-config" in sys.argv[1:]:
+                for doc in real_cluster_config():
+                    ds.apply(doc)
             yield host, ds, felix, workdir
         finally:
             felix.kill()
@@ -589,10 +634,10 @@ def bench_cold_compare(old_tree: Path, rounds: int) -> None:
                     felix.wait_ready(60)
                     cpu = process_cpu(felix.proc.pid)
                     phases = timeline(felix.log_path, t_start)
-                    extra: dict[str, Any] = {}
+                    extra: dict[str, Any] = {"pydantic": pydantic_loaded(felix.proc.pid)}
                     if kind == "restart":
                         after = rule_handles(host)
-                        extra = {"rules": len(before), "rules_rewritten": len(before - after)}
+                        extra |= {"rules": len(before), "rules_rewritten": len(before - after)}
                     felix.stop()
                     if keep:
                         shutil.copy(felix.log_path, Path(keep) / f"{name}-{kind}-{rnd}.log")

@@ -49,9 +49,11 @@ MODULES = (
     "calico.model.processors.leanpolicy",  # session 7; absent from older trees (skipped there)
     "calico.model.processors.leanconfig",
     "calico.model.processors.leanpool",
-    "calico.api.cluster",
-    "calico.api.ipam",
-    "calico.api.felixconfig",
+    "calico.model.processors.leanfelixconfig",  # session 8 (skipped in older trees)
+    "calico.model.processors.leannode",
+    "calico.model.processors.leanprofile",
+    # Session 8: a clean start no longer imports the model modules (calico.api.cluster, .ipam,
+    # .felixconfig): an older tree imports them through the modules above.
     "calico.felix.routetable.rtnl",
 )
 
@@ -70,11 +72,13 @@ for name in sys.argv[1].split(","):
         if exc.name != name:
             raise
 cpu = time.process_time() - t0
+had_pydantic = "pydantic" in sys.modules
 from pydantic import BaseModel
 def count(cls):
     return sum(1 + count(c) for c in cls.__subclasses__())
 import json
 print(json.dumps({"cpu_s": cpu, "modules": len(sys.modules), "models": count(BaseModel),
+                  "pydantic": had_pydantic,
                   "calico_file": sys.modules["calico"].__file__}))
 """
 

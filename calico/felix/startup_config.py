@@ -81,14 +81,14 @@ def load_datastore_config(backend: Backend, hostname: str) -> DatastoreFelixConf
     ConfigBatcher(capture, hostname).register(fanout)  # type: ignore[arg-type]
     for kind, processor, lean in (
         ("ClusterInformation", p.cluster_information, p.lean_cluster_information),
-        ("FelixConfiguration", p.felix_configuration, None),
+        ("FelixConfiguration", p.felix_configuration, p.lean_felix_configuration),
     ):
         for kv in backend.list(resource_prefix(kind)).kvs:
             _feed(fanout, processor, kv.key, kv.value, lean)
     node_path = f"{resource_prefix('Node')}{hostname}"
     try:
         kv = backend.get(node_path)
-        _feed(fanout, p.node, kv.key, kv.value)
+        _feed(fanout, p.node, kv.key, kv.value, p.lean_node)
     except ResourceDoesNotExistError:
         pass
     fanout.on_status(SyncStatus.IN_SYNC)

@@ -30,35 +30,37 @@ def felix_resource_types(
 ) -> list[ResourceType]:
     """Everything Felix's calculation graph consumes (Typha always runs as "leader");
     ``kubernetes``: the datastore is Kubernetes, whose native NetworkPolicies count too;
-    ``use_pod_cidr``: host-local IPAM, blocks come from the Nodes' pod CIDRs."""
+    ``use_pod_cidr``: host-local IPAM, blocks come from the Nodes' pod CIDRs. Processors
+    are named, not resolved: each is imported when its kind's first resource arrives."""
+    node = ("node_pod_cidr", "lean_node_pod_cidr") if use_pod_cidr else ("node", "lean_node")
     types = [
-        _rt("ClusterInformation", p.cluster_information, p.lean_cluster_information),
-        _rt("FelixConfiguration", p.felix_configuration),
-        _rt("GlobalNetworkPolicy", p.global_network_policy),
-        _rt("StagedGlobalNetworkPolicy", p.staged_global_network_policy),
-        _rt("GlobalNetworkSet", p.global_network_set),
-        _rt("IPPool", p.ip_pool, p.lean_ip_pool),
-        _rt("Node", p.node_pod_cidr if use_pod_cidr else p.node),
-        _rt("Profile", p.profile),
-        _rt("WorkloadEndpoint", p.workload_endpoint, p.workload_endpoint_lean),
-        _rt("NetworkPolicy", p.network_policy, p.lean_network_policy),
-        _rt("StagedNetworkPolicy", p.staged_network_policy),
-        _rt("StagedKubernetesNetworkPolicy", p.staged_kubernetes_network_policy),
-        _rt("NetworkSet", p.network_set),
-        _rt("Tier", p.tier, p.lean_tier),
-        _rt("HostEndpoint", p.host_endpoint),
+        _rt("ClusterInformation", "cluster_information", "lean_cluster_information"),
+        _rt("FelixConfiguration", "felix_configuration", "lean_felix_configuration"),
+        _rt("GlobalNetworkPolicy", "global_network_policy"),
+        _rt("StagedGlobalNetworkPolicy", "staged_global_network_policy"),
+        _rt("GlobalNetworkSet", "global_network_set"),
+        _rt("IPPool", "ip_pool", "lean_ip_pool"),
+        _rt("Node", *node),
+        _rt("Profile", "profile", "lean_profile"),
+        _rt("WorkloadEndpoint", "workload_endpoint", "workload_endpoint_lean"),
+        _rt("NetworkPolicy", "network_policy", "lean_network_policy"),
+        _rt("StagedNetworkPolicy", "staged_network_policy"),
+        _rt("StagedKubernetesNetworkPolicy", "staged_kubernetes_network_policy"),
+        _rt("NetworkSet", "network_set"),
+        _rt("Tier", "tier", "lean_tier"),
+        _rt("HostEndpoint", "host_endpoint"),
         _rt("BGPConfiguration"),
         _rt("BGPPeer"),
         _rt("LiveMigration"),
     ]
     if not use_pod_cidr:
-        types.append(_rt("IPAMBlock", p.ipam_block))
+        types.append(_rt("IPAMBlock", "ipam_block"))
     if kubernetes:
         types[:0] = [
-            _rt("KubernetesNetworkPolicy", p.kubernetes_network_policy),
-            _rt("KubernetesClusterNetworkPolicy", p.kubernetes_cluster_network_policy),
-            _rt("KubernetesService", p.kubernetes_raw),
-            _rt("KubernetesEndpointSlice", p.kubernetes_raw),
+            _rt("KubernetesNetworkPolicy", "kubernetes_network_policy"),
+            _rt("KubernetesClusterNetworkPolicy", "kubernetes_cluster_network_policy"),
+            _rt("KubernetesService", "kubernetes_raw"),
+            _rt("KubernetesEndpointSlice", "kubernetes_raw"),
         ]
     return types
 
@@ -68,7 +70,7 @@ def bgp_resource_types(node: str | None = None) -> list[ResourceType]:
     (only ``node``'s when given; Typha serves every host's)."""
     affinity = p.block_affinity if node is None else p.for_node(node, p.block_affinity)
     return [
-        _rt("IPPool", p.ip_pool),
+        _rt("IPPool", "ip_pool"),
         _rt("BGPConfiguration"),
         _rt("Node"),
         _rt("BGPPeer"),
@@ -80,7 +82,7 @@ def bgp_resource_types(node: str | None = None) -> list[ResourceType]:
 def tunnel_ip_allocation_resource_types(node: str | None = None) -> list[ResourceType]:
     """The tunnel-address allocator: pools and Nodes (only ``node`` when given)."""
     return [
-        _rt("IPPool", p.ip_pool),
+        _rt("IPPool", "ip_pool"),
         _rt("Node", p.resource_passthrough if node is None else p.for_node(node)),
     ]
 

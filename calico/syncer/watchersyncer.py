@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from calico.backoff import Backoff
@@ -50,6 +51,18 @@ WATCH_POLL = 1.0  # only to notice `stopping` if stop() raced the watch's creati
 MAX_UPDATES_PER_CALL = 1000
 
 
+LeanReader = Callable[[ResourceKey, Any], Mapping[Key, Any] | None]
+
+
+def _named(ref: Any) -> Any:
+    """A processor given by name, resolved (imported) now; a callable as it is."""
+    if isinstance(ref, str):
+        from calico.model import processors
+
+        return getattr(processors, ref)
+    return ref
+
+
 @dataclass(frozen=True)
 class ResourceType:
     """One watched v3 kind and the update processor that turns its resources into v1 keys and
@@ -58,11 +71,23 @@ class ResourceType:
     ``lean``, where set, is tried first on orjson's decode (``jsondecode.fast``): it answers
     None unless it accepted the document with every leaf it keeps type-checked as a string
     or an integer, so that decode equals the stdlib's and its output equals ``processor``'s;
-    for anything it declines the stdlib decodes the text again for ``processor``."""
+    for anything it declines the stdlib decodes the text again for ``processor``.
+
+    Either may be given by its name in ``calico.model.processors``: it is then imported on
+    first use, so that listing a syncer's kinds imports no processor module (and no model)
+    that its datastore never needs (design/performance.md "no pydantic on a clean start")."""
 
     kind: str
-    processor: Processor = resource_passthrough
-    lean: Callable[[ResourceKey, Any], Mapping[Key, Any] | None] | None = None
+    processor_ref: Processor | str = resource_passthrough
+    lean_ref: LeanReader | str | None = None
+
+    @cached_property
+    def processor(self) -> Processor:
+        return _named(self.processor_ref)  # type: ignore[no-any-return]
+
+    @cached_property
+    def lean(self) -> LeanReader | None:
+        return None if self.lean_ref is None else _named(self.lean_ref)
 
     @property
     def prefix(self) -> str:

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calico.api.felixconfig import FelixConfiguration
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.fanout import TypeFanout
 from calico.model import GlobalConfigKey, HostConfigKey, ReadyFlagKey, ResourceKey
-from calico.model.processors.confignames import spec_params
 from calico.selector import Selector, SelectorParseError, parse
 from calico.syncer.api import SyncStatus
+
+if TYPE_CHECKING:
+    from calico.api.felixconfig import FelixConfiguration
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class ScopedConfig:
 def scoped_config(name: str, res: FelixConfiguration) -> ScopedConfig | None:
     """The selector and parameters of a passed-through FelixConfiguration; None if its
     selector does not parse (the config is then ignored)."""
+    from calico.model.processors.confignames import spec_params  # imports the model
+
     selector = None
     if res.spec.node_selector:
         try:
@@ -40,6 +43,17 @@ def scoped_config(name: str, res: FelixConfiguration) -> ScopedConfig | None:
     params = spec_params(res.spec)
     created = res.metadata.creation_timestamp or ""
     return ScopedConfig((created, name), selector, params)
+
+
+def _is_felix_configuration(value: Any) -> bool:
+    """Whether ``value`` is the model. Imported here, for the first selector-scoped config
+    (its processor built one already), so that a start with only ``default``/``node.*``
+    configs never imports pydantic (design/performance.md "no pydantic on a clean start")."""
+    if value is None:
+        return False
+    from calico.api.felixconfig import FelixConfiguration
+
+    return isinstance(value, FelixConfiguration)
 
 
 def _is_scoped_name(name: str) -> bool:
@@ -95,7 +109,7 @@ class ConfigBatcher:
 
     def on_resource(self, key: ResourceKey, value: Any) -> None:
         if key.kind == "FelixConfiguration" and _is_scoped_name(key.name):
-            cfg = scoped_config(key.name, value) if isinstance(value, FelixConfiguration) else None
+            cfg = scoped_config(key.name, value) if _is_felix_configuration(value) else None
             if cfg is None:
                 self._dirty |= self._scoped.pop(key.name, None) is not None
             elif cfg != self._scoped.get(key.name):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import (
@@ -25,8 +24,9 @@ from calico.model import IPPoolKey, ResourceKey, WireguardKey
 from calico.model import values as v1
 from calico.model.node_addresses import node_addresses
 
-if TYPE_CHECKING:  # an annotation only: Felix creates the BGP models when a resource needs them
+if TYPE_CHECKING:  # annotations only: Felix creates the models when a resource needs them
     from calico.api.bgp import BGPConfiguration
+    from calico.api.cluster import Node
 
 #: v1 pool encap spelling (what the IPPool processor writes) -> the v3 spelling messages use.
 ENCAP_V3 = {"always": "Always", "cross-subnet": "CrossSubnet", "never": "Never", "": "Never"}

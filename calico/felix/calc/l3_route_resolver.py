@@ -20,15 +20,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import IPPoolType, RouteType, RouteUpdate
 from calico.model import BlockKey, IPPoolKey, ResourceKey, WorkloadEndpointKey
 from calico.model import values as v1
 from calico.model.node_addresses import node_addresses
+
+if TYPE_CHECKING:  # an annotation only: a lean Node read's value (leannode) reads the same
+    from calico.api.cluster import Node
 
 #: (IP version, network address as int, prefix length): cheap to mask, hash and sort.
 Cidr = tuple[int, int, int]

@@ -5,11 +5,15 @@ dataplane wants them back as namespace / service-account objects with the origin
 
 from __future__ import annotations
 
-from calico.api.endpoints import Profile
+from typing import TYPE_CHECKING
+
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import NamespaceID, ServiceAccountID
 from calico.model import ResourceKey
+
+if TYPE_CHECKING:  # an annotation only: a lean read's value (leanprofile) reads the same
+    from calico.api.endpoints import Profile
 
 NAMESPACE_PROFILE_PREFIX = "kns."
 SERVICE_ACCOUNT_PROFILE_PREFIX = "ksa."

@@ -5,8 +5,8 @@ those three facts per node and family and tells the dataplane about complete VTE
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from calico.api.cluster import Node
 from calico.felix.calc.callbacks import PipelineCallbacks
 from calico.felix.calc.fanout import TypeFanout
 from calico.felix.messages import VXLANTunnelEndpointUpdate
@@ -14,6 +14,9 @@ from calico.model import HostConfigKey, ResourceKey
 from calico.model.node_addresses import node_addresses
 from calico.model.processors.common import mac_str
 from calico.model.vtep import default_vtep_mac
+
+if TYPE_CHECKING:  # an annotation only: a lean Node read's value (leannode) reads the same
+    from calico.api.cluster import Node
 
 TUNNEL_V4 = "IPv4VXLANTunnelAddr"
 MAC_V4 = "VXLANTunnelMACAddr"

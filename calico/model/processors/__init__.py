@@ -39,8 +39,11 @@ if TYPE_CHECKING:
     )
     from calico.model.processors.ipam import ip_pool, ipam_block
     from calico.model.processors.leanconfig import lean_cluster_information
+    from calico.model.processors.leanfelixconfig import lean_felix_configuration
+    from calico.model.processors.leannode import lean_node, lean_node_pod_cidr
     from calico.model.processors.leanpolicy import lean_network_policy, lean_tier
     from calico.model.processors.leanpool import lean_ip_pool
+    from calico.model.processors.leanprofile import lean_profile
     from calico.model.processors.policy import (
         global_network_policy,
         kubernetes_cluster_network_policy,
@@ -76,7 +79,10 @@ _HOMES: Mapping[str, str] = {
     "block_affinity": "affinity",
     **dict.fromkeys(("lean_network_policy", "lean_tier"), "leanpolicy"),
     "lean_cluster_information": "leanconfig",
+    "lean_felix_configuration": "leanfelixconfig",
+    **dict.fromkeys(("lean_node", "lean_node_pod_cidr"), "leannode"),
     "lean_ip_pool": "leanpool",
+    "lean_profile": "leanprofile",
     **dict.fromkeys(("ip_pool", "ipam_block"), "ipam"),
     **dict.fromkeys(
         (
@@ -173,8 +179,12 @@ __all__ = [
     "kubernetes_network_policy",
     "kubernetes_raw",
     "lean_cluster_information",
+    "lean_felix_configuration",
     "lean_ip_pool",
     "lean_network_policy",
+    "lean_node",
+    "lean_node_pod_cidr",
+    "lean_profile",
     "lean_tier",
     "network_policy",
     "network_set",

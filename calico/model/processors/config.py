@@ -13,16 +13,26 @@ import ipaddress
 import logging
 from typing import Any
 
-from calico.api.cluster import ClusterInformation, Node
-from calico.api.felixconfig import FelixConfiguration
 from calico.model.ipam_keys import BlockKey
 from calico.model.keys import GlobalConfigKey, HostConfigKey, ReadyFlagKey, WireguardKey
 from calico.model.processors.common import Output, decode, ip_str
-from calico.model.processors.confignames import spec_params
 from calico.model.resources import ResourceKey
 from calico.model.values import AllocationBlock, Wireguard
 
 log = logging.getLogger(__name__)
+
+
+def _model(kind: str) -> Any:
+    """The v3 model class of ``kind``, imported on first use: ``leannode`` builds its output
+    with this module's functions, and a clean start imports no model."""
+    if kind == "FelixConfiguration":
+        from calico.api import felixconfig
+
+        return felixconfig.FelixConfiguration
+    from calico.api import cluster
+
+    return getattr(cluster, kind)
+
 
 GLOBAL_CONFIG_NAME = "default"
 NODE_CONFIG_PREFIX = "node."
@@ -38,7 +48,7 @@ _CLUSTER_FIELDS = (
 def cluster_information(key: ResourceKey, value: Any) -> Output:
     """``default`` only: one GlobalConfigKey per set field; datastoreReady -> the Ready flag
     (a boolean) that stops Felix while an upgrade is in progress."""
-    res = decode(key, value, ClusterInformation)
+    res = decode(key, value, _model("ClusterInformation"))
     if key.name != GLOBAL_CONFIG_NAME:
         raise ValueError(f"ClusterInformation {key.name!r}: only 'default' is used")
     out: Output = {}
@@ -55,13 +65,15 @@ def felix_configuration(key: ResourceKey, value: Any) -> Output:
     with ``config.projectcalico.org/<Param>`` annotations overriding (unvalidated, as
     upstream). Any other name is a nodeSelector-scoped config: passed through whole, the
     config batcher matches it against the local Node's labels."""
-    res = decode(key, value, FelixConfiguration)
+    res = decode(key, value, _model("FelixConfiguration"))
     if key.name == GLOBAL_CONFIG_NAME:
         host = ""
     elif key.name.startswith(NODE_CONFIG_PREFIX):
         host = key.name[len(NODE_CONFIG_PREFIX) :]
     else:
         return {key: res}
+    from calico.model.processors.confignames import spec_params  # the model's fields
+
     params = spec_params(res.spec)
     for name, text in (res.metadata.annotations or {}).items():
         if name.startswith(ANNOTATION_PREFIX) and name != ANNOTATION_PREFIX:
@@ -74,7 +86,11 @@ def felix_configuration(key: ResourceKey, value: Any) -> Output:
 def node(key: ResourceKey, value: Any) -> Output:
     """Tunnel addresses as HostConfigKeys (only those set), the Node itself (routes, host
     metadata, BGP peers) and, when any WireGuard field is set, the node's WireguardKey."""
-    res = decode(key, value, Node)
+    return node_output(key, decode(key, value, _model("Node")))
+
+
+def node_output(key: ResourceKey, res: Any) -> Output:
+    """``node``'s output from a read Node: the model, or ``leannode``'s view of it."""
     spec, name = res.spec, key.name
     cfg: dict[str, str] = {}
     if spec.bgp is not None and spec.bgp.ipv4_ipip_tunnel_addr:
@@ -107,7 +123,12 @@ def node_pod_cidr(key: ResourceKey, value: Any) -> Output:
     block holds only its CIDR and affinity ``host:<node>``, so Felix's route resolution
     (VXLAN, IPIP) treats each pod CIDR as that node's block. Unparsable CIDRs are skipped with
     a warning, as upstream; a CIDR that goes away is deleted by the syncer's diff."""
-    out = node(key, value)
+    return node_pod_cidr_output(key, decode(key, value, _model("Node")))
+
+
+def node_pod_cidr_output(key: ResourceKey, res: Any) -> Output:
+    """``node_pod_cidr``'s output from a read Node (the model or ``leannode``'s view)."""
+    out = node_output(key, res)
     status = out[key].status
     for text in (status.pod_cidrs if status else None) or []:
         try:

@@ -23,32 +23,26 @@ from pydantic import BaseModel
 from calico.api import validators
 from calico.api.felixconfig import FelixConfigurationSpec
 from calico.durations import parse_duration
+from calico.model.processors.paramnames import (
+    MILLISECOND_FIELDS,
+    NAME_EXCEPTIONS,
+    NOT_PARAMETERS,
+    go_float,
+    param_name,
+)
 
-NAME_EXCEPTIONS = {
-    "awsSrcDstCheck": "AWSSrcDstCheck",
-    "bpfConntrackMode": "BPFConntrackCleanupMode",
-    "bpfMapSizePerCpuConntrack": "BPFMapSizePerCPUConntrack",
-    "endpointReportingDelay": "EndpointReportingDelaySecs",
-    "externalNodesList": "ExternalNodesCIDRList",
-    "ipForwarding": "IPForwarding",
-    "ipipEnabled": "IpInIpEnabled",
-    "ipipMTU": "IpInIpMtu",
-    "iptablesLockProbeInterval": "IptablesLockProbeIntervalMillis",
-    "iptablesLockTimeout": "IptablesLockTimeoutSecs",
-    "iptablesPostWriteCheckInterval": "IptablesPostWriteCheckIntervalSecs",
-    "mtuIfacePattern": "MTUIfacePattern",
-    "netlinkTimeout": "NetlinkTimeoutSecs",
-    "nftablesMode": "NFTablesMode",
-    "reportingInterval": "ReportingIntervalSecs",
-    "reportingTTL": "ReportingTTLSecs",
-    "usageReportingInitialDelay": "UsageReportingInitialDelaySecs",
-    "usageReportingInterval": "UsageReportingIntervalSecs",
-    "wireguardKeepAlive": "WireguardPersistentKeepAlive",
-}
-_ACRONYM_PREFIXES = (("bpf", "BPF"), ("vxlan", "VXLAN"), ("xdp", "XDP"), ("nat", "NAT"))
-MILLISECOND_FIELDS = frozenset({"iptablesLockProbeInterval"})
-#: Fields that select which nodes a config applies to; not Felix parameters.
-NOT_PARAMETERS = frozenset({"nodeSelector"})
+__all__ = [
+    "DURATION_FIELDS",
+    "MILLISECOND_FIELDS",
+    "NAME_EXCEPTIONS",
+    "NOT_PARAMETERS",
+    "SPEC_FIELDS",
+    "go_float",
+    "param_name",
+    "render",
+    "spec_params",
+]
+
 #: Go field names of BPFConntrackTimeouts, by JSON name.
 _CT_TIMEOUT_NAMES = {
     "creationGracePeriod": "CreationGracePeriod",
@@ -60,17 +54,6 @@ _CT_TIMEOUT_NAMES = {
     "genericTimeout": "GenericTimeout",
     "icmpTimeout": "ICMPTimeout",
 }
-
-
-def param_name(json_name: str) -> str:
-    """The Felix parameter a FelixConfiguration JSON field sets."""
-    if json_name in NAME_EXCEPTIONS:
-        return NAME_EXCEPTIONS[json_name]
-    for low, up in _ACRONYM_PREFIXES:
-        rest = json_name[len(low) :]
-        if json_name.startswith(low) and rest[:1].isupper():
-            return up + rest
-    return json_name[:1].upper() + json_name[1:]
 
 
 def _is_duration(annotation: Any) -> bool:
@@ -91,13 +74,6 @@ DURATION_FIELDS = frozenset(
     for attr, info in FelixConfigurationSpec.model_fields.items()
     if _is_duration(info.annotation)
 )
-
-
-def go_float(value: float) -> str:
-    """A float64 the way Go's ``%v`` prints it (``90``, ``0.05``)."""
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    return repr(value)
 
 
 def _proto_ports(items: list[Any]) -> str:

@@ -9,15 +9,8 @@ itself; user ``pcns.``/``pcsa.`` labels on workloads are dropped for the same re
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calico.api.endpoints import (
-    GlobalNetworkSet,
-    HostEndpoint,
-    NetworkSet,
-    Profile,
-    WorkloadEndpoint,
-)
 from calico.model import values as v1
 from calico.model.keys import HostEndpointKey, NetworkSetKey, ProfileLabelsKey, ProfileRulesKey
 from calico.model.names import wep_key_from_v3
@@ -39,6 +32,18 @@ from calico.model.processors.lean_v1 import lean_wep_output
 from calico.model.processors.rules import rules_v1
 from calico.model.resources import ResourceKey
 from calico.model.values.builder import frozen_builder
+
+if TYPE_CHECKING:
+    from calico.api.endpoints import WorkloadEndpoint
+
+
+def _model(kind: str) -> Any:
+    """The v3 model class of ``kind``, imported on first use: the lean readers (``lean_v1``,
+    ``leanprofile``) build values with this module's functions without pydantic."""
+    from calico.api import endpoints
+
+    return getattr(endpoints, kind)
+
 
 _LABELS_MEMO_MAX = 16384
 _labels_memo: dict[tuple[Any, ...], dict[str, str]] = {}
@@ -109,7 +114,7 @@ def workload_endpoint_lean_reference(key: ResourceKey, value: Any) -> Output | N
 
 def decode_wep(key: ResourceKey, value: Any) -> WorkloadEndpoint:
     """The reference read: the stored value validated through the v3 model."""
-    return decode(key, value, WorkloadEndpoint)
+    return decode(key, value, _model("WorkloadEndpoint"))
 
 
 def workload_endpoint_v1(key: ResourceKey, res: WorkloadEndpoint | LeanWorkloadEndpoint) -> Output:
@@ -181,7 +186,7 @@ def lean_workload_endpoint_v1(key: ResourceKey, res: LeanWorkloadEndpoint) -> Ou
 
 def host_endpoint(key: ResourceKey, value: Any) -> Output:
     """model.HostEndpoint, filed under the node the endpoint belongs to."""
-    res = decode(key, value, HostEndpoint)
+    res = decode(key, value, _model("HostEndpoint"))
     spec = res.spec
     v4, v6 = split_by_version(spec.expected_ips or [], ip_str)
     endpoint = v1.HostEndpoint(
@@ -198,10 +203,16 @@ def host_endpoint(key: ResourceKey, value: Any) -> Output:
 def profile(key: ResourceKey, value: Any) -> Output:
     """Rules and labels as the v1 profile keys, plus the v3 Profile itself (Felix's
     ProfileDecoder reads namespace/service-account labels from it)."""
-    res = decode(key, value, Profile)
+    res = decode(key, value, _model("Profile"))
+    return profile_output(key, res, res.spec.ingress, res.spec.egress)
+
+
+def profile_output(key: ResourceKey, res: Any, ingress: Any, egress: Any) -> Output:
+    """``profile``'s output from a read Profile (the model, or ``leanprofile``'s view and
+    its rules read without the model)."""
     out: Output = {
         ProfileRulesKey(key.name): v1.ProfileRules(
-            inbound_rules=rules_v1(res.spec.ingress), outbound_rules=rules_v1(res.spec.egress)
+            inbound_rules=rules_v1(ingress), outbound_rules=rules_v1(egress)
         )
     }
     if res.spec.labels_to_apply:
@@ -213,7 +224,7 @@ def profile(key: ResourceKey, value: Any) -> Output:
 def network_set(key: ResourceKey, value: Any) -> Output:
     """Namespaced sets are named ``<ns>/<name>``, carry the namespace label and inherit the
     namespace's labels through its ``kns.<ns>`` profile."""
-    res = decode(key, value, NetworkSet)
+    res = decode(key, value, _model("NetworkSet"))
     labels = dict(res.metadata.labels or {})
     labels[NAMESPACE_LABEL] = key.namespace
     netset = v1.NetworkSet(
@@ -225,7 +236,7 @@ def network_set(key: ResourceKey, value: Any) -> Output:
 
 
 def global_network_set(key: ResourceKey, value: Any) -> Output:
-    res = decode(key, value, GlobalNetworkSet)
+    res = decode(key, value, _model("GlobalNetworkSet"))
     netset = v1.NetworkSet(
         nets=tuple(net_str(n) for n in res.spec.nets or ()),
         labels=dict(res.metadata.labels or {}),

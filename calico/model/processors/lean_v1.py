@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from calico.api import validators as v
-from calico.api.rules import parse_protocol, supports_ports
+from calico.api.ruleparse import parse_protocol, supports_ports
 from calico.model import values as v1
 from calico.model.names import wep_key_fast
 from calico.model.processors.common import Output, endpoint_ports, mac_str, wep_labels_v1

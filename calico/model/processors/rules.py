@@ -7,12 +7,14 @@ that need them (flow logs, ALP).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from calico.api.rules import EntityRule, Rule
 from calico.model import values as v1
 from calico.model.processors.common import net_str, protocol_v1
 from calico.model.processors.selectors import entity_selector, service_account_selector
+
+if TYPE_CHECKING:  # annotations only: lean readers pass views with the same attributes
+    from calico.api.rules import EntityRule, Rule
 
 
 def action_v1(action: str) -> str:
