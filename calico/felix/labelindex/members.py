@@ -117,6 +117,17 @@ def host_cidrs(addrs: Iterable[str]) -> tuple[str, ...]:
 
 
 def _host_cidr(addr: str) -> str:
+    if addr.endswith("/32") or addr.endswith("/128"):
+        # Already a host member (what the datastore holds for WEPs): answer the text itself
+        # when it is exactly what the general path below would write, with no formatting.
+        head = addr[: -3 if addr[-3] == "/" else -4]
+        if _canonical_host(head, addr[-3] == "/"):
+            return addr
+    return _host_cidr_general(addr)
+
+
+def _host_cidr_general(addr: str) -> str:
+    """:func:`_host_cidr` for any text (the reference its fast path is tested against)."""
     text = addr.strip().split("/", 1)[0]
     parsed = _pton(text)
     if parsed is not None:
@@ -124,6 +135,20 @@ def _host_cidr(addr: str) -> str:
         return f"{socket.inet_ntop(family, packed)}/{len(packed) * 8}"
     ip = ipaddress.ip_address(text)
     return f"{ip}/{ip.max_prefixlen}"
+
+
+def _canonical_host(text: str, v4: bool) -> bool:
+    """True if ``text`` is the IPv4 (``v4``) or IPv6 address exactly as :func:`_host_cidr`'s
+    general path would print it: ``inet_ntop`` gives it back unchanged (and, for IPv6, it is
+    not IPv4-mapped, which that path leaves to ``ipaddress``)."""
+    family = socket.AF_INET if v4 else socket.AF_INET6
+    if v4 == (":" in text):
+        return False
+    try:
+        packed = socket.inet_pton(family, text)
+    except (OSError, ValueError):  # ValueError: an embedded NUL; the general path decides
+        return False
+    return (v4 or any(packed[:10])) and socket.inet_ntop(family, packed) == text
 
 
 def _address_of(member: str) -> str:
