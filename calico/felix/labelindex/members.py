@@ -116,14 +116,21 @@ def host_cidrs(addrs: Iterable[str]) -> tuple[str, ...]:
     return tuple(_host_cidr(a) for a in addrs)
 
 
+def is_host_member(text: str) -> bool:
+    """True if ``text`` is an address written as its own host member (``10.0.0.5/32``,
+    ``fd00::1/128``: canonical, and for IPv6 not IPv4-mapped): what the datastore holds for
+    workload endpoints. Such a text is a valid net, normalises to itself and is its own
+    :func:`host_cidrs` member, so callers can skip parsing it."""
+    if text.endswith("/32"):
+        return _canonical_host(text[:-3], True)
+    if text.endswith("/128"):
+        return _canonical_host(text[:-4], False)
+    return False
+
+
 def _host_cidr(addr: str) -> str:
-    if addr.endswith("/32") or addr.endswith("/128"):
-        # Already a host member (what the datastore holds for WEPs): answer the text itself
-        # when it is exactly what the general path below would write, with no formatting.
-        head = addr[: -3 if addr[-3] == "/" else -4]
-        if _canonical_host(head, addr[-3] == "/"):
-            return addr
-    return _host_cidr_general(addr)
+    # Already a host member: the text itself, which is what the general path would write.
+    return addr if is_host_member(addr) else _host_cidr_general(addr)
 
 
 def _host_cidr_general(addr: str) -> str:

@@ -5,7 +5,8 @@
   callbacks in the same order, the same members, after every call;
 * ``nets_normalised=True`` with :func:`host_cidrs` members against normalising them again
   (and against the linear oracle, which always normalises);
-* ``_host_cidr``'s already-a-host-member check against its general path and ``ipaddress``.
+* ``_host_cidr``'s already-a-host-member check (:func:`is_host_member`) against its general
+  path and ``ipaddress``, and the validation filter's use of it against ``ipaddress``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labelindex_helpers import named_port_index_ops
 
+from calico.felix.calc import validation_filter as vf
 from calico.felix.labelindex import (
     LinearSelectorAndNamedPortIndex,
     NamedPort,
     SelectorAndNamedPortIndex,
+    check_net,
     host_cidrs,
+    is_host_member,
+    normalise_net,
     normalise_nets,
 )
 from calico.felix.labelindex.members import _host_cidr, _host_cidr_general
@@ -210,6 +215,26 @@ def test_host_cidr_fast_path_matches_general_path(text: str) -> None:
     if got is not ValueError:
         # what nets_normalised=True relies on: a host member normalises to itself
         assert normalise_nets([got]) == (got,)
+    if is_host_member(text):
+        # what the shortcuts rely on: valid, its own member and its own host member
+        check_net(text)
+        assert normalise_net(text) == (text,) and host_cidrs([text]) == (text,)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(host_inputs)
+def test_validation_filter_nets_with_host_members_same_as_ipaddress(text: str) -> None:
+    try:
+        ipaddress.ip_network(text, strict=False)
+        valid = True
+    except ValueError:
+        valid = False
+    try:
+        vf._nets([text], "nets")
+        accepted = True
+    except vf.Invalid:
+        accepted = False
+    assert accepted == valid
 
 
 @pytest.mark.parametrize(
@@ -225,7 +250,11 @@ def test_host_cidr_fast_path_matches_general_path(text: str) -> None:
         ("::ffff:1.2.3.4/128", "::ffff:102:304/128"),
         ("010.0.0.1/32", ValueError),
         ("/32", ValueError),
+        ("/128", ValueError),
+        ("10.0.0.1/32 ", "10.0.0.1/32"),
     ],
 )
 def test_host_cidr_boundaries(text: str, member: object) -> None:
     assert _outcome(_host_cidr, text) == member
+    # conservative: ``::1`` (its first 80 bits zero, like the IPv4-mapped) takes the long way
+    assert is_host_member(text) == (member == text and text != "::1/128")
