@@ -87,9 +87,11 @@ def _named_port(name: str, protocol: str, port: int) -> NamedPort:
 
 
 def endpoint_nets(value: IPSetMember) -> tuple[str, ...]:
-    """The addresses an endpoint or network set contributes to selector IP sets."""
+    """The addresses an endpoint or network set contributes to selector IP sets (an
+    endpoint's as :func:`host_cidrs` members, a network set's as given)."""
     if isinstance(value, v1.WorkloadEndpoint):
-        return host_cidrs([*value.ipv4_nets, *value.ipv6_nets])
+        v4, v6 = value.ipv4_nets, value.ipv6_nets
+        return host_cidrs([*v4, *v6] if v6 else v4)
     if isinstance(value, v1.HostEndpoint):
         return host_cidrs([*value.expected_ipv4_addrs, *value.expected_ipv6_addrs])
     return value.nets
@@ -106,7 +108,13 @@ class IPSetMemberFeed:
             self._index.delete_endpoint_or_set(key)
             return
         self._index.update_endpoint_or_set(
-            key, value.labels, endpoint_nets(value), named_ports(value), value.profile_ids
+            key,
+            value.labels,
+            endpoint_nets(value),
+            named_ports(value),
+            value.profile_ids,
+            # host_cidrs' output is members already; a network set's CIDRs are not
+            nets_normalised=not isinstance(value, v1.NetworkSet),
         )
 
     def on_profile_labels(self, key: ProfileLabelsKey, value: v1.ProfileLabels | None) -> None:

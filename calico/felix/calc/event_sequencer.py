@@ -166,8 +166,8 @@ class _IPSets:
             self.removed.add(set_id)
 
     def member_change(self, set_id: str, member: str, add: bool) -> None:
-        live_sent = set_id in self.sent and set_id not in self.removed
-        if set_id not in self.added and not live_sent:
+        fresh = set_id in self.added  # a snapshot's sets: the one lookup it needs here
+        if not fresh and (set_id not in self.sent or set_id in self.removed):
             raise _fail("member event for an unknown IP set", set_id=set_id, member=member)
         same, opposite = (
             (self.members_added, self.members_removed)
@@ -179,10 +179,14 @@ class _IPSets:
             opp.discard(member)  # cancels a pending change of the opposite sign
             if not opp:
                 del opposite[set_id]
-        elif set_id in self.added and not add:
+        elif fresh and not add:
             pass  # a fresh set's member list is complete: nothing to remove downstream
         else:
-            same.setdefault(set_id, set()).add(member)
+            members = same.get(set_id)  # not setdefault: no throwaway set per member
+            if members is None:
+                same[set_id] = {member}
+            else:
+                members.add(member)
 
     def take_added(self) -> list[IPSetUpdate]:
         out = []

@@ -32,8 +32,13 @@ class TypeFanout:
         self._status_handlers.append(handler)
 
     def on_update(self, key: Any, value: Any) -> bool:
-        """Deliver one update; returns True if some handler filtered it out."""
-        return any(handler(key, value) for handler in self._handlers.get(type(key), ()))
+        """Deliver one update; returns True if some handler filtered it out (the later
+        handlers then do not see it). A loop, not ``any()`` over a generator: every update
+        passes two fan-outs, most of them to a handler or two."""
+        for handler in self._handlers.get(type(key), ()):  # noqa: SIM110 (no generator)
+            if handler(key, value):
+                return True
+        return False
 
     def on_status(self, status: SyncStatus) -> None:
         for handler in self._status_handlers:

@@ -47,20 +47,26 @@ class StatsCollector:
         fanout.register_status_handler(self.on_status)
 
     def on_workload(self, key: WorkloadEndpointKey, value: Any) -> None:
+        weps = self._weps
+        count = len(weps)
         if value is None:
-            self._weps.discard(key)
+            weps.discard(key)
         else:
-            self._weps.add(key)
-        self._maybe_send()
+            weps.add(key)
+        if len(weps) != count:  # an update of a known endpoint changes no count
+            self._maybe_send()
 
     def on_resource(self, key: ResourceKey, value: Any) -> None:
         if key.kind != "Node":
             return
+        hosts = self._hosts
+        count = len(hosts)
         if value is None:
-            self._hosts.discard(key.name)
+            hosts.discard(key.name)
         else:
-            self._hosts.add(key.name)
-        self._maybe_send()
+            hosts.add(key.name)
+        if len(hosts) != count:
+            self._maybe_send()
 
     def on_status(self, status: SyncStatus) -> None:
         if status is SyncStatus.RESYNC_IN_PROGRESS and self._status is not status:

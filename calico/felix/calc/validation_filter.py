@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from calico.felix.calc.rule_convert import parse_port
-from calico.felix.labelindex import check_net, host_cidrs
+from calico.felix.labelindex import check_net, host_cidrs, is_host_member
 from calico.model import (
     HostEndpointKey,
     NetworkSetKey,
@@ -71,6 +71,8 @@ def _plain(text: object) -> bool:
 def _nets(value: Iterable[str], what: str) -> None:
     for net in value:
         try:
+            if type(net) is str and is_host_member(net):
+                continue  # an endpoint's usual a.b.c.d/32: valid, no need to parse it twice
             if _plain(net):
                 check_net(net)
             else:

@@ -16,6 +16,7 @@ from calico.felix.labelindex.members import (
     NamedPort,
     check_net,
     host_cidrs,
+    is_host_member,
     normalise_net,
     normalise_nets,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "SelectorIndex",
     "check_net",
     "host_cidrs",
+    "is_host_member",
     "normalise_net",
     "normalise_nets",
 ]

@@ -37,7 +37,7 @@ class _Endpoint:
         self.nets = nets
         self.ports = ports
         self.parents = parents
-        self.contrib: dict[str, list[str]] = {}  # set ID -> members this endpoint adds
+        self.contrib: dict[str, Sequence[str]] = {}  # set ID -> members this endpoint adds
 
 
 class LinearSelectorAndNamedPortIndex:
@@ -62,8 +62,13 @@ class LinearSelectorAndNamedPortIndex:
         nets: Sequence[str],
         named_ports: Sequence[NamedPort] = (),
         parent_ids: Sequence[str] = (),
+        *,
+        nets_normalised: bool = False,
     ) -> None:
-        """Called when an endpoint or network set is added or changed; idempotent."""
+        """Called when an endpoint or network set is added or changed; idempotent. The nets
+        are normalised whatever ``nets_normalised`` says (normalising a member is the identity),
+        so a caller that lies about them is caught by the differential tests."""
+        del nets_normalised
         old = self._eps.get(item_id)
         ep = _Endpoint(dict(labels), normalise_nets(nets), tuple(named_ports), tuple(parent_ids))
         if old is not None:
@@ -144,8 +149,8 @@ class LinearSelectorAndNamedPortIndex:
             labels = self._labels(item_id, ep)
             for set_id in set_ids:
                 ip_set = self._sets[set_id]
-                old = ep.contrib.pop(set_id, [])
-                new: list[str] = []
+                old = ep.contrib.pop(set_id, ())
+                new: Sequence[str] = ()
                 if not deleting and ip_set.selector.evaluate(labels):
                     new = ip_set.contribution(ep.nets, ep.ports)
                     ep.contrib[set_id] = new

@@ -116,7 +116,25 @@ def host_cidrs(addrs: Iterable[str]) -> tuple[str, ...]:
     return tuple(_host_cidr(a) for a in addrs)
 
 
+def is_host_member(text: str) -> bool:
+    """True if ``text`` is an address written as its own host member (``10.0.0.5/32``,
+    ``fd00::1/128``: canonical, and for IPv6 not IPv4-mapped): what the datastore holds for
+    workload endpoints. Such a text is a valid net, normalises to itself and is its own
+    :func:`host_cidrs` member, so callers can skip parsing it."""
+    if text.endswith("/32"):
+        return _canonical_host(text[:-3], True)
+    if text.endswith("/128"):
+        return _canonical_host(text[:-4], False)
+    return False
+
+
 def _host_cidr(addr: str) -> str:
+    # Already a host member: the text itself, which is what the general path would write.
+    return addr if is_host_member(addr) else _host_cidr_general(addr)
+
+
+def _host_cidr_general(addr: str) -> str:
+    """:func:`_host_cidr` for any text (the reference its fast path is tested against)."""
     text = addr.strip().split("/", 1)[0]
     parsed = _pton(text)
     if parsed is not None:
@@ -124,6 +142,20 @@ def _host_cidr(addr: str) -> str:
         return f"{socket.inet_ntop(family, packed)}/{len(packed) * 8}"
     ip = ipaddress.ip_address(text)
     return f"{ip}/{ip.max_prefixlen}"
+
+
+def _canonical_host(text: str, v4: bool) -> bool:
+    """True if ``text`` is the IPv4 (``v4``) or IPv6 address exactly as :func:`_host_cidr`'s
+    general path would print it: ``inet_ntop`` gives it back unchanged (and, for IPv6, it is
+    not IPv4-mapped, which that path leaves to ``ipaddress``)."""
+    family = socket.AF_INET if v4 else socket.AF_INET6
+    if v4 == (":" in text):
+        return False
+    try:
+        packed = socket.inet_pton(family, text)
+    except (OSError, ValueError):  # ValueError: an embedded NUL; the general path decides
+        return False
+    return (v4 or any(packed[:10])) and socket.inet_ntop(family, packed) == text
 
 
 def _address_of(member: str) -> str:

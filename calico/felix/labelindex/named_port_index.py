@@ -58,10 +58,11 @@ class IPSetDef:
             other.port_name,
         )
 
-    def contribution(self, nets: tuple[str, ...], ports: tuple[NamedPort, ...]) -> list[str]:
-        """The members one endpoint with ``nets``/``ports`` adds when it matches this set."""
+    def contribution(self, nets: tuple[str, ...], ports: tuple[NamedPort, ...]) -> Sequence[str]:
+        """The members one endpoint with ``nets``/``ports`` adds when it matches this set
+        (a plain set's are the endpoint's own tuple: callers only read it)."""
         if self.port_name is None:
-            return list(nets)
+            return nets
         assert self.protocol is not None
         return port_members(nets, ports, self.port_name, self.protocol)
 
@@ -78,6 +79,11 @@ def make_ip_set(
 
 class SelectorAndNamedPortIndex:
     """Optimised IP set membership index (see module docstring)."""
+
+    #: A new item's members are counted directly (no delta against a previous contribution);
+    #: ``False`` sends it through the general path, the reference the fast path is tested
+    #: against (tests only).
+    new_item_fast_path = True
 
     def __init__(
         self,
@@ -104,11 +110,59 @@ class SelectorAndNamedPortIndex:
         nets: Sequence[str],
         named_ports: Sequence[NamedPort] = (),
         parent_ids: Sequence[str] = (),
+        *,
+        nets_normalised: bool = False,
     ) -> None:
         """Called when an endpoint or network set is added or changed; idempotent. ``nets`` are
-        CIDRs or bare IPs (normalised here; a ``/0`` becomes two ``/1`` halves)."""
-        data = (normalise_nets(nets), tuple(named_ports))
-        old = self._eps.get(item_id)
+        CIDRs or bare IPs (normalised here; a ``/0`` becomes two ``/1`` halves), or, with
+        ``nets_normalised``, members already (e.g. :func:`host_cidrs`' output), taken as given."""
+        data = (tuple(nets) if nets_normalised else normalise_nets(nets), tuple(named_ports))
+        old = self._eps.setdefault(item_id, data)  # one hash of the key for a new item
+        if old is data:
+            if self.new_item_fast_path:
+                return self._add_new_item(item_id, labels, data, parent_ids)
+            old = None
+        self._update_item(item_id, labels, data, old, parent_ids)
+
+    def _add_new_item(
+        self,
+        item_id: Hashable,
+        labels: Mapping[str, str],
+        data: EndpointData,
+        parent_ids: Sequence[str],
+    ) -> None:
+        """:meth:`_update_item` for an item seen for the first time (already in ``_eps``): it
+        has no previous contribution to take back, so its members' counts go straight up, in
+        the order the general path's delta would apply them (sets as ``selectors_matching``
+        iterates them, members in contribution order; a repeated member is added once)."""
+        matcher = self._matcher
+        matcher.update_labels(item_id, labels, parent_ids)
+        if not self._started:
+            return  # matches nothing: no members
+        self._started.clear()
+        sets = self._sets
+        added = self.on_member_added
+        nets, ports = data
+        for set_id in matcher.selectors_matching(item_id):
+            ip_set = sets[set_id]
+            refs = ip_set.refs
+            members = nets if ip_set.port_name is None else ip_set.contribution(nets, ports)
+            for member in members:
+                count = refs.get(member, 0)
+                refs[member] = count + 1
+                if not count:
+                    added(set_id, member)
+
+    def _update_item(
+        self,
+        item_id: Hashable,
+        labels: Mapping[str, str],
+        data: EndpointData,
+        old: EndpointData | None,
+        parent_ids: Sequence[str],
+    ) -> None:
+        """The general path: the net change between ``old``'s contribution (``None``: none)
+        and ``data``'s, as one reference-count delta."""
         before = _NO_SETS if old is None else self._matcher.selectors_matching(item_id)
         self._eps[item_id] = data
         self._matcher.update_labels(item_id, labels, parent_ids)

@@ -89,12 +89,11 @@ class SelectorIndex:
         self, item_id: Hashable, labels: Mapping[str, str], parent_ids: Sequence[str] = ()
     ) -> None:
         """Called when an item is added or its labels/parents change; idempotent."""
-        handle = self._handles.get(item_id)
-        if handle is None:
-            handle = self._next_handle
-            self._next_handle = handle + 1
-            self._handles[item_id] = handle
-            self._ids[handle] = item_id
+        fresh = self._next_handle
+        handle = self._handles.setdefault(item_id, fresh)  # one hash of the key, new or not
+        if handle == fresh:
+            self._next_handle = fresh + 1
+            self._ids[fresh] = item_id
         elif self._store.is_unchanged(handle, labels, parent_ids):
             return
         old, new = self._store.put_item(handle, labels, parent_ids)
@@ -195,8 +194,17 @@ class SelectorIndex:
             self._start(sel_id, handle)
 
     def _start(self, sel_id: Hashable, handle: int) -> None:
-        self._items_by_sel.setdefault(sel_id, set()).add(handle)
-        self._sels_by_item.setdefault(handle, set()).add(sel_id)
+        # get-or-insert without setdefault's throwaway set on every call after the first
+        items = self._items_by_sel.get(sel_id)
+        if items is None:
+            self._items_by_sel[sel_id] = {handle}
+        else:
+            items.add(handle)
+        sels = self._sels_by_item.get(handle)
+        if sels is None:
+            self._sels_by_item[handle] = {sel_id}
+        else:
+            sels.add(sel_id)
         self.on_match_started(sel_id, self._ids[handle])
 
     def _stop(self, sel_id: Hashable, handle: int) -> None:

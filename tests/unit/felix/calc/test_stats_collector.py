@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from calico.felix.calc.fanout import TypeFanout
@@ -81,3 +83,36 @@ def test_gauges_follow_the_collector() -> None:
     assert registry.get_sample_value("felix_cluster_num_hosts") == 1
     assert registry.get_sample_value("felix_cluster_num_workload_endpoints") == 2
     assert metrics.resyncs_started.value() == 1
+
+
+_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["wep", "node", "profile"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.booleans(),  # present (an update) or deleted
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_sends_exactly_when_a_count_changes(ops: list[tuple[str, str, bool]]) -> None:
+    """Against a reference that recounts after every update and sends on any difference (what
+    the collector did before it skipped the compare for updates that change no count)."""
+    fanout, sink = setup()
+    hosts: set[str] = set()
+    weps: set[str] = set()
+    expected: list[ClusterStats] = []
+    last = ClusterStats()
+    for kind, name, present in ops:
+        key: Any = wep("n1", name) if kind == "wep" else ResourceKey(kind.title(), name)
+        fanout.on_update(key, object() if present else None)
+        target = {"wep": weps, "node": hosts}.get(kind)
+        if target is not None:
+            (target.add if present else target.discard)(name)
+        stats = ClusterStats(len(hosts), len(weps))
+        if stats != last:
+            expected.append(stats)
+            last = stats
+    assert sink.calls == expected
