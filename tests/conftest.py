@@ -61,36 +61,9 @@ def _restore_root_logging() -> Iterator[None]:
     root.handlers[:] = handlers
 
 
-# --- Parallel runs (pytest-xdist) --------------------------------------------------------------
-# The kernel tiers share host state (nft tables, netns names, runit dirs, ports), so they must run
-# one test at a time, in order; tests/unit is pure Python and safe to spread. With
-# ``-n N --dist loadscope`` (what ``make test`` runs) every kernel-tier test is one work unit, so
-# a single worker runs them serially while the others take unit modules (a module is a unit, so
-# module fixtures are built once). Marks (``--dist loadgroup``) are not used: they depend on
-# xdist's nodeid rewriting seeing them, which a conftest hook cannot guarantee.
-KERNEL_TIERS = ("tests/integration/", "tests/e2e/")
-KERNEL_SCOPE = "kernel-tiers"
-
-
-def work_unit_of(nodeid: str) -> str:
-    """The xdist work unit of a test: all kernel-tier tests share one; a unit test's module."""
-    if nodeid.startswith(KERNEL_TIERS):
-        return KERNEL_SCOPE
-    return nodeid.split("::", 1)[0]
-
-
+# ``make test`` runs two xdist workers; see xdist_scheduling for why the kernel tiers stay serial.
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """Use the kernel-serial scheduler for ``--dist loadscope``; leave other modes to xdist."""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist_scheduling import make_scheduler
 
-    class KernelSerialScheduling(LoadScopeScheduling):
-        """loadscope, with the kernel tiers as one scope (xdist orders scopes by size, so the
-        kernel scope, by far the largest, is handed out first)."""
-
-        def _split_scope(self, nodeid: str) -> str:
-            return work_unit_of(nodeid)
-
-    return KernelSerialScheduling(config, log)
+    return make_scheduler(config, log)
