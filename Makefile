@@ -33,8 +33,11 @@ cluster: setup
 cluster-down:
 	$(VENV)/bin/calico node cluster down
 
+# Two pytest-xdist workers: one runs the kernel tiers (tests/integration, tests/e2e) serially, in
+# order; the other takes tests/unit module by module (tests/conftest.py's loadscope scheduler).
+# PYTEST_ARGS=-n0 runs everything in one process, as before.
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadscope tests $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)

@@ -59,3 +59,11 @@ def _restore_root_logging() -> Iterator[None]:
     yield
     root.setLevel(level)
     root.handlers[:] = handlers
+
+
+# ``make test`` runs two xdist workers; see xdist_scheduling for why the kernel tiers stay serial.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    from xdist_scheduling import make_scheduler
+
+    return make_scheduler(config, log)
