@@ -115,7 +115,8 @@ class SelectorAndNamedPortIndex:
     ) -> None:
         """Called when an endpoint or network set is added or changed; idempotent. ``nets`` are
         CIDRs or bare IPs (normalised here; a ``/0`` becomes two ``/1`` halves), or, with
-        ``nets_normalised``, members already (e.g. :func:`host_cidrs`' output), taken as given."""
+        ``nets_normalised``, members already (e.g. the output of
+        :func:`calico.felix.labelindex.members.host_cidrs`), taken as given."""
         data = (tuple(nets) if nets_normalised else normalise_nets(nets), tuple(named_ports))
         old = self._eps.setdefault(item_id, data)  # one hash of the key for a new item
         if old is data:

@@ -79,7 +79,8 @@ def test_reconnect_delivers_queued_flows_and_resends_to_a_restarted_goldmane(
         first = start_goldmane({"PORT": str(port)})
         assert first.port == port
         wait_for(lambda: listed_ports(port), {8080: 1})
-        assert client.sent == 1  # one receipt per update
+        # Goldmane lists the flow before the client has read its receipt: wait for that too.
+        wait_for(lambda: client.sent, 1)  # one receipt per update
         client.push(flow(9090))
         wait_for(lambda: listed_ports(port), {8080: 1, 9090: 1})
         # A new Goldmane on the same address: the client reconnects and replays its cache.
