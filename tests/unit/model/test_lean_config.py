@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from startup_load import load_counting
 
-from calico.datastore.backend import KVPair, ListResult
-from calico.datastore.errors import ResourceDoesNotExistError
-from calico.felix.startup_config import load_datastore_config
 from calico.model import ResourceKey
 from calico.model import processors as p
 from calico.model.processors.leanconfig import lean_cluster_information
@@ -104,33 +102,8 @@ def test_lean_cluster_information_equals_the_processor(case: tuple[ResourceKey, 
         assert [repr(v) for v in got.values()] == [repr(v) for v in expected[1].values()]
 
 
-class _Backend:
-    """The two calls the start-up config load makes."""
-
-    def __init__(self, docs: dict[str, str]) -> None:
-        self.docs = docs
-
-    def list(self, prefix: str) -> ListResult:
-        kvs = [KVPair(k, v, 1) for k, v in self.docs.items() if k.startswith(prefix)]
-        return ListResult(kvs, 1)
-
-    def get(self, path: str) -> KVPair:
-        raise ResourceDoesNotExistError(path)
-
-
 def _load(doc: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[str]]:
-    from calico.model.processors import config
-
-    calls: list[str] = []
-    real = config.cluster_information
-
-    def counting(key: ResourceKey, value: Any) -> Any:
-        calls.append(key.name)
-        return real(key, value)
-
-    monkeypatch.setattr(p, "cluster_information", counting)
-    backend = _Backend({KEY.default_path(): json.dumps(doc)})
-    return load_datastore_config(backend, "h1"), calls  # type: ignore[arg-type]
+    return load_counting(KEY, doc, "cluster_information", monkeypatch)
 
 
 def test_startup_config_reads_a_plain_cluster_information_lean(

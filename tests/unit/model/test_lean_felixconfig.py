@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from startup_load import load_counting
 
-from calico.datastore.backend import KVPair, ListResult
-from calico.datastore.errors import ResourceDoesNotExistError
-from calico.felix.startup_config import load_datastore_config
 from calico.model import ResourceKey
 from calico.model import processors as p
 from calico.model.processors.leanfelixconfig import _FIELDS, lean_felix_configuration
@@ -186,33 +184,8 @@ def test_felix_syncer_type_uses_the_lean_read() -> None:
     assert rtype.processor is p.felix_configuration
 
 
-class _Backend:
-    """The two calls the start-up config load makes."""
-
-    def __init__(self, docs: dict[str, str]) -> None:
-        self.docs = docs
-
-    def list(self, prefix: str) -> ListResult:
-        kvs = [KVPair(k, v, 1) for k, v in self.docs.items() if k.startswith(prefix)]
-        return ListResult(kvs, 1)
-
-    def get(self, path: str) -> KVPair:
-        raise ResourceDoesNotExistError(path)
-
-
 def _load(doc: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[str]]:
-    from calico.model.processors import config
-
-    calls: list[str] = []
-    real = config.felix_configuration
-
-    def counting(key: ResourceKey, value: Any) -> Any:
-        calls.append(key.name)
-        return real(key, value)
-
-    monkeypatch.setattr(p, "felix_configuration", counting)
-    backend = _Backend({KEY.default_path(): json.dumps(doc)})
-    return load_datastore_config(backend, "h1"), calls  # type: ignore[arg-type]
+    return load_counting(KEY, doc, "felix_configuration", monkeypatch)
 
 
 def test_startup_config_reads_calico_nodes_default_lean(monkeypatch: pytest.MonkeyPatch) -> None:
