@@ -60,6 +60,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import felix_shapes  # noqa: E402  (benchmarks/felix_shapes.py)
 from harness import emit  # noqa: E402  (benchmarks/harness.py)
 
 
@@ -210,37 +211,11 @@ def connect_times(ns: str, dst: str, n: int = 50) -> list[float]:
 
 
 def real_cluster_config() -> list[dict[str, Any]]:
-    """calico-node's first-start documents: the FelixConfiguration ``default`` and this
-    host's Node (its uplink address; an IPIP tunnel address that no pool's encapsulation
-    uses), as ``bench_felix_startup_read.py`` stores them."""
-    node_ip = f"{fh.HOST_UPLINK_IP}/24"
-    return [
-        {
-            "kind": "FelixConfiguration",
-            "metadata": {"name": "default"},
-            "spec": {
-                "bpfLogLevel": "",
-                "floatingIPs": "Disabled",
-                "logSeverityScreen": "Info",
-                "reportingInterval": "0s",
-            },
-        },
-        {
-            "kind": "Node",
-            "metadata": {
-                "name": fh.HOSTNAME,
-                "labels": {"kubernetes.io/hostname": fh.HOSTNAME, "kubernetes.io/os": "linux"},
-            },
-            "spec": {
-                "bgp": {"ipv4Address": node_ip},
-                "addresses": [
-                    {"address": node_ip, "type": "CalicoNodeIP"},
-                    {"address": fh.HOST_UPLINK_IP, "type": "InternalIP"},
-                ],
-                "orchRefs": [{"nodeName": fh.HOSTNAME, "orchestrator": "k8s"}],
-            },
-        },
-    ]
+    """calico-node's first-start documents for this host (its uplink address), as
+    ``bench_felix_startup_read.py`` stores them."""
+    return felix_shapes.real_cluster_config(
+        fh.HOSTNAME, f"{fh.HOST_UPLINK_IP}/24", fh.HOST_UPLINK_IP
+    )
 
 
 def pydantic_loaded(pid: int) -> bool:
@@ -326,50 +301,11 @@ def bulk_workloads(host: str, prefix: str, n: int, labels_of: Any) -> Iterator[l
 
 
 def standing_policies(n: int) -> list[dict[str, Any]]:
-    """One policy letting clients reach the server, plus ``n - 1`` ingress policies over ten
-    label groups (each new workload is selected by ~1/10 of them)."""
-    docs = [
-        {
-            "kind": "NetworkPolicy",
-            "metadata": {"name": "server-from-clients", "namespace": NAMESPACE},
-            "spec": {
-                "selector": "app == 'server'",
-                "types": ["Ingress"],
-                "ingress": [
-                    {
-                        "action": "Allow",
-                        "protocol": "TCP",
-                        "source": {"selector": "role == 'client'"},
-                        "destination": {"ports": [PORT]},
-                    }
-                ],
-            },
-        }
-    ]
-    for i in range(n - 1):
-        docs.append(
-            {
-                "kind": "NetworkPolicy",
-                "metadata": {"name": f"noise-{i}", "namespace": NAMESPACE},
-                "spec": {
-                    "selector": f"group == 'g{i % 10}'",
-                    "types": ["Ingress"],
-                    "ingress": [
-                        {
-                            "action": "Allow",
-                            "protocol": "TCP",
-                            "source": {"selector": f"role == 'r{i % 7}'"},
-                            "destination": {"ports": [9000 + i]},
-                        }
-                    ],
-                },
-            }
-        )
-    return docs
+    """The server's policy (clients to ``PORT``) and ``n - 1`` noise policies."""
+    return felix_shapes.standing_policies(n, PORT, NAMESPACE)
 
 
-def client_labels(i: int) -> dict[str, str]:
-    return {"role": "client", "group": f"g{i % 10}"}
+client_labels = felix_shapes.client_labels
 
 
 N_LARGE_POLICIES = 1000

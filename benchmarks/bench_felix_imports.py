@@ -13,7 +13,6 @@ One JSON line per child, then min / median / max per tree and a same-run ratio.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,9 @@ from typing import Any
 
 BENCH = "felix_imports"
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import alternate_trees, run_tree_child  # noqa: E402  (benchmarks/harness.py)
 
 #: What a real ``calico component felix`` start (nftables mode, metrics off) imports before its
 #: first apply, at the top of its import tree (``PYTHONPROFILEIMPORTTIME=1`` of a real start);
@@ -84,20 +86,7 @@ print(json.dumps({"cpu_s": cpu, "modules": len(sys.modules), "models": count(Bas
 
 
 def child(tree: str | None, cwd: str) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as an installed package: caches may be written
-    env["PYTHONPATH"] = tree or str(ROOT)
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, ",".join(MODULES)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-    )
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
+    return run_tree_child(CHILD, [",".join(MODULES)], tree or str(ROOT), cwd)
 
 
 def main() -> int:
@@ -109,19 +98,16 @@ def main() -> int:
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 9
     subprocess.run([sys.executable, "-m", "compileall", "-q", old + "/calico"], check=True)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "calico")], check=True)
-    trees = {"old": old, "new": None}
-    cpu: dict[str, list[float]] = {name: [] for name in trees}
-    last: dict[str, dict[str, Any]] = {}
+    trees = {"old": old, "new": str(ROOT)}
     with tempfile.TemporaryDirectory(prefix="bench-felix-imports-") as cwd:
-        for tree in trees.values():  # warm-up: page cache, code cache of both trees
-            child(tree, cwd)
-        for rnd in range(rounds):
-            order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
-            for name, tree in order:
-                got = child(tree, cwd)
-                cpu[name].append(got["cpu_s"])
-                last[name] = got
-                print(json.dumps({"round": rnd, "tree": name, **got}), flush=True)
+        cpu, last = alternate_trees(
+            trees,
+            rounds,
+            lambda tree: child(tree, cwd),
+            lambda rnd, name, got: print(
+                json.dumps({"round": rnd, "tree": name, **got}), flush=True
+            ),
+        )
     new, base = statistics.median(cpu["new"]), statistics.median(cpu["old"])
     print(
         json.dumps(

@@ -25,41 +25,23 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from felix_shapes import (  # noqa: E402  (benchmarks/felix_shapes.py)
+    NAMESPACE,
+    client_labels,
+    noise_policies,
+    real_cluster_config,
+)
+from harness import alternate_trees, run_tree_child  # noqa: E402  (benchmarks/harness.py)
+
 BENCH = "felix_startup_read"
 HOSTNAME = "fxnode"
-NAMESPACE = "bench"
-
-#: What calico-node writes at its first start (the default FelixConfiguration and its Node).
-FELIX_CONFIGURATION = {
-    "kind": "FelixConfiguration",
-    "metadata": {"name": "default"},
-    "spec": {
-        "bpfLogLevel": "",
-        "floatingIPs": "Disabled",
-        "logSeverityScreen": "Info",
-        "reportingInterval": "0s",
-        "healthPort": 9099,
-    },
-}
-NODE = {
-    "kind": "Node",
-    "metadata": {
-        "name": HOSTNAME,
-        "labels": {"kubernetes.io/hostname": HOSTNAME, "kubernetes.io/os": "linux"},
-    },
-    "spec": {
-        "bgp": {"ipv4Address": "10.64.0.1/24", "ipv4IPIPTunnelAddr": "10.65.0.1"},
-        "addresses": [
-            {"address": "10.64.0.1/24", "type": "CalicoNodeIP"},
-            {"address": "10.64.0.1", "type": "InternalIP"},
-        ],
-        "orchRefs": [{"nodeName": HOSTNAME, "orchestrator": "k8s"}],
-    },
-}
 
 
 def documents() -> list[dict[str, Any]]:
-    """The bench's cold-start datastore, as ``bench_felix.py`` writes it, plus the two."""
+    """The bench's cold-start datastore, as ``bench_felix.py`` writes it (the noise policies
+    alone), plus calico-node's two first-start documents."""
     docs: list[dict[str, Any]] = [
         {"kind": "IPPool", "metadata": {"name": "p"}, "spec": {"cidr": "10.65.0.0/16"}},
         {
@@ -71,28 +53,15 @@ def documents() -> list[dict[str, Any]]:
                 "labelsToApply": {"projectcalico.org/name": NAMESPACE},
             },
         },
-        FELIX_CONFIGURATION,
-        NODE,
+        *real_cluster_config(
+            HOSTNAME,
+            "10.64.0.1/24",
+            "10.64.0.1",
+            ipip_tunnel_addr="10.65.0.1",
+            extra_felix_spec={"healthPort": 9099},
+        ),
+        *noise_policies(100),
     ]
-    for i in range(100):
-        docs.append(
-            {
-                "kind": "NetworkPolicy",
-                "metadata": {"name": f"noise-{i}", "namespace": NAMESPACE},
-                "spec": {
-                    "selector": f"group == 'g{i % 10}'",
-                    "types": ["Ingress"],
-                    "ingress": [
-                        {
-                            "action": "Allow",
-                            "protocol": "TCP",
-                            "source": {"selector": f"role == 'r{i % 7}'"},
-                            "destination": {"ports": [9000 + i]},
-                        }
-                    ],
-                },
-            }
-        )
     for i in range(100):
         pod = f"c{i}"
         docs.append(
@@ -102,8 +71,7 @@ def documents() -> list[dict[str, Any]]:
                     "name": f"{HOSTNAME}-k8s-{pod}-eth0",
                     "namespace": NAMESPACE,
                     "labels": {
-                        "role": "client",
-                        "group": f"g{i % 10}",
+                        **client_labels(i),
                         "projectcalico.org/namespace": NAMESPACE,
                         "projectcalico.org/orchestrator": "k8s",
                     },
@@ -210,19 +178,12 @@ def start_modules() -> tuple[str, ...]:
 
 def read(db: str, tree: str | None, cwd: str) -> dict[str, Any]:
     """One fresh process's start-up read of ``db`` with ``tree`` on its path."""
-    env = dict(os.environ, PYTHONPATH=tree or str(ROOT))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, db, ",".join(start_modules()), HOSTNAME],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-    )
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
+    return run_tree_child(CHILD, [db, ",".join(start_modules()), HOSTNAME], tree or str(ROOT), cwd)
+
+
+def show(rnd: int, name: str, got: dict[str, Any]) -> None:
+    line = {k: got[k] for k in ("cpu_s", "kinds", "pydantic", "api_modules")}
+    print(json.dumps({"round": rnd, "tree": name, **line}), flush=True)
 
 
 def main() -> int:
@@ -232,22 +193,11 @@ def main() -> int:
         return 2
     old = str(Path(args[0]).resolve())
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 8
-    trees = {"old": old, "new": None}
-    cpu: dict[str, list[float]] = {name: [] for name in trees}
-    last: dict[str, dict[str, Any]] = {}
+    trees = {"old": old, "new": str(ROOT)}
     with tempfile.TemporaryDirectory(prefix="bench-felix-read-") as cwd:
         db = str(Path(cwd) / "calico.db")
         write_datastore(db)
-        for tree in trees.values():  # warm-up: page cache, code cache of both trees
-            read(db, tree, cwd)
-        for rnd in range(rounds):
-            order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
-            for name, tree in order:
-                got = read(db, tree, cwd)
-                cpu[name].append(got["cpu_s"])
-                last[name] = got
-                line = {k: got[k] for k in ("cpu_s", "kinds", "pydantic", "api_modules")}
-                print(json.dumps({"round": rnd, "tree": name, **line}), flush=True)
+        cpu, last = alternate_trees(trees, rounds, lambda tree: read(db, tree, cwd), show)
     same = all(last["old"][k] == last["new"][k] for k in ("global_config", "host_config"))
     new, base = statistics.median(cpu["new"]), statistics.median(cpu["old"])
     print(

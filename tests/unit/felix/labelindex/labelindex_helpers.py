@@ -8,6 +8,14 @@ from collections.abc import Hashable
 
 from hypothesis import strategies as st
 
+from calico.felix.labelindex import (
+    LinearSelectorAndNamedPortIndex,
+    NamedPort,
+    SelectorAndNamedPortIndex,
+    host_cidrs,
+)
+from calico.selector import parse
+
 LABELS = ["a", "b", "c"]
 VALUES = ["x", "y", ""]
 PARENTS = ["p0", "p1", "p2"]
@@ -153,3 +161,34 @@ named_port_index_ops = st.lists(
     min_size=5,
     max_size=40,
 )
+
+
+def apply_ip_set_op(
+    index: SelectorAndNamedPortIndex | LinearSelectorAndNamedPortIndex,
+    op: tuple,
+    *,
+    as_host_members: bool = False,
+) -> None:
+    """Run one op of :func:`named_port_index_ops` on ``index``. ``as_host_members``: an
+    endpoint's nets go in as :func:`host_cidrs` output with ``nets_normalised=True``."""
+    kind, *args = op
+    if kind == "set":
+        set_id, text, protocol, port_name = args
+        index.update_ip_set(set_id, parse(text), protocol, port_name)
+    elif kind == "delset":
+        index.delete_ip_set(args[0])
+    elif kind == "ep":
+        item_id, labels, nets, ports, parent_ids = args
+        named = [NamedPort(*p) for p in ports]
+        if as_host_members:
+            index.update_endpoint_or_set(
+                item_id, labels, host_cidrs(nets), named, parent_ids, nets_normalised=True
+            )
+        else:
+            index.update_endpoint_or_set(item_id, labels, nets, named, parent_ids)
+    elif kind == "delep":
+        index.delete_endpoint_or_set(args[0])
+    elif kind == "parent":
+        index.update_parent_labels(args[0], args[1])
+    else:
+        index.delete_parent_labels(args[0])

@@ -12,7 +12,12 @@ from collections import Counter
 from collections.abc import Hashable
 
 from hypothesis import HealthCheck, given, settings
-from labelindex_helpers import Recorder, named_port_index_ops, selector_index_ops
+from labelindex_helpers import (
+    Recorder,
+    apply_ip_set_op,
+    named_port_index_ops,
+    selector_index_ops,
+)
 
 from calico.felix.labelindex import (
     LinearSelectorAndNamedPortIndex,
@@ -111,28 +116,6 @@ def test_selector_index_matches_linear_oracle(ops: list[tuple]) -> None:
         assert fast.items_matching(sel_id) == slow.items_matching(sel_id)
 
 
-def _apply_ip_set_op(
-    index: SelectorAndNamedPortIndex | LinearSelectorAndNamedPortIndex, op: tuple
-) -> None:
-    kind, *args = op
-    if kind == "set":
-        set_id, text, protocol, port_name = args
-        index.update_ip_set(set_id, parse(text), protocol, port_name)
-    elif kind == "delset":
-        index.delete_ip_set(args[0])
-    elif kind == "ep":
-        item_id, labels, nets, ports, parent_ids = args
-        index.update_endpoint_or_set(
-            item_id, labels, nets, [NamedPort(*p) for p in ports], parent_ids
-        )
-    elif kind == "delep":
-        index.delete_endpoint_or_set(args[0])
-    elif kind == "parent":
-        index.update_parent_labels(args[0], args[1])
-    else:
-        index.delete_parent_labels(args[0])
-
-
 def check_member_stream(
     model: dict[str, set[str]], op: tuple, events: Counter[tuple[str, Hashable, Hashable]]
 ) -> None:
@@ -194,8 +177,8 @@ def test_named_port_index_matches_linear_oracle(ops: list[tuple]) -> None:
     slow = LinearSelectorAndNamedPortIndex(slow_rec.started, slow_rec.stopped)
     model: dict[str, set[str]] = {}
     for op in ops:
-        _apply_ip_set_op(fast, op)
-        _apply_ip_set_op(slow, op)
+        apply_ip_set_op(fast, op)
+        apply_ip_set_op(slow, op)
         fast_events, slow_events = fast_rec.take(), slow_rec.take()
         assert fast_events == slow_events, op
         check_member_stream(model, op, fast_events)
@@ -218,7 +201,7 @@ def test_callbacks_never_remove_a_member_that_was_not_added(ops: list[tuple]) ->
         index = cls(rec.started, rec.stopped)
         model: dict[str, set[str]] = {}
         for op in ops:
-            _apply_ip_set_op(index, op)
+            apply_ip_set_op(index, op)
             check_member_stream(model, op, rec.take())
         for set_id in index.ip_set_ids():
             assert index.members(set_id) == model.get(set_id, set())

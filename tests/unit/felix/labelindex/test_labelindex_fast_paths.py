@@ -17,7 +17,7 @@ from collections.abc import Hashable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from labelindex_helpers import named_port_index_ops
+from labelindex_helpers import apply_ip_set_op, named_port_index_ops
 
 from calico.felix.calc import validation_filter as vf
 from calico.felix.labelindex import (
@@ -66,28 +66,8 @@ def apply(index: AnyIndex, op: tuple, *, as_host_members: bool = False) -> objec
     """Run one generated op; returns the error type it raised (or None), so that the paths
     can be compared on failures too. ``as_host_members``: endpoints' nets go in as
     :func:`host_cidrs` output with ``nets_normalised=True``."""
-    kind, *args = op
     try:
-        if kind == "set":
-            set_id, text, protocol, port_name = args
-            index.update_ip_set(set_id, parse(text), protocol, port_name)
-        elif kind == "delset":
-            index.delete_ip_set(args[0])
-        elif kind == "ep":
-            item_id, labels, nets, ports, parent_ids = args
-            named = [NamedPort(*p) for p in ports]
-            if as_host_members:
-                index.update_endpoint_or_set(
-                    item_id, labels, host_cidrs(nets), named, parent_ids, nets_normalised=True
-                )
-            else:
-                index.update_endpoint_or_set(item_id, labels, nets, named, parent_ids)
-        elif kind == "delep":
-            index.delete_endpoint_or_set(args[0])
-        elif kind == "parent":
-            index.update_parent_labels(args[0], args[1])
-        else:
-            index.delete_parent_labels(args[0])
+        apply_ip_set_op(index, op, as_host_members=as_host_members)
     except Exception as exc:  # compared, not swallowed: both sides must raise alike
         return type(exc)
     return None
