@@ -773,8 +773,7 @@ def stage_breakdown(
         to_dp = calc and after("to_dataplane", calc[0])
         apply = to_dp and after("dp_apply", to_dp[0])
         nft = apply and after("nft_apply", apply[0])
-        # The apply's route apply: after its nft apply, or alongside it (session 9 overlap).
-        routes = nft and after("route_apply", apply[0])
+        routes = nft and after("route_apply", nft[1])
         if not (p.done and deliver and to_calc and calc and to_dp and apply):
             continue
         marks = {
@@ -814,7 +813,6 @@ def stage_breakdown(
                 "nft_to_routes": routes[0] - nft[1],
                 "routes": routes[1] - routes[0],
                 "routes_to_connect": p.done - routes[1],
-                "routes_end_after_nft": routes[1] - nft[1],  # < 0: done within the commit
             }
         for name, value in marks.items():
             rows.setdefault(name, []).append(value)

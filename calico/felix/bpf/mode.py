@@ -196,5 +196,4 @@ def enable(config: Any, parts: Any) -> Any:
         managers=managers,
         iface_listeners=[*parts.iface_listeners, bpf],
         host_appliers=[*parts.host_appliers, bpf],
-        overlap_host_side=False,  # a workload's routes wait for its programs
     )

@@ -5,9 +5,7 @@ Named as upstream names it (``intdataplane``): the dataplane Felix runs in-proce
 ``DataplaneDriver`` parameter, used when ``UseInternalDataplaneDriver`` is false).
 
 Why one thread: the nftables table, route table and managers are single-threaded by design, so
-the calc graph and the interface monitor only *enqueue*; this loop owns all dataplane state. The
-one exception is the host-side worker (:mod:`calico.felix.dataplane.host_worker`), which runs
-the sysctls and routes while this thread waits in the table's commit, and is waited for.
+the calc graph and the interface monitor only *enqueue*; this loop owns all dataplane state.
 
 Contracts (design/felix-dataplane.md, "The dataplane loop"):
 - Nothing is programmed until the calc graph has sent ``InSync`` *and* the interface monitor has
@@ -19,13 +17,7 @@ Contracts (design/felix-dataplane.md, "The dataplane loop"):
   workload sysctls -> VXLAN (device, FDB, neighbours, routes) -> workload routes (+ conntrack
   flush for moved/removed IPs); then endpoint status files, once no input is waiting (another
   workload's delta is applied first) or ``STATUS_MAX_DEFER`` after the apply at the latest.
-  After the first successful apply, the sysctls and routes run on the host-side worker thread
-  *while* the table commits (as upstream's apply does); the loop waits for them before VXLAN,
-  the conntrack flush and the apply's end. A new workload is still never reachable before its
-  policy exists: the table's workload dispatch chains drop traffic to and from a workload
-  interface that has no entry yet, and its entry commits with its chains. The first apply
-  (the dispatch chains may not be in the kernel yet) and BPF mode (policy is attached after
-  the table) keep the sequential order. An apply is ok only when the table and host side are.
+  Routes go after policy so a new workload is never reachable before its policy exists.
 - Periodic resyncs: the table's own refresh (NftablesRefreshInterval), the route table's
   (RouteRefreshInterval), endpoint-status files every 10 s.
 - Health reporter ``InternalDataplaneMainLoop`` (live+ready; timeout max(DataplaneWatchdogTimeout,
@@ -44,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from calico.backoff import Backoff
 from calico.felix.dataplane.endpoint_status import EndpointStatusContent, EndpointStatusFileReporter
-from calico.felix.dataplane.host_worker import HostSideWorker
 from calico.felix.dataplane.managers import Manager
 from calico.felix.dataplane.managers.endpoints import EndpointManager
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
@@ -92,10 +83,6 @@ class DataplaneParts:
     # Kernel state owned outside the route table (VXLAN devices, FDB, neighbours, routes):
     # ``apply() -> list[str]`` errors and ``next_deadline() -> float | None``.
     host_appliers: list[Any] = field(default_factory=list)
-    # Whether the workload sysctls and routes may be written while the table commits: true
-    # where the table's dispatch chains are what polices workloads; false where something
-    # applied after the table enforces policy (BPF programs), so routes must wait for it.
-    overlap_host_side: bool = True
 
 
 class InternalDataplane:
@@ -135,7 +122,6 @@ class InternalDataplane:
             failure_message="Dataplane loop failed",
             logger=log,
         )
-        self._worker = HostSideWorker()  # the sysctls and routes (see ``_apply``)
         self.error: BaseException | None = None
         # Loop-thread state.
         self.datastore_in_sync = False
@@ -184,8 +170,6 @@ class InternalDataplane:
             self._iface_monitor.stop(timeout)
         if not self._thread.join(timeout):
             log.error("Dataplane thread did not stop within %.1fs", timeout)
-            return  # it may still be applying: leave its worker to it (a daemon thread)
-        self._worker.close()
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -304,21 +288,12 @@ class InternalDataplane:
         self._dirty = False
         for manager in p.managers:
             manager.complete_deferred_work()
-        # Once the table is in the kernel its dispatch chains drop a new workload's traffic
-        # until its entry commits, so its sysctls and routes may go in meanwhile (contracts).
-        overlap = self.dataplane_in_sync and p.overlap_host_side and self._has_workload_side()
-        job = self._worker.submit(self._workload_side) if overlap else None
-        try:
-            result = p.table.apply()
-        finally:
-            done = job.wait() if job is not None else None  # never leave the worker running
+        result = p.table.apply()
         host_ok = True
         if result.ok:
-            host_ok = self._apply_host_side(done)
+            host_ok = self._apply_host_side()
             if self._status_since is None:
                 self._status_since = self._clock()  # written by step() (see the contracts)
-        elif done is not None:
-            self._flush_conntrack(done[1])  # its routes are in: flush what they moved
         self.applies += 1
         elapsed = time.perf_counter() - start
         if self._metrics is not None:
@@ -352,50 +327,24 @@ class InternalDataplane:
         why = result.error if not result.ok else "host-side programming incomplete"
         log.warning("Dataplane apply failed (%s); retrying in %.2fs", why, delay)
 
-    def _has_workload_side(self) -> bool:
-        return self.parts.ifaces is not None or self.parts.route_table is not None
-
-    def _apply_host_side(self, done: tuple[bool, set[str]] | None) -> bool:
-        """After a successful table apply: sysctls, VXLAN (and BPF), routes and conntrack, in
-        that order; ``done`` is the worker's sysctls-and-routes result when they overlapped
-        the table. False if anything needs a retry."""
+    def _apply_host_side(self) -> bool:
+        """Sysctls, routes and conntrack; False if anything needs a retry."""
         p = self.parts
         ok = True
-        if done is None and p.ifaces is not None:
-            ok = self._worker.submit(self._sysctls).wait()
-        for applier in p.host_appliers:  # on this thread: VXLAN's apply touches the table
+        if p.ifaces is not None and not p.ifaces.apply():
+            ok = False
+        for applier in p.host_appliers:
             if applier.apply():  # errors are logged by the applier; retried with backoff
                 ok = False
-        if done is None and p.route_table is not None:
-            done = self._worker.submit(self._routes).wait()
-        if done is not None:
-            ok = ok and done[0]
-            self._flush_conntrack(done[1])
+        if p.route_table is not None:
+            rt = p.route_table.apply()
+            if rt.errors:
+                log.warning("Route programming failed (will retry): %s", rt.errors)
+                ok = False
+            flush = rt.conntrack_flush_ips
+            if flush and p.flush_conntrack is not None:
+                p.flush_conntrack(flush)
         return ok
-
-    # The worker's part (calico.felix.dataplane.host_worker): nothing else runs these objects
-    # meanwhile (managers and interface callbacks only run on this thread, between applies).
-
-    def _workload_side(self) -> tuple[bool, set[str]]:
-        """Sysctls then routes: (whether both are done, the IPs whose conntrack to flush)."""
-        sysctls_ok = self._sysctls()
-        routes_ok, flush = self._routes() if self.parts.route_table is not None else (True, set())
-        return sysctls_ok and routes_ok, flush
-
-    def _sysctls(self) -> bool:
-        ifaces = self.parts.ifaces
-        return ifaces is None or ifaces.apply()
-
-    def _routes(self) -> tuple[bool, set[str]]:
-        """The route table's apply: (no errors, the IPs whose conntrack to flush)."""
-        rt = self.parts.route_table.apply()
-        if rt.errors:
-            log.warning("Route programming failed (will retry): %s", rt.errors)
-        return not rt.errors, rt.conntrack_flush_ips
-
-    def _flush_conntrack(self, ips: set[str]) -> None:
-        if ips and self.parts.flush_conntrack is not None:
-            self.parts.flush_conntrack(ips)
 
     def _publish_status(self) -> None:
         p = self.parts
