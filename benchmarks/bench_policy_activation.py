@@ -11,6 +11,11 @@ Run as ``python benchmarks/bench_policy_activation.py``; thread CPU, best and me
   other names, i.e. nothing cached for these keys either (so the ratio is ~1: noise).
 * ``activation_again_ms``: the same policies deactivated and activated again at the same
   revision (the parsed-policy and rendered-chain caches); baseline the first activation.
+* ``activation_apply_ms``: the table's apply of a first activation's 200 new policy chains and
+  the new workload's two endpoint chains (jumping to all 100 policies each way) up to the
+  kernel: the plan, the netlink batch (``plan_batch``) and its encoding, with a sender that
+  encodes the batch and drops it (the kernel's commit is not in it); baseline the first
+  activation above.
 
 Compare trees by running it with each on ``PYTHONPATH``, alternating.
 """
@@ -31,7 +36,12 @@ from harness import emit  # noqa: E402
 
 from calico.felix.calc.rule_scanner import RuleScanner  # noqa: E402
 from calico.felix.dataplane.managers.policy import PolicyManager  # noqa: E402
-from calico.felix.messages import ActivePolicyRemove, ActivePolicyUpdate  # noqa: E402
+from calico.felix.messages import (  # noqa: E402
+    ActivePolicyRemove,
+    ActivePolicyUpdate,
+    TierInfo,
+    WorkloadEndpoint,
+)
 from calico.felix.nftables.table import NftablesTable  # noqa: E402
 from calico.felix.rules import RuleRenderer  # noqa: E402
 from calico.model import PolicyKey  # noqa: E402
@@ -47,8 +57,10 @@ class _Sink:
 
     def __init__(self, manager: PolicyManager) -> None:
         self.manager = manager
+        self.ids: list[Any] = []  # active policy IDs, in activation order
 
     def on_policy_active(self, policy_id: Any, policy: Any) -> None:
+        self.ids.append(policy_id)
         self.manager.on_update(ActivePolicyUpdate(policy_id, policy))
 
     def on_policy_inactive(self, policy_id: Any) -> None:
@@ -56,6 +68,14 @@ class _Sink:
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kw: None
+
+
+class _Sender:
+    """Encodes each batch as ``NetlinkElements.send`` would, and drops it."""
+
+    def send(self, batch: Any) -> str | None:
+        batch.encode(1)
+        return None
 
 
 class _Nft:
@@ -78,9 +98,12 @@ def policies(prefix: str) -> list[tuple[PolicyKey, Any]]:
     return out
 
 
-def run(round_: int) -> tuple[float, float, float]:
-    """(first activation, first activation of other keys after a warm-up, re-activation)."""
-    sink = _Sink(PolicyManager(NftablesTable(nft=_Nft()), RuleRenderer()))  # type: ignore[arg-type]
+def run(round_: int) -> tuple[float, float, float, float]:
+    """(first activation, first activation of other keys after a warm-up, re-activation, the
+    table's apply of the last)."""
+    table = NftablesTable(nft=_Nft(), netlink=_Sender())  # type: ignore[arg-type]
+    renderer = RuleRenderer()
+    sink = _Sink(PolicyManager(table, renderer))
     scanner = RuleScanner(sink, sink)  # type: ignore[arg-type]
     warm, mine = policies(f"warm{round_}"), policies(f"noise{round_}")
 
@@ -90,21 +113,35 @@ def run(round_: int) -> tuple[float, float, float]:
             scanner.on_policy_active(key, value)
         return time.thread_time() - t0
 
+    table.apply()
     cold = activate(mine)
+    table.apply()
     for key, _ in mine:
         scanner.on_policy_inactive(key)
     again = activate(mine)
     activate(warm)
+    table.apply()
+    sink.ids.clear()
     other = activate(policies(f"other{round_}"))
-    return cold, other, again
+    # The new workload that activated them: its endpoint chains jump to all of them.
+    tier = TierInfo("default", ingress_policies=tuple(sink.ids), egress_policies=tuple(sink.ids))
+    endpoint = WorkloadEndpoint("active", f"calibench{round_}", tiers=(tier,))
+    for chain in renderer.workload_endpoint_chains(f"calibench{round_}", endpoint):
+        table.set_chain(chain)
+    t0 = time.thread_time()
+    result = table.apply()
+    apply = time.thread_time() - t0
+    assert result.ok and result.netlink and len(result.stats.chains_written) == 2 * N + 2, result
+    return cold, other, again, apply
 
 
 def main() -> int:
     rows = [run(r) for r in range(ROUNDS)]
-    cold, other, again = ([1000 * r[i] for r in rows] for i in range(3))
+    cold, other, again, apply = ([1000 * r[i] for r in rows] for i in range(4))
     for metric, values, base in (
         ("activation_first_ms", cold, other),
         ("activation_again_ms", again, cold),
+        ("activation_apply_ms", apply, cold),
     ):
         emit(
             BENCH,

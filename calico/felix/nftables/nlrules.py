@@ -519,10 +519,55 @@ _MEMO: dict[tuple[str, tuple[tuple[str, int], ...], _Const | None], _Encoded] = 
 MEMO_LIMIT = 50_000
 
 
+class _Inline(Exception):
+    """A statement with an inline set reached the memoised path: the rule is encoded afresh."""
+
+
+# Jump and goto verdicts by (kind, target): a policy activation's endpoint chains jump to every
+# newly active policy's chains, so most of its statement-memo misses were jumps. A verdict
+# neither reads nor changes the protocol context and ends any compare merge, so its encoding
+# is this and its context and last compare are (unchanged, none) on every path.
+_JUMPS: dict[tuple[str, str], bytes] = {}
+
+
+def _jump(stmt: dict[str, Any], context: tuple[tuple[str, int], ...]) -> _Encoded | None:
+    """A ``{"jump"|"goto": {"target": name}}`` statement's encoding, else None."""
+    if len(stmt) != 1:
+        return None
+    ((kind, body),) = stmt.items()
+    if kind not in ("jump", "goto") or type(body) is not dict or len(body) != 1:
+        return None
+    target = body.get("target")
+    if type(target) is not str or not target:
+        return None  # the general path says why it is refused
+    hit = _JUMPS.get((kind, target))
+    if hit is None:
+        hit = _verdict(kind, target)
+        if len(_JUMPS) >= MEMO_LIMIT:
+            _JUMPS.clear()
+        _JUMPS[kind, target] = hit
+    return hit, context, None, False
+
+
 def _statement(stmt: Any, context: tuple[tuple[str, int], ...], last: _Const | None) -> _Encoded:
+    if type(stmt) is dict and ("jump" in stmt or "goto" in stmt):
+        jumped = _jump(stmt, context)
+        if jumped is not None:
+            return jumped
+    return _statement_memoised(stmt, context, last)
+
+
+def _statement_memoised(
+    stmt: Any, context: tuple[tuple[str, int], ...], last: _Const | None
+) -> _Encoded:
+    """Any statement through the memo: the reference :func:`_statement`'s jump path equals."""
     key = (repr(stmt), context, last)
     hit = _MEMO.get(key)
     if hit is None:
+        # Only a miss can be an inline set (those are never stored): checked here, not for
+        # every statement of every new rule up front (a fifth of a policy activation's batch).
+        if _has_inline_set(stmt):
+            raise _Inline
         r = _Rule()
         r.context, r.last_const = dict(context), last
         r.statement(stmt)
@@ -565,19 +610,20 @@ def _expressions(exprs: list[Any], new_set: NewSet | None = None) -> bytes:
     hit = _EXPRS_MEMO.get(key)
     if hit is not None:
         return hit[1]
-    if any(map(_has_inline_set, exprs)):
-        if new_set is None:
-            raise Unencodable("an inline set outside a batch")
-        return _fresh(exprs, new_set)
     context: tuple[tuple[str, int], ...] = ()
     last: _Const | None = None
     encoded: list[bytes] = []
-    for stmt in exprs:
-        out, context, last, merged = _statement(stmt, context, last)
-        if merged:
-            encoded[-1] = out
-        else:
-            encoded.append(out)
+    try:
+        for stmt in exprs:
+            out, context, last, merged = _statement(stmt, context, last)
+            if merged:
+                encoded[-1] = out
+            else:
+                encoded.append(out)
+    except _Inline:
+        if new_set is None:
+            raise Unencodable("an inline set outside a batch") from None
+        return _fresh(exprs, new_set)
     blob = nested(RULE_EXPRESSIONS, *encoded)
     if len(_EXPRS_MEMO) >= MEMO_LIMIT:
         _EXPRS_MEMO.clear()

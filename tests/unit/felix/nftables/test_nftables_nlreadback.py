@@ -286,3 +286,12 @@ def test_read_table_rereads_a_table_that_changed_while_dumped() -> None:
     assert rb.read_table(moving, "inet", T).table_exists
     with pytest.raises(rb.Undecodable, match="changed"):
         rb.read_table(FakeDumps(gens=tuple(range(10))), "inet", T)
+
+
+@given(st.text(max_size=30), st.lists(st.text(max_size=200), max_size=8))
+def test_rule_hashes_equal_their_reference(chain: str, texts: list[str]) -> None:
+    """The one-call base64 of the first 12 bytes is the definition's urlsafe base64 of the
+    whole digest cut to 16 characters."""
+    from calico.felix.nftables.model import rule_hashes, rule_hashes_reference
+
+    assert rule_hashes(chain, texts) == rule_hashes_reference(chain, texts)

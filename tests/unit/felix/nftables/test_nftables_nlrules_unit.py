@@ -209,3 +209,104 @@ def test_expression_memo_by_identity_gives_the_encoding_of_fresh_objects() -> No
     for _ in range(2):
         with pytest.raises(Unencodable):
             rule_body("c", bad, None)
+
+
+INLINE = x.match(x.payload("icmpv6", "type"), {"set": [130, 131]})
+
+
+def _fresh_reference(exprs: list[Any]) -> tuple[bytes, list[Any]]:
+    """A rule with an inline set encoded with no memo at all (``_fresh``), and the sets it
+    asked the batch for."""
+    asked: list[Any] = []
+    return nlrules._fresh(exprs, lambda anon: asked.append(anon) or len(asked)), asked
+
+
+@pytest.mark.parametrize("position", [1, 2, 3])
+def test_inline_set_found_on_a_memo_miss_after_memoised_statements(position: int) -> None:
+    """The inline-set check runs only on a statement-memo miss: a rule whose statements
+    before the inline set are memo hits (and one whose rule memo misses) is still encoded
+    afresh, asks for its set every time, and its inline statement is never memoised."""
+    base = [x.match(x.meta("l4proto"), 58), x.match(x.meta("iifname"), "cali1"), x.ACCEPT]
+    exprs = [*base[:position], INLINE, *base[position:]]
+    rule_body("c", base, None)  # the statements around the inline one are memo hits
+    want, want_sets = _fresh_reference(exprs)
+    for _ in range(2):
+        asked: list[Any] = []
+        body = rule_body("c", exprs, None, lambda anon, asked=asked: asked.append(anon) or 1)
+        assert body == _str_chain("c") + want
+        assert [a.keys for a in asked] == [a.keys for a in want_sets]
+        assert tuple(map(id, exprs)) not in nlrules._EXPRS_MEMO
+    assert not any(k[0] == repr(INLINE) for k in nlrules._MEMO)
+    with pytest.raises(Unencodable, match="inline set outside a batch"):
+        rule_body("c", exprs, None)
+
+
+def _str_chain(name: str) -> bytes:
+    return nlrules._str(nlrules.RULE_CHAIN, name)
+
+
+@given(
+    st.lists(st.one_of(statements, st.just(INLINE)), max_size=5),
+    st.booleans(),
+)
+def test_lazy_inline_check_matches_the_up_front_one(exprs: list[Any], clear: bool) -> None:
+    """Against the rule as the encoder treated it before the check moved into the memo miss:
+    any inline set -> ``_fresh`` with the batch's set, else the memoised encoding."""
+    if clear:
+        nlrules._MEMO.clear()
+        nlrules._EXPRS_MEMO.clear()
+    exprs = [dict(s) for s in exprs]  # fresh objects: the rule memo cannot answer
+    if any(map(nlrules._has_inline_set, exprs)):
+        try:
+            want: bytes | None = _str_chain("c") + _fresh_reference(exprs)[0]
+        except Unencodable:
+            want = None
+    else:
+        want = _encode(exprs)
+        want = None if want is None else want[: -len(nlrules._comment_attr("cali:x;"))]
+    try:
+        got: bytes | None = rule_body("c", exprs, None, lambda anon: 1)
+    except Unencodable:
+        got = None
+    assert got == want
+
+
+contexts = st.lists(st.sampled_from([V4, x.nfproto(6), x.match(x.meta("l4proto"), 6)]), max_size=2)
+jumps = st.builds(
+    lambda kind, target: {kind: {"target": target}},
+    st.sampled_from(["jump", "goto"]),
+    st.one_of(st.text(max_size=20), st.integers(), st.none()),
+)
+
+
+@given(contexts, jumps, st.lists(statements, max_size=2), st.booleans())
+def test_jump_fast_path_equals_the_memoised_encoding(
+    before: list[Any], jump: dict[str, Any], after: list[Any], clear: bool
+) -> None:
+    """A jump or goto encodes, with its context and last compare, as the general memoised
+    path does after any statements (bad targets are refused by it alike)."""
+    if clear:
+        nlrules._MEMO.clear()
+        nlrules._JUMPS.clear()
+    context: tuple[tuple[str, int], ...] = ()
+    last = None
+    try:
+        for stmt in before:
+            _, context, last, _ = nlrules._statement_memoised(stmt, context, last)
+    except Unencodable:
+        return
+    try:
+        want: Any = nlrules._statement_memoised(jump, context, last)
+    except Unencodable:
+        want = Unencodable
+    for _ in range(2):  # the second time from the jump memo
+        try:
+            got: Any = nlrules._statement(jump, context, last)
+        except Unencodable:
+            got = Unencodable
+        assert got == want
+    exprs = [*before, dict(jump), *after]
+    fast = _encode(exprs)
+    nlrules._MEMO.clear()
+    nlrules._JUMPS.clear()
+    assert _encode([dict(s) for s in exprs]) == fast
