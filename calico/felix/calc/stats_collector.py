@@ -74,7 +74,7 @@ class StatsCollector:
         self._status = status
 
     def _maybe_send(self) -> None:
-        stats = ClusterStats(len(self._hosts), len(self._weps))
-        if stats != self._sent:
-            self._sent = stats
+        sent, hosts, weps = self._sent, len(self._hosts), len(self._weps)
+        if hosts != sent.num_hosts or weps != sent.num_workload_endpoints:  # no object to compare
+            self._sent = stats = ClusterStats(hosts, weps)
             self._sink.on_cluster_stats(stats)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from calico.felix.calc.rule_convert import parse_port
-from calico.felix.labelindex import check_net, host_cidrs, is_host_member
+from calico.felix.labelindex import all_host_members, check_net, host_cidrs, is_host_member
 from calico.model import (
     HostEndpointKey,
     NetworkSetKey,
@@ -69,6 +69,8 @@ def _plain(text: object) -> bool:
 
 
 def _nets(value: Iterable[str], what: str) -> None:
+    if all_host_members(value):  # an endpoint's usual nets; host_cidrs then reuses the answer
+        return
     for net in value:
         try:
             if type(net) is str and is_host_member(net):

@@ -63,6 +63,13 @@ class FelixMetrics:
         }
         for name, doc in gauges.items():
             setattr(self, name, Gauge(f"felix_{name}", doc, registry=r))
+        # The cluster counts change once per endpoint of a snapshot (250,000 at scale): the
+        # gauges read the last counts at scrape time instead of two locked sets per change.
+        self.cluster_latest = ClusterStats()
+        self.cluster_num_hosts.set_function(lambda: self.cluster_latest.num_hosts)
+        self.cluster_num_workload_endpoints.set_function(
+            lambda: self.cluster_latest.num_workload_endpoints
+        )
 
     def cluster_stats(self) -> ClusterStatsGauges:
         """The calc graph's stats sink feeding these metrics."""
@@ -74,6 +81,7 @@ class FelixMetrics:
     ipsets_calico: Gauge
     cluster_num_hosts: Gauge
     cluster_num_workload_endpoints: Gauge
+    cluster_latest: ClusterStats
 
 
 class ClusterStatsGauges:
@@ -85,8 +93,7 @@ class ClusterStatsGauges:
         self._metrics = metrics
 
     def on_cluster_stats(self, stats: ClusterStats) -> None:
-        self._metrics.cluster_num_hosts.set(stats.num_hosts)
-        self._metrics.cluster_num_workload_endpoints.set(stats.num_workload_endpoints)
+        self._metrics.cluster_latest = stats  # one reference swap: atomic for the scraper
 
     def on_resync_started(self) -> None:
         self._metrics.resyncs_started.inc()

@@ -14,6 +14,7 @@ from calico.felix.labelindex.linear import LinearSelectorIndex
 from calico.felix.labelindex.linear_named_port import LinearSelectorAndNamedPortIndex
 from calico.felix.labelindex.members import (
     NamedPort,
+    all_host_members,
     check_net,
     host_cidrs,
     is_host_member,
@@ -29,6 +30,7 @@ __all__ = [
     "NamedPort",
     "SelectorAndNamedPortIndex",
     "SelectorIndex",
+    "all_host_members",
     "check_net",
     "host_cidrs",
     "is_host_member",

@@ -113,7 +113,33 @@ def normalise_nets(nets: Iterable[str]) -> tuple[str, ...]:
 def host_cidrs(addrs: Iterable[str]) -> tuple[str, ...]:
     """Single-address CIDRs for a workload's or host's IPs: any prefix length is ignored, so
     ``10.0.0.5/24`` contributes ``10.0.0.5/32`` (upstream ignores WEP net prefixes)."""
+    if addrs is _verified[0]:  # every text is its own host member: the answer is the tuple
+        return addrs  # type: ignore[return-value]  # (only tuples are remembered)
     return tuple(_host_cidr(a) for a in addrs)
+
+
+# The last tuple :func:`all_host_members` answered True for. Holding the reference keeps the
+# identity test sound (the tuple cannot be freed and its id reused), and a tuple cannot
+# change, so whatever thread reads it, it is a tuple of host members. The calc graph checks
+# an endpoint's nets in the validation filter, then asks host_cidrs for the same tuple: at
+# 250,000 endpoints the second parse was ~0.25-0.4 s (design/performance.md "In-sync at
+# 250,000: a safe margin (session 9)").
+_verified: list[tuple[str, ...] | None] = [None]
+
+
+def all_host_members(nets: object) -> bool:
+    """True if ``nets`` is a tuple of texts that are each their own host member
+    (:func:`is_host_member`); remembers it, so :func:`host_cidrs` of the same tuple returns it
+    without parsing it again. False says nothing: check each text the general way."""
+    if type(nets) is not tuple:
+        return False
+    if nets is _verified[0]:
+        return True
+    for net in nets:
+        if type(net) is not str or not is_host_member(net):
+            return False
+    _verified[0] = nets
+    return True
 
 
 def is_host_member(text: str) -> bool:

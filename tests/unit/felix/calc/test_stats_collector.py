@@ -85,6 +85,30 @@ def test_gauges_follow_the_collector() -> None:
     assert metrics.resyncs_started.value() == 1
 
 
+def test_gauges_read_the_latest_counts_at_each_scrape() -> None:
+    """The gauges are read at scrape time: each scrape sees the counts of the last change, a
+    second sink over the same metrics (the daemon's resync sink) shares them, and a fresh
+    registry starts at zero."""
+    metrics = FelixMetrics(CollectorRegistry())
+    registry = metrics.registry
+    assert registry.get_sample_value("felix_cluster_num_hosts") == 0
+    assert registry.get_sample_value("felix_cluster_num_workload_endpoints") == 0
+    fanout = TypeFanout()
+    StatsCollector(ClusterStatsGauges(metrics)).register(fanout)
+    fanout.on_update(wep("n1", "a"), object())
+    assert registry.get_sample_value("felix_cluster_num_workload_endpoints") == 1
+    fanout.on_update(wep("n1", "b"), object())
+    fanout.on_update(ResourceKey("Node", "n1"), object())
+    assert registry.get_sample_value("felix_cluster_num_workload_endpoints") == 2
+    assert registry.get_sample_value("felix_cluster_num_hosts") == 1
+    metrics.cluster_stats().on_resync_started()  # another sink: the counts stay
+    fanout.on_update(wep("n1", "a"), None)
+    fanout.on_update(ResourceKey("Node", "n1"), None)
+    assert registry.get_sample_value("felix_cluster_num_workload_endpoints") == 1
+    assert registry.get_sample_value("felix_cluster_num_hosts") == 0
+    assert metrics.resyncs_started.value() == 1
+
+
 _ops = st.lists(
     st.tuples(
         st.sampled_from(["wep", "node", "profile"]),

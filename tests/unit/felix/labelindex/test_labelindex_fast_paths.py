@@ -24,9 +24,11 @@ from calico.felix.labelindex import (
     LinearSelectorAndNamedPortIndex,
     NamedPort,
     SelectorAndNamedPortIndex,
+    all_host_members,
     check_net,
     host_cidrs,
     is_host_member,
+    members,
     normalise_net,
     normalise_nets,
 )
@@ -238,3 +240,49 @@ def test_host_cidr_boundaries(text: str, member: object) -> None:
     assert _outcome(_host_cidr, text) == member
     # conservative: ``::1`` (its first 80 bits zero, like the IPv4-mapped) takes the long way
     assert is_host_member(text) == (member == text and text != "::1/128")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.lists(host_inputs, max_size=3), min_size=1, max_size=4))
+def test_all_host_members_and_the_remembered_tuple(groups: list[list[str]]) -> None:
+    """``all_host_members`` is True exactly for tuples of host members; ``host_cidrs`` answers
+    what the general path answers for every tuple and list, whichever tuple was remembered
+    last (a True answer replaces it, a False one keeps it), and the validation filter's
+    ``_nets`` accepts exactly what ``ipaddress`` accepts either way."""
+    tuples = [tuple(g) for g in groups]
+    for nets in [*tuples, *tuples]:  # the second pass: each tuple is a remembered one in turn
+        before = members._verified[0]
+        expect = all(is_host_member(n) for n in nets)
+        assert all_host_members(nets) == expect
+        assert all_host_members(list(nets)) is False  # only tuples
+        assert members._verified[0] is (nets if expect else before)
+        for other in tuples:
+            general = _outcome(lambda t: tuple(_host_cidr_general(a) for a in t), other)
+            assert _outcome(host_cidrs, other) == general
+            assert _outcome(host_cidrs, list(other)) == general
+            try:
+                for n in other:
+                    ipaddress.ip_network(n, strict=False)
+                valid = True
+            except ValueError:
+                valid = False
+            try:
+                vf._nets(other, "nets")
+                accepted = True
+            except vf.Invalid:
+                accepted = False
+            assert accepted == valid
+
+
+def test_remembered_tuple_boundaries() -> None:
+    members._verified[0] = None
+    assert all_host_members(()) and host_cidrs(()) == ()  # empty: vacuously all host members
+    good = ("10.0.0.1/32", "fd00::1/128")
+    assert all_host_members(good) and host_cidrs(good) is good
+    equal_copy = tuple(list(good))  # equal, another object: parsed again, same answer
+    assert host_cidrs(equal_copy) == good
+    assert not all_host_members(("10.0.0.1/32", "10.0.0.1/24"))  # the last text decides
+    assert members._verified[0] is good  # a False answer keeps the remembered tuple
+    assert host_cidrs(("10.0.0.1/32", "10.0.0.1/24")) == ("10.0.0.1/32", "10.0.0.1/32")
+    assert not all_host_members(("010.0.0.1/32",)) and not all_host_members((b"10.0.0.1/32",))
+    assert not all_host_members(["10.0.0.1/32"]) and members._verified[0] is good
