@@ -56,7 +56,7 @@ def _program(topo: Topology, known: int) -> None:
 
 
 def test_routed_workload_without_dispatch_entry_gets_no_traffic(rig: Topology) -> None:
-    w1, w2, w3 = rig.workloads
+    w1, _w2, w3 = rig.workloads
     ip2, ip3 = rig.ips[1], rig.ips[2]
     route = in_ns(rig.host, "ip", "route", "show", f"{ip3}/32").stdout
     assert "calit3" in route  # w3 is routed: only the ruleset stands between it and traffic
