@@ -24,7 +24,7 @@ BENCH = "felix_imports"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import alternate_trees, run_tree_child  # noqa: E402  (benchmarks/harness.py)
+from tree_pairs import alternate_trees, run_tree_child  # noqa: E402  (benchmarks/tree_pairs.py)
 
 #: What a real ``calico component felix`` start (nftables mode, metrics off) imports before its
 #: first apply, at the top of its import tree (``PYTHONPROFILEIMPORTTIME=1`` of a real start);

@@ -33,7 +33,7 @@ from felix_shapes import (  # noqa: E402  (benchmarks/felix_shapes.py)
     noise_policies,
     real_cluster_config,
 )
-from harness import alternate_trees, run_tree_child  # noqa: E402  (benchmarks/harness.py)
+from tree_pairs import alternate_trees, run_tree_child  # noqa: E402  (benchmarks/tree_pairs.py)
 
 BENCH = "felix_startup_read"
 HOSTNAME = "fxnode"
