@@ -940,22 +940,7 @@ def tput_policies(n: int) -> list[dict[str, Any]]:
     for i in range(n):
         port, src = (5201, "role == 'client'") if i == n - 1 else (10000 + i, f"role == 'x{i}'")
         docs.append(
-            {
-                "kind": "NetworkPolicy",
-                "metadata": {"name": f"tp-{i:04d}", "namespace": NAMESPACE},
-                "spec": {
-                    "selector": "app == 'server'",
-                    "types": ["Ingress"],
-                    "ingress": [
-                        {
-                            "action": "Allow",
-                            "protocol": "TCP",
-                            "source": {"selector": src},
-                            "destination": {"ports": [port]},
-                        }
-                    ],
-                },
-            }
+            felix_shapes.ingress_policy(f"tp-{i:04d}", NAMESPACE, "app == 'server'", src, port)
         )
     return docs
 

@@ -13,26 +13,36 @@ from typing import Any
 NAMESPACE = "bench"
 
 
+def ingress_policy(
+    name: str, namespace: str, selector: str, source: str, port: int
+) -> dict[str, Any]:
+    """A NetworkPolicy letting ``source`` reach the endpoints ``selector`` picks on TCP
+    ``port``: the one rule shape every Felix bench policy has."""
+    return {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": selector,
+            "types": ["Ingress"],
+            "ingress": [
+                {
+                    "action": "Allow",
+                    "protocol": "TCP",
+                    "source": {"selector": source},
+                    "destination": {"ports": [port]},
+                }
+            ],
+        },
+    }
+
+
 def noise_policies(n: int, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """``n`` ingress policies over ten label groups ``group == 'gK'`` (so a new workload is
     selected by ~1/10 of them), each letting one of seven source roles reach its own port."""
     return [
-        {
-            "kind": "NetworkPolicy",
-            "metadata": {"name": f"noise-{i}", "namespace": namespace},
-            "spec": {
-                "selector": f"group == 'g{i % 10}'",
-                "types": ["Ingress"],
-                "ingress": [
-                    {
-                        "action": "Allow",
-                        "protocol": "TCP",
-                        "source": {"selector": f"role == 'r{i % 7}'"},
-                        "destination": {"ports": [9000 + i]},
-                    }
-                ],
-            },
-        }
+        ingress_policy(
+            f"noise-{i}", namespace, f"group == 'g{i % 10}'", f"role == 'r{i % 7}'", 9000 + i
+        )
         for i in range(n)
     ]
 
@@ -40,22 +50,9 @@ def noise_policies(n: int, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
 def standing_policies(n: int, port: int, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """One policy letting clients reach the server on ``port``, plus ``n - 1`` noise
     policies."""
-    server = {
-        "kind": "NetworkPolicy",
-        "metadata": {"name": "server-from-clients", "namespace": namespace},
-        "spec": {
-            "selector": "app == 'server'",
-            "types": ["Ingress"],
-            "ingress": [
-                {
-                    "action": "Allow",
-                    "protocol": "TCP",
-                    "source": {"selector": "role == 'client'"},
-                    "destination": {"ports": [port]},
-                }
-            ],
-        },
-    }
+    server = ingress_policy(
+        "server-from-clients", namespace, "app == 'server'", "role == 'client'", port
+    )
     return [server, *noise_policies(n - 1, namespace)]
 
 
