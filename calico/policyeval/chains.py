@@ -18,6 +18,10 @@ POLICY_INBOUND_PREFIX = "cali-pi-"
 POLICY_OUTBOUND_PREFIX = "cali-po-"
 PROFILE_INBOUND_PREFIX = "cali-pri-"
 PROFILE_OUTBOUND_PREFIX = "cali-pro-"
+# Policy group chains: consecutive same-selector policies of an endpoint's tier, jumped to once
+# (calico.felix.rules.groups); ``--live`` follows them to the policy chains they jump to.
+GROUP_INBOUND_PREFIX = "cali-gi-"
+GROUP_OUTBOUND_PREFIX = "cali-go-"
 HOST_FROM_PREFIX = "cali-fh-"  # from host endpoint (arriving): its ingress policy
 HOST_TO_PREFIX = "cali-th-"  # to host endpoint (leaving): egress policy
 HOST_FROM_FWD_PREFIX = "cali-fhfw-"  # the same for forwarded traffic: applyOnForward policy

@@ -56,6 +56,11 @@ def mark_is_clear(bits: int) -> Expr:
     return match({"&": [MARK, bits]}, 0)
 
 
+def mark_is_any(bits: int) -> Expr:
+    """``meta mark & bits != 0``: at least one of ``bits`` is set."""
+    return match({"&": [MARK, bits]}, 0, "!=")
+
+
 def ct_state(*states: str) -> Expr:
     return match({"ct": {"key": "state"}}, list(states), "in")
 

@@ -17,6 +17,7 @@ from calico.felix.rules import endpoints as _endpoints
 from calico.felix.rules import policy as _policy
 from calico.felix.rules import static as _static
 from calico.felix.rules.config import RenderConfig
+from calico.felix.rules.groups import GroupKey
 
 
 def _versions(config: RenderConfig, ip_versions: int | Iterable[int] | None) -> tuple[int, ...]:
@@ -67,15 +68,21 @@ class RuleRenderer:
         iface: str,
         endpoint: WorkloadEndpoint,
         ip_versions: Iterable[int] | None = None,
+        group_key: GroupKey | None = None,
     ) -> list[Chain]:
-        """``cali-tw-<iface>`` and ``cali-fw-<iface>``. Endpoint chains hold no addresses, so
-        they are the same for every family; ``ip_versions`` is accepted for symmetry only."""
+        """``cali-tw-<iface>`` and ``cali-fw-<iface>``, then (with ``group_key``) the policy
+        group chains they jump to (``calico.felix.rules.groups``). Endpoint chains hold no
+        addresses, so they are the same for every family; ``ip_versions`` is accepted for
+        symmetry only."""
         _versions(self.config, ip_versions)
-        return _endpoints.workload_endpoint_chains(self.config, iface, endpoint)
+        return _endpoints.workload_endpoint_chains(self.config, iface, endpoint, group_key)
 
-    def host_endpoint_chains(self, iface: str, endpoint: HostEndpoint) -> list[Chain]:
-        """The HEP chains on ``iface`` across the filter, mangle and raw layers."""
-        return _endpoints.host_endpoint_chains(self.config, iface, endpoint)
+    def host_endpoint_chains(
+        self, iface: str, endpoint: HostEndpoint, group_key: GroupKey | None = None
+    ) -> list[Chain]:
+        """The HEP chains on ``iface`` across the filter, mangle and raw layers, then (with
+        ``group_key``) the policy group chains they jump to."""
+        return _endpoints.host_endpoint_chains(self.config, iface, endpoint, group_key)
 
     def dispatch_maps(
         self,

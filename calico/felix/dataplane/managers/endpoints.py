@@ -10,12 +10,18 @@ sysctls to :class:`WorkloadIfaceConfigurator`. Host endpoints are matched to int
 or (name empty) by their expected IPs against the interface addresses the monitor reports; the
 all-interfaces (``*``) endpoint, resolved under ``ALL_INTERFACES``, is the host dispatch chains'
 fallback for every other interface.
+
+Endpoint chains jump to policy group chains (``calico.felix.rules.groups``), which endpoints
+share: the manager refcounts them by name across workload and host endpoints, programs one when
+its first user appears and removes it with its last. A group's name hashes its tier and policy
+chains, so equal names are equal chains and a group already programmed is not rewritten.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurator
 from calico.felix.dataplane.managers.policy import PolicyManager
@@ -30,15 +36,19 @@ from calico.felix.messages import (
     HostEndpointID,
     HostEndpointRemove,
     HostEndpointUpdate,
+    PolicyID,
+    TierInfo,
     ToDataplane,
     WorkloadEndpoint,
     WorkloadEndpointID,
     WorkloadEndpointRemove,
     WorkloadEndpointUpdate,
 )
+from calico.felix.nftables.model import Chain
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.routetable import RouteTable, RouteTarget
 from calico.felix.rules import RuleRenderer
+from calico.felix.rules.groups import is_group_chain
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +76,10 @@ class EndpointManager:
         # id -> (iface, chain names)
         self._wep_chains: dict[WorkloadEndpointID, tuple[str, list[str]]] = {}
         self._hep_chains: dict[str, list[str]] = {}  # iface -> chains
+        # Policy group chains: the names each endpoint jumps to, and users per name.
+        self._wep_groups: dict[WorkloadEndpointID, set[str]] = {}
+        self._hep_groups: dict[str, set[str]] = {}  # iface -> group chains
+        self._group_users: dict[str, int] = {}
         self._hep_by_iface: dict[str, HostEndpoint] = {}
         self._heps_dirty = True
         self._maps_dirty = True  # the maps must exist even when empty (static chains use them)
@@ -119,6 +133,13 @@ class EndpointManager:
     # ---- output -----------------------------------------------------------------------------
 
     def complete_deferred_work(self) -> None:
+        regrouped = self._policies.take_regrouped()
+        if regrouped:
+            self._dirty_weps.update(
+                wep_id for wep_id, ep in self.weps.items() if _jumps_to_any(ep.tiers, regrouped)
+            )
+            if self.heps:
+                self._heps_dirty = True
         for wep_id in sorted(self._dirty_weps):
             self._render_wep(wep_id)
         self._dirty_weps.clear()
@@ -145,11 +166,20 @@ class EndpointManager:
         ep = self.weps.get(wep_id)
         old_iface, old_chains = self._wep_chains.pop(wep_id, ("", []))
         names: list[str] = []
+        groups: list[Chain] = []
         if ep is not None:
-            for chain in self._renderer.workload_endpoint_chains(ep.name, ep):
-                self._table.set_chain(chain)
-                names.append(chain.name)
+            chains = self._renderer.workload_endpoint_chains(
+                ep.name, ep, group_key=self._policies.group_key
+            )
+            for chain in chains:
+                if is_group_chain(chain.name):
+                    groups.append(chain)
+                else:
+                    self._table.set_chain(chain)
+                    names.append(chain.name)
             self._wep_chains[wep_id] = (ep.name, names)
+        self._set_groups(self._wep_groups, wep_id, groups)
+        if ep is not None:
             self._policies.set_profile_refs(wep_id, ep.profile_ids)
         else:
             self._policies.set_profile_refs(wep_id, ())
@@ -171,6 +201,30 @@ class EndpointManager:
                 self._ifaces.forget(old_iface)
             if ep is not None:
                 self._ifaces.want(ep.name, ipv4=bool(ep.ipv4_nets), ipv6=bool(ep.ipv6_nets))
+
+    def _set_groups(self, users: dict[Any, set[str]], owner: object, groups: list[Chain]) -> None:
+        """Record the group chains ``owner`` jumps to (in ``users``): program the newly used
+        ones, remove the ones nobody jumps to any more."""
+        new = {g.name for g in groups}
+        old = users.pop(owner, set())
+        if new:
+            users[owner] = new
+        for chain in groups:
+            if chain.name not in old:
+                count = self._group_users.get(chain.name, 0)
+                self._group_users[chain.name] = count + 1
+                if not count:
+                    self._table.set_chain(chain)
+        for name in old - new:
+            left = self._group_users.pop(name) - 1
+            if left:
+                self._group_users[name] = left
+            else:
+                self._table.remove_chain(name)
+
+    @property
+    def num_group_chains(self) -> int:
+        return len(self._group_users)
 
     def _unref_iface(self, iface: str) -> None:
         left = self._iface_refs.pop(iface) - 1
@@ -207,10 +261,17 @@ class EndpointManager:
         self._hep_chains = {}
         for iface, hep in self._hep_by_iface.items():
             names = []
-            for chain in self._renderer.host_endpoint_chains(iface, hep):
-                self._table.set_chain(chain)
-                names.append(chain.name)
+            groups = []
+            for chain in self._renderer.host_endpoint_chains(
+                iface, hep, group_key=self._policies.group_key
+            ):
+                if is_group_chain(chain.name):
+                    groups.append(chain)
+                else:
+                    self._table.set_chain(chain)
+                    names.append(chain.name)
             self._hep_chains[iface] = names
+            self._set_groups(self._hep_groups, iface, groups)
             self._policies.set_profile_refs(("hep", iface), hep.profile_ids)
         # The table orders the rewrite of these ahead of removing a gone `*` endpoint's chains.
         for chain in self._renderer.host_dispatch_chains(self._hep_by_iface.get(ALL_INTERFACES)):
@@ -221,6 +282,7 @@ class EndpointManager:
                 self._table.remove_chain(name)
             if iface not in self._hep_chains:
                 self._policies.set_profile_refs(("hep", iface), ())
+                self._set_groups(self._hep_groups, iface, [])
 
     # ---- status -----------------------------------------------------------------------------
 
@@ -238,3 +300,7 @@ class EndpointManager:
     @property
     def num_endpoints(self) -> int:
         return len(self.weps) + len(self.heps)
+
+
+def _jumps_to_any(tiers: tuple[TierInfo, ...], policies: set[PolicyID]) -> bool:
+    return any(p in policies for t in tiers for p in (*t.ingress_policies, *t.egress_policies))

@@ -12,6 +12,10 @@ again at the same revision (equal Policy; the calc graph's RuleScanner hands out
 object) reuses its Chain objects, whose rules already carry their rule text and netlink
 encoding (design/performance.md "TTFR at 1,000 policies: activations (session 6)"). (ID,
 Policy, the renderer's config object) decides the chains.
+
+The manager also answers the endpoint manager's policy grouping question
+(:meth:`PolicyManager.group_key`: calico.felix.rules.groups) from the active policies, and
+reports the policies whose key changed, so endpoints jumping to them are regrouped.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class PolicyManager:
         self._profile_chains: dict[str, list[str]] = {}  # programmed (active or stub)
         self._refs: dict[object, frozenset[str]] = {}
         self._stubs_dirty = False
+        self._group_keys: dict[PolicyID, tuple[str, str]] = {}
+        self._regrouped: set[PolicyID] = set()
 
     @property
     def num_policies(self) -> int:
@@ -59,8 +65,15 @@ class PolicyManager:
         if isinstance(msg, ActivePolicyUpdate):
             chains = self._render_policy(msg.id, msg.policy)
             self._policy_chains[msg.id] = self._replace(self._policy_chains.get(msg.id), chains)
+            key = (msg.policy.namespace, msg.policy.original_selector)
+            old = self._group_keys.get(msg.id)
+            self._group_keys[msg.id] = key
+            if old is not None and old != key:
+                self._regrouped.add(msg.id)
         elif isinstance(msg, ActivePolicyRemove):
             self._replace(self._policy_chains.pop(msg.id, None), [])
+            if self._group_keys.pop(msg.id, None) is not None:
+                self._regrouped.add(msg.id)
         elif isinstance(msg, ActiveProfileUpdate):
             name = msg.id.name
             self._active_profiles.add(name)
@@ -70,6 +83,16 @@ class PolicyManager:
             self._active_profiles.discard(msg.id.name)
             self._replace(self._profile_chains.pop(msg.id.name, None), [])
             self._stubs_dirty = True
+
+    def group_key(self, policy_id: PolicyID) -> tuple[str, str] | None:
+        """The policy's grouping key, (namespace, original selector); None if not active."""
+        return self._group_keys.get(policy_id)
+
+    def take_regrouped(self) -> set[PolicyID]:
+        """The policies whose grouping key changed or went since the last call: an endpoint
+        chain that jumps to one may need other groups even if its policy list is unchanged."""
+        out, self._regrouped = self._regrouped, set()
+        return out
 
     def set_profile_refs(self, owner: object, profile_ids: Iterable[str]) -> None:
         """Record the profiles ``owner`` (an endpoint) jumps to; empty to drop the owner."""
@@ -85,6 +108,8 @@ class PolicyManager:
         if not self._stubs_dirty:
             return
         self._stubs_dirty = False
+        self._group_keys: dict[PolicyID, tuple[str, str]] = {}
+        self._regrouped: set[PolicyID] = set()
         referenced: set[str] = set().union(*self._refs.values())
         for name in referenced - self._active_profiles:
             if name not in self._profile_chains:
