@@ -6,7 +6,8 @@ its comment (``calico.policyeval.chains``), so the counts of one rule's per-fami
 here. The chains read are the workload's own (``cali-fw-`` for egress, ``cali-tw-`` for ingress),
 the host endpoint chains of this node the computed steps name (``endpointChain``: forward chains
 of the uplink and of ``*`` on workload interfaces, a host endpoint's own), and the policy/profile
-chains they jump to, in jump order. Reads only; nothing is reset.
+chains they jump to, in jump order, directly or through a policy group chain (``cali-gi-``/
+``cali-go-``: calico.felix.rules.groups). Reads only; nothing is reset.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from calico.policyeval.chains import (
     FILTER_LAYER,
+    GROUP_INBOUND_PREFIX,
+    GROUP_OUTBOUND_PREFIX,
     HOST_FROM_FWD_PREFIX,
     HOST_FROM_PREFIX,
     NFT_LAYER,
@@ -42,6 +45,11 @@ _COUNTED = tuple(
         PROFILE_INBOUND_PREFIX,
         PROFILE_OUTBOUND_PREFIX,
     )
+)
+_GROUPS = tuple(
+    f"{layer}-{p}"
+    for layer in sorted(set(NFT_LAYER.values()))
+    for p in (GROUP_INBOUND_PREFIX, GROUP_OUTBOUND_PREFIX)
 )
 _INBOUND_ENDPOINT = (WL_TO_PREFIX, HOST_FROM_PREFIX, HOST_FROM_FWD_PREFIX)
 
@@ -108,6 +116,15 @@ def _targets(rules: list[dict[str, Any]]) -> Iterator[str]:
                     yield stmt[verb]["target"]
 
 
+def _policy_targets(rules: list[dict[str, Any]]) -> Iterator[str]:
+    """The chains ``rules`` jump to, a policy group chain replaced by the chains it jumps to."""
+    for target in _targets(rules):
+        if target.startswith(_GROUPS):
+            yield from _targets(_list_chain(target) or [])
+        else:
+            yield target
+
+
 def per_rule(rules: list[dict[str, Any]]) -> Counts:
     """Counts per rule index, summed over the counted nft rules carrying that index."""
     out: Counts = {}
@@ -129,7 +146,7 @@ def snapshot(roots: Iterable[str]) -> Snapshot:
     out: Snapshot = {}
     for root in roots:
         chains: dict[str, Counts] = {}
-        for target in dict.fromkeys(_targets(_list_chain(root) or [])):
+        for target in dict.fromkeys(_policy_targets(_list_chain(root) or [])):
             if target.startswith(_COUNTED):
                 rules = _list_chain(target)
                 if rules is not None:

@@ -167,3 +167,27 @@ def test_report_reads_host_endpoint_chains_of_the_side() -> None:
     live = {**out}
     lines = _live_counters("egress", live)
     assert lines[0] == f"  egress counters ({fw}, {thfw}):"
+
+
+def test_snapshot_follows_policy_group_chains_to_their_policies(monkeypatch) -> None:
+    from calico.calicoctl import explain_counters
+
+    def jumps(*targets: str) -> list[dict]:
+        return [{"expr": [{"jump": {"target": t}}]} for t in targets]
+
+    kernel = {
+        "filter-cali-tw-cali1": jumps("filter-cali-gi-abc", "filter-cali-pi-gnp/solo"),
+        "filter-cali-gi-abc": jumps("filter-cali-pi-gnp/a", "filter-cali-pi-gnp/b"),
+        "filter-cali-pi-gnp/a": [_rule("cali:x; rule 0", (4, 40))],
+        "filter-cali-pi-gnp/b": [_rule("cali:y; rule 0", (1, 10))],
+        "filter-cali-pi-gnp/solo": [],
+    }
+    monkeypatch.setattr(explain_counters, "_list_chain", kernel.get)
+    snap = explain_counters.snapshot(["filter-cali-tw-cali1"])
+    assert snap == {
+        "filter-cali-tw-cali1": {
+            "filter-cali-pi-gnp/a": {0: (4, 40)},
+            "filter-cali-pi-gnp/b": {0: (1, 10)},
+            "filter-cali-pi-gnp/solo": {},
+        }
+    }
