@@ -31,8 +31,9 @@ from calico.felix.messages import (
     TierInfo,
     WorkloadEndpoint,
 )
-from calico.felix.nftables.model import NftSet, ipset_name
+from calico.felix.nftables.model import Chain, NftSet, ipset_name
 from calico.felix.rules import RenderConfig, RuleRenderer
+from calico.felix.rules.groups import RETURN_STRIDE, GroupKey, is_group_chain
 
 pytestmark = pytest.mark.root
 
@@ -46,7 +47,8 @@ def _program(
     server: WorkloadEndpoint,
     policies: dict[PolicyID, Policy] | None = None,
     profiles: dict[str, Profile] | None = None,
-) -> None:
+    group_key: GroupKey | None = None,
+) -> list[Chain]:
     r = RuleRenderer(RenderConfig(ipv6_enabled=False))
     chains = r.static_chains()
     for pid, pol in (policies or {}).items():
@@ -56,12 +58,14 @@ def _program(
     client = WorkloadEndpoint("active", "", profile_ids=("allow-all",))
     eps = {topo.ifaces[0]: client, topo.ifaces[1]: server, topo.ifaces[2]: client}
     for iface, ep in eps.items():
-        chains += r.workload_endpoint_chains(iface, ep)
+        chains += r.workload_endpoint_chains(iface, ep, group_key=group_key)
+    chains = list({c.name: c for c in chains}.values())  # endpoints share group chains
     sets = [
         *r.static_sets(),
         NftSet(ipset_name(CLIENT_SET, 4), "ipv4_addr", True, {f"{topo.ips[0]}/32"}),
     ]
     program(topo.host, ruleset_commands(chains, sets, r.dispatch_maps(eps)))
+    return chains
 
 
 def _server(*tiers: TierInfo, profiles: tuple[str, ...] = ("allow-all",), state: str = "active"):
@@ -88,6 +92,36 @@ def test_selector_policy_allows_port_from_set_and_drops_the_rest(topology: Topol
     assert _reach(topology, 0, 8080) == "ok"
     assert _reach(topology, 0, 9090) == "timeout"  # end-of-tier deny
     assert _reach(topology, 2, 8080) == "timeout"  # w3 is not in the selector set
+
+
+def test_policy_group_passes_past_the_return_stride_and_reaches_its_last_policy(
+    topology: Topology,
+) -> None:
+    """One group of seven policies (past the return-on-verdict check before the sixth): a
+    pass from the first skips the five denies after it, across the check, to the next tier;
+    a port no policy decides walks the whole group to the allow in its last policy."""
+    tcp = {"protocol": "tcp"}
+    first = [PolicyID(f"f{i}", "GlobalNetworkPolicy", tier="first") for i in range(7)]
+    pols = {
+        first[0]: Policy(inbound_rules=(Rule("pass", **tcp, dst_ports=(PortRange(9090, 9090),)),))
+    }
+    for p in first[1:-1]:
+        pols[p] = Policy(inbound_rules=(Rule("deny", **tcp, dst_ports=(PortRange(9090, 9090),)),))
+    pols[first[-1]] = Policy(
+        inbound_rules=(
+            Rule("allow", **tcp, src_ip_set_ids=(CLIENT_SET,), dst_ports=(PortRange(8080, 8080),)),
+        )
+    )
+    second = PolicyID("s0", "GlobalNetworkPolicy", tier="second")
+    pols[second] = Policy(inbound_rules=(Rule("allow", **tcp, dst_ports=(PortRange(9090, 9090),)),))
+    server = _server(TierInfo("first", tuple(first)), TierInfo("second", (second,)))
+    assert len(first) > RETURN_STRIDE + 1
+    chains = _program(topology, server=server, policies=pols, group_key=lambda p: "same")
+    groups = [c for c in chains if is_group_chain(c.name)]
+    assert len(groups) == 1 and len(groups[0].rules) == len(first) + 1
+    assert _reach(topology, 0, 9090) == "ok"  # passed by f0, allowed by the next tier
+    assert _reach(topology, 0, 8080) == "ok"  # the group's last policy
+    assert _reach(topology, 2, 8080) == "timeout"  # not a client: end of tier "first"
 
 
 def test_icmp_allowed_by_type(topology: Topology) -> None:
