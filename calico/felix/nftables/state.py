@@ -89,18 +89,18 @@ def canonical_json(obj: Any) -> str:
 
     orjson writes the same text ~5x faster for what rules hold (dicts with ``str`` keys,
     lists, tuples, ``str``, ``int``, ``bool``, None; never floats) as long as the text is
-    ASCII: the stdlib escapes everything else as ``\\uXXXX``, so a non-ASCII text, or anything
-    orjson refuses (an integer past 64 bits, a non-``str`` key), is written again by the
-    reference. A new activation of 100 policies spent ~9 of its ~26 ms here (design/
-    performance.md "Rule text through orjson (session 12)"); tested against the reference
-    in ``tests/unit/felix/nftables/test_rule_text_canonical.py``."""
+    ASCII without DEL: the stdlib escapes DEL and everything past ASCII as ``\\uXXXX``, so
+    such a text, or anything orjson refuses (an integer past 64 bits, a non-``str`` key), is
+    written again by the reference. A new activation of 100 policies spent ~9 of its ~26 ms
+    here (design/performance.md "Rule text through orjson (session 12)"); tested against the
+    reference in ``tests/unit/felix/nftables/test_rule_text_canonical.py``."""
     if _orjson is not None:
         try:
             text = _orjson.dumps(obj, option=_SORT).decode()
         except _orjson.JSONEncodeError:
             pass
         else:
-            if text.isascii():
+            if text.isascii() and "\x7f" not in text:
                 return text
     return _ENCODER.encode(obj)
 

@@ -49,8 +49,15 @@ def test_canonical_json_is_the_reference_text(value: Any) -> None:
     assert canonical_json(value) == reference(value)
 
 
+def test_every_ascii_character_as_value_and_key_gives_the_reference_text() -> None:
+    for code in range(128):
+        c = chr(code)
+        for value in ({"v": c, "w": f"a{c}b"}, {c: 1, f"k{c}": [c]}):
+            assert canonical_json(value) == reference(value), code
+
+
 def test_fallbacks_give_the_reference_text() -> None:
-    for value in ({"a": "é"}, {"n": 2**70}, {1: "x"}, {"b": [1, {"a": "\u2028"}]}):
+    for value in ({"a": "é"}, {"a": "\x7f"}, {"n": 2**70}, {1: "x"}, {"b": [{"a": "\u2028"}]}):
         assert canonical_json(value) == reference(value)
     assert canonical_json({"a": "é"}) == '{"a":"\\u00e9"}'
 
