@@ -108,8 +108,6 @@ class PolicyManager:
         if not self._stubs_dirty:
             return
         self._stubs_dirty = False
-        self._group_keys: dict[PolicyID, tuple[str, str]] = {}
-        self._regrouped: set[PolicyID] = set()
         referenced: set[str] = set().union(*self._refs.values())
         for name in referenced - self._active_profiles:
             if name not in self._profile_chains:

@@ -59,8 +59,11 @@ def activate(policies: PolicyManager, pid: PolicyID, selector: str) -> None:
     policies.on_update(ActivePolicyUpdate(pid, Policy(original_selector=selector)))
 
 
-def wep(i: int, ids: tuple[PolicyID, ...]) -> WorkloadEndpointUpdate:
-    ep = WorkloadEndpoint("active", f"cali{i}", tiers=(TierInfo("default", ids, ids),))
+def wep(
+    i: int, ids: tuple[PolicyID, ...], profiles: tuple[str, ...] = ()
+) -> WorkloadEndpointUpdate:
+    tiers = (TierInfo("default", ids, ids),)
+    ep = WorkloadEndpoint("active", f"cali{i}", profile_ids=profiles, tiers=tiers)
     return WorkloadEndpointUpdate(WorkloadEndpointID("k8s", f"w{i}", "eth0"), ep)
 
 
@@ -101,6 +104,27 @@ def test_endpoints_share_a_group_chain_until_the_last_goes() -> None:
     endpoints.on_update(WorkloadEndpointRemove(wep(3, ()).id))
     endpoints.complete_deferred_work()
     assert not any(is_group_chain(n) for n in table.chains) and endpoints.num_group_chains == 0
+
+
+def test_groups_survive_batches_in_the_dataplane_manager_order() -> None:
+    """Each batch ends with every manager's deferred work in the dataplane's order (endpoints,
+    then policies): the keys must outlive a batch, so the second endpoint of a shape shares
+    the first one's group (a reset of the keys in the policy manager's deferred work once
+    left every later endpoint ungrouped)."""
+    table, policies, endpoints = make()
+    ids = tuple(POLICIES[:4])
+    for p in ids:
+        activate(policies, p, "all()")
+    for i in range(3):
+        # A new endpoint's profile reference makes the policy manager's deferred work run.
+        endpoints.on_update(wep(i, ids, (f"kns.ns{i}",)))
+        endpoints.complete_deferred_work()
+        policies.complete_deferred_work()
+        check(table)
+        target, profile = jump_targets(table.chains[f"filter-cali-tw-cali{i}"])
+        assert is_group_chain(target) and profile == f"filter-cali-pri-kns.ns{i}"
+    assert endpoints.num_group_chains == 2
+    assert policies.group_key(ids[0]) == ("", "all()")
 
 
 def test_a_selector_change_regroups_an_endpoint_whose_list_is_unchanged() -> None:
