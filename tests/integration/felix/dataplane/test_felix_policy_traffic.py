@@ -23,6 +23,7 @@ from harness import (
     eventually,
     icmp,
     in_ns,
+    nft_table,
     seen_source,
     servers,
     tcp,
@@ -480,3 +481,59 @@ def test_all_interfaces_host_endpoint(policy_cluster: Cluster) -> None:
         eventually(lambda: tcp(c.outside, HOST_UPLINK_IP, 8090), "ok")
         assert tcp(c.host, EXTERNAL_IP, 8081) == "ok"
         assert "any-interface-at-all" not in ruleset()
+
+
+def _jumps(host: str) -> dict[str, list[str]]:
+    """Chain -> the chains its rules jump to, from Felix's table in ``host``."""
+    out: dict[str, list[str]] = {}
+    for obj in nft_table(host):
+        rule = obj.get("rule")
+        if rule is not None:
+            targets = [e["jump"]["target"] for e in rule["expr"] if "jump" in e]
+            out.setdefault(rule["chain"], []).extend(targets)
+        elif "chain" in obj:
+            out.setdefault(obj["chain"]["name"], [])
+    return out
+
+
+def test_policy_groups_are_shared_split_and_removed(policy_cluster: Cluster) -> None:
+    """Six same-selector policies over client and server: one shared group chain (nftables),
+    the sixth policy's allow reached through it; a selector change in the middle splits the
+    group with the verdicts unchanged; the group chains go with the policies."""
+    c = policy_cluster
+    client, server, other = c.w["client"], c.w["server"], c.w["other"]
+    bpf = c.felix.env.get("FELIX_BPFENABLED") == "true"
+    selector = "app in {'server', 'client'}"
+
+    def grp(i: int, sel: str = selector) -> dict[str, Any]:
+        rule: dict[str, Any] = {"action": "Allow", "protocol": "TCP"}
+        if i < 6:
+            rule["destination"] = {"ports": [1110 + i]}  # nothing listens: never decides
+        else:
+            rule |= {"source": {"selector": "app == 'client'"}, "destination": {"ports": [9090]}}
+        return np(f"grp-{i}", {"selector": sel, "types": ["Ingress"], "ingress": [rule]})
+
+    def groups_of(w: Any) -> list[str]:
+        return [t for t in _jumps(c.host).get(f"filter-cali-tw-{w.iface}", []) if "-cali-g" in t]
+
+    with resources(c, *(grp(i) for i in range(1, 7))):
+        eventually(lambda: tcp(client, server.ip, 8080), "timeout")
+        assert eventually(lambda: tcp(client, server.ip, 9090), "ok") == "ok"
+        assert tcp(other, server.ip, 9090) == "timeout"
+        if not bpf:
+            eventually(lambda: len(groups_of(server)) == 1 and bool(groups_of(client)), True)
+            (shared,) = groups_of(server)
+            assert groups_of(client) == [shared] and shared.startswith("filter-cali-gi-")
+            targets = _jumps(c.host)[shared]
+            assert [t.rsplit("/", 1)[-1] for t in targets] == [f"grp-{i}" for i in range(1, 7)]
+        c.ds.apply(grp(3, selector + " || app == 'nobody'"))
+        if not bpf:
+            # grp-1..2 and grp-4..6 stay grouped; grp-3 is jumped to on its own.
+            eventually(lambda: len(groups_of(server)) == 2 and shared not in _jumps(c.host), True)
+            direct = [t for t in _jumps(c.host)[f"filter-cali-tw-{server.iface}"] if "-pi-" in t]
+            assert [t.rsplit("/", 1)[-1] for t in direct] == ["grp-3"]
+        assert tcp(client, server.ip, 9090) == "ok"
+        assert tcp(other, server.ip, 9090) == "timeout"
+        assert tcp(client, server.ip, 8080) == "timeout"
+    if not bpf:
+        assert not [name for name in _jumps(c.host) if "-cali-g" in name]
