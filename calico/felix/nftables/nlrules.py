@@ -19,6 +19,7 @@ both paths are identical.
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 from collections.abc import Callable
@@ -26,6 +27,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from calico.felix.nftables.netlink import VERDICT_CODES, Unencodable, attr, nested
+from calico.nlmsg import NLA_F_NESTED
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; keep working without it
+    _orjson = None  # type: ignore[assignment]
+
+# A JSON array, as libnftables reads the commands' JSON text: a list or a tuple (``json.dumps``
+# writes both as arrays), so an encoding is a function of the statement's JSON value.
+_ARRAY = (list, tuple)
 
 # linux/netfilter/nf_tables.h
 LIST_ELEM = 1
@@ -114,16 +125,39 @@ def _reg(slot: int) -> int:
     return REG_1 + slot // 4 if slot % 4 == 0 else REG32_00 + slot
 
 
+# Loads by their few distinct arguments (the header fields in PAYLOADS, their byte-aligned
+# prefixes and merges, and register slots): a statement-memo miss, a new policy's port or
+# address compare, is a load and a compare.
+@functools.cache
 def _meta_load(key: str, slot: int = 0) -> bytes:
     return _expr("meta", _u32(1, _reg(slot)), _u32(2, META_KEYS[key]))
 
 
+@functools.cache
 def _payload_load(base: int, offset: int, length: int, slot: int = 0) -> bytes:
     return _expr("payload", _u32(1, _reg(slot)), _u32(2, base), _u32(3, offset), _u32(4, length))
 
 
-def _cmp(op: str, raw: bytes) -> bytes:
+def _cmp_reference(op: str, raw: bytes) -> bytes:
+    """A compare of register 1 with ``raw``, built attribute by attribute (what :func:`_cmp`
+    packs at once)."""
     return _expr("cmp", _u32(1, REG_1), _u32(2, CMP_OPS[op]), _value(3, raw))
+
+
+_CMP = struct.Struct("=HH8sHH8s8sHH")
+_CMP_NAME = _str(EXPR_NAME, "cmp")
+_CMP_SREG = _u32(1, REG_1)
+_CMP_OPS = {op: _u32(2, code) for op, code in CMP_OPS.items()}
+
+
+def _cmp(op: str, raw: bytes) -> bytes:
+    """:func:`_cmp_reference`: the nests' lengths and constant attributes in one pack."""
+    value = attr(DATA_VALUE, raw)
+    n = len(value)  # padded, as the nests count it
+    return _CMP.pack(
+        36 + n, LIST_ELEM | NLA_F_NESTED, _CMP_NAME, 24 + n, EXPR_DATA | NLA_F_NESTED,
+        _CMP_SREG, _CMP_OPS[op], 4 + n, 3 | NLA_F_NESTED,
+    ) + value  # fmt: skip
 
 
 def _bitwise(mask: bytes, xor: bytes) -> bytes:
@@ -158,6 +192,26 @@ def _verdict(kind: str, target: str | None = None) -> bytes:
     return _expr("immediate", _u32(1, REG_VERDICT), nested(2, nested(DATA_VERDICT, *parts)))
 
 
+# A jump or goto verdict around its one variable part, the chain attribute: the lengths of its
+# four nests and the constant attributes in one pack (a policy activation's new targets).
+_JUMP = struct.Struct("=HH16sHH8sHHHH8s")
+_IMMEDIATE = _str(EXPR_NAME, "immediate")
+_VERDICT_REG = _u32(1, REG_VERDICT)
+_JUMP_CODES = {k: attr(VERDICT_CODE, struct.pack("!i", VERDICT_CODES[k])) for k in ("jump", "goto")}
+
+
+def _jump_verdict(kind: str, target: str) -> bytes:
+    """:func:`_verdict` of a ``jump`` or ``goto`` to ``target`` (a non-empty ``str``)."""
+    chain = _str(VERDICT_CHAIN, target)
+    n = len(chain)  # padded, as the nests count it
+    head = _JUMP.pack(
+        48 + n, LIST_ELEM | NLA_F_NESTED, _IMMEDIATE, 28 + n, EXPR_DATA | NLA_F_NESTED,
+        _VERDICT_REG, 16 + n, 2 | NLA_F_NESTED, 12 + n, DATA_VERDICT | NLA_F_NESTED,
+        _JUMP_CODES[kind],
+    )  # fmt: skip
+    return head + chain
+
+
 def _int(value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise Unencodable(f"{value!r} is not an integer in [{lo}, {hi}]")
@@ -189,6 +243,12 @@ class _Rule:
         self.merged = False  # this statement's bytes replace the previous statement's
 
     def statement(self, stmt: Any) -> None:
+        try:
+            self._statement(stmt)
+        except TypeError:  # an unhashable value where a name is looked up: not ours to send
+            raise Unencodable(f"statement {stmt!r}") from None
+
+    def _statement(self, stmt: Any) -> None:
         if not isinstance(stmt, dict) or len(stmt) != 1:
             raise Unencodable(f"statement {stmt!r}")
         ((kind, body),) = stmt.items()
@@ -231,7 +291,7 @@ class _Rule:
             raise Unencodable(f"operator {op!r}")
         elif lkind == "meta" and isinstance(lbody, dict) and set(lbody) == {"key"}:
             self.meta_match(lbody["key"], op, right)
-        elif lkind == "&" and isinstance(lbody, list) and len(lbody) == 2 and _is_mark(lbody[0]):
+        elif lkind == "&" and isinstance(lbody, _ARRAY) and len(lbody) == 2 and _is_mark(lbody[0]):
             mask = _int(lbody[1], 0, 0xFFFFFFFF)
             self.out += [
                 _meta_load("mark"),
@@ -249,7 +309,7 @@ class _Rule:
         return None
 
     def ct_state(self, right: Any) -> None:
-        states = right if isinstance(right, list) else [right]
+        states = right if isinstance(right, _ARRAY) else [right]
         if not states or any(s not in CT_STATES for s in states):
             raise Unencodable(f"ct state {right!r}")
         bits = 0
@@ -297,7 +357,7 @@ class _Rule:
         if not isinstance(body, dict) or set(body) != {"result", "flags"} or right is not False:
             raise Unencodable(f"fib {body!r} {op} {right!r}")
         flags = body["flags"]
-        if body["result"] not in FIB_RESULTS or op != "==" or not isinstance(flags, list):
+        if body["result"] not in FIB_RESULTS or op != "==" or not isinstance(flags, _ARRAY):
             raise Unencodable(f"fib {body!r} {op} {right!r}")
         if not flags or any(f not in FIB_F for f in flags) or len(set(flags)) != len(flags):
             raise Unencodable(f"fib flags {flags!r}")
@@ -314,7 +374,7 @@ class _Rule:
         """``payload == { constants }``, for the payloads in ``_ANONYMOUS_KEYS`` only."""
         spec = _ANONYMOUS_KEYS.get((body["protocol"], body["field"]))
         members = right["set"]
-        if spec is None or op != "==" or self.new_set is None or not isinstance(members, list):
+        if spec is None or op != "==" or self.new_set is None or not isinstance(members, _ARRAY):
             raise Unencodable(f"anonymous set {right!r} on {body!r}")
         key_type, key_len, udata = spec
         keys = [_int(m, 0, (1 << (8 * key_len)) - 1) for m in members]
@@ -411,7 +471,7 @@ class _Rule:
         self.context["nfproto"] = family
 
     def concat_lookup(self, fields: Any, op: str, right: Any) -> None:
-        if not isinstance(fields, list) or len(fields) < 2:
+        if not isinstance(fields, _ARRAY) or len(fields) < 2:
             raise Unencodable(f"concat {fields!r}")
         loads, slot = [], 0
         for f in fields:
@@ -437,7 +497,7 @@ class _Rule:
         if not isinstance(value, dict) or len(value) != 1:
             raise Unencodable(f"mangle value {value!r}")
         ((op, args),) = value.items()
-        if op not in ("|", "&") or not isinstance(args, list) or len(args) != 2:
+        if op not in ("|", "&") or not isinstance(args, _ARRAY) or len(args) != 2:
             raise Unencodable(f"mangle value {value!r}")
         if not _is_mark(args[0]):
             raise Unencodable(f"mangle value {value!r}")
@@ -474,7 +534,7 @@ class _Rule:
 
 
 def _pair(value: Any) -> tuple[Any, Any]:
-    if not isinstance(value, list) or len(value) != 2:
+    if not isinstance(value, _ARRAY) or len(value) != 2:
         raise Unencodable(f"range {value!r}")
     return value[0], value[1]
 
@@ -512,11 +572,43 @@ def _ifname(name: Any) -> bytes:
     return raw.ljust(IFNAMSIZ, b"\0")
 
 
-# Encoded statements by (repr, protocol context, previous payload-compare header): a statement's
-# bytes depend on nothing else, and a new workload's chains repeat the same few statements with
-# a new chain name, so most of a delta is dictionary hits. Bounded; cleared when full.
-_MEMO: dict[tuple[str, tuple[tuple[str, int], ...], _Const | None], _Encoded] = {}
+# Encoded statements by (statement key, protocol context, previous payload-compare header): a
+# statement's bytes depend on nothing else, and a new workload's chains repeat the same few
+# statements with a new chain name, so most of a delta is dictionary hits. Bounded; cleared
+# when full.
+_MEMO: dict[tuple[bytes | str, tuple[tuple[str, int], ...], _Const | None], _Encoded] = {}
 MEMO_LIMIT = 50_000
+
+# Subclasses of str/int/dict/list, dataclasses and datetimes make orjson raise (no ``default``)
+# rather than write them as their base value.
+_KEY_OPTIONS = (
+    0
+    if _orjson is None
+    else _orjson.OPT_PASSTHROUGH_SUBCLASS
+    | _orjson.OPT_PASSTHROUGH_DATACLASS
+    | _orjson.OPT_PASSTHROUGH_DATETIME
+)
+
+
+def statement_key(stmt: Any) -> bytes | str:
+    """The statement memo's key: the statement's JSON text as orjson writes it (insertion
+    order), else its ``repr``. Equal JSON text means an equal encoding: the encoder reads only
+    JSON values (dicts with ``str`` keys, arrays, ``str``, exact ``int``, ``bool``, None), as
+    libnftables reads the text. Where orjson would write something as another value's text the
+    ``repr`` is used: it refuses subclasses and integers past 64 bits (see ``_KEY_OPTIONS``),
+    and a text with ``null`` in it (NaN and infinities are written as ``null`` too) is not
+    trusted. orjson also writes Enum members and UUIDs as their values; the renderer puts
+    neither in a statement. ~8x cheaper than ``repr``, which was a third of the encoding of a
+    first activation's chains (design/performance.md "Statement keys through orjson
+    (session 13)")."""
+    if _orjson is not None:
+        try:
+            text = _orjson.dumps(stmt, option=_KEY_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError
+            return repr(stmt)
+        if b"null" not in text:
+            return text
+    return repr(stmt)
 
 
 class _Inline(Exception):
@@ -542,7 +634,7 @@ def _jump(stmt: dict[str, Any], context: tuple[tuple[str, int], ...]) -> _Encode
         return None  # the general path says why it is refused
     hit = _JUMPS.get((kind, target))
     if hit is None:
-        hit = _verdict(kind, target)
+        hit = _jump_verdict(kind, target)
         if len(_JUMPS) >= MEMO_LIMIT:
             _JUMPS.clear()
         _JUMPS[kind, target] = hit
@@ -561,7 +653,7 @@ def _statement_memoised(
     stmt: Any, context: tuple[tuple[str, int], ...], last: _Const | None
 ) -> _Encoded:
     """Any statement through the memo: the reference :func:`_statement`'s jump path equals."""
-    key = (repr(stmt), context, last)
+    key = (statement_key(stmt), context, last)
     hit = _MEMO.get(key)
     if hit is None:
         # Only a miss can be an inline set (those are never stored): checked here, not for
@@ -631,24 +723,18 @@ def _expressions(exprs: list[Any], new_set: NewSet | None = None) -> bytes:
     return blob
 
 
-# A rule's chain and comment attributes by name and text: a new endpoint chain's ~200 rules
-# share one chain name, and every endpoint chain of one shape has the same comments. Bounded
-# like the memos above.
+# A rule's chain attribute by name: a new endpoint chain's ~200 rules share one chain name.
+# Bounded like the memos above. Comments are not memoised: each starts with its rule's hash,
+# chained from the chain name (``model.rule_hashes``), so a comment recurs only when its chain
+# is rewritten; a memo of them was all misses (0 hits in 3,036, bench_policy_activation.py).
 _CHAIN_ATTRS: dict[str, bytes] = {}
-_COMMENT_ATTRS: dict[str, bytes] = {}
 
 
 def _comment_attr(comment: str) -> bytes:
-    hit = _COMMENT_ATTRS.get(comment)
-    if hit is None:
-        raw = comment.encode() + b"\0"
-        if len(raw) > 255:
-            raise Unencodable("comment too long")
-        hit = attr(RULE_USERDATA, bytes([UDATA_RULE_COMMENT, len(raw)]) + raw)
-        if len(_COMMENT_ATTRS) >= MEMO_LIMIT:
-            _COMMENT_ATTRS.clear()
-        _COMMENT_ATTRS[comment] = hit
-    return hit
+    raw = comment.encode() + b"\0"
+    if len(raw) > 255:
+        raise Unencodable("comment too long")
+    return attr(RULE_USERDATA, bytes((UDATA_RULE_COMMENT, len(raw))) + raw)
 
 
 def rule_body(

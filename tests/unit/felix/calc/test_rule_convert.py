@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calico.felix.calc import rule_convert
 from calico.felix.calc.rule_convert import (
+    canonical_field_bytes,
     canonical_rule_bytes,
     convert_rule,
     parse_port,
@@ -171,3 +173,53 @@ def test_canonical_bytes_stable_with_a_warm_field_cache(rule: Rule) -> None:
     assert canonical_rule_bytes(rule) == canonical_rule_bytes(rule) == reference_bytes(rule)
     flipped = dataclasses.replace(rule, ip_version=True if rule.ip_version == 1 else 1)
     assert canonical_rule_bytes(flipped) == reference_bytes(flipped)
+
+
+# -- the orjson path of canonical_field_bytes ----------------------------------------------------
+
+
+def _fields(rule: Rule) -> dict[str, object]:
+    return {f.name: getattr(rule, f.name) for f in dataclasses.fields(Rule) if f.name != "rule_id"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules)
+def test_field_bytes_through_orjson_equal_the_definition(rule: Rule) -> None:
+    assert canonical_field_bytes(_fields(rule)) == reference_bytes(rule)
+
+
+@pytest.mark.parametrize("char", [chr(c) for c in range(128)] + ["é", "\u2028", "😀"])
+def test_field_bytes_of_every_ascii_character_and_some_others(char: str) -> None:
+    """Control characters, quotes, backslash and DEL (escaped by the stdlib), non-ASCII text
+    (escaped as ``\\uXXXX`` there): the bytes stay the definition's, as key and value."""
+    rule = Rule(action="allow", original_src_selector=f"a{char}b", metadata=((char, char),))
+    assert canonical_field_bytes(_fields(rule)) == reference_bytes(rule)
+
+
+class _Str(str):
+    pass
+
+
+def test_field_bytes_of_subclasses_and_odd_mappings_are_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A str subclass, an integer past 64 bits, a mapping with ``rule_id`` or a field short:
+    the reference writes it (or raises as it does)."""
+    calls: list[object] = []
+    real = rule_convert.canonical_field_bytes_reference
+    monkeypatch.setattr(
+        rule_convert, "canonical_field_bytes_reference", lambda f: calls.append(f) or real(f)
+    )
+    plain = _fields(Rule(action="allow", protocol=6))
+    assert canonical_field_bytes(plain) and not calls  # the orjson path
+    for odd in (
+        plain | {"original_src_selector": _Str("x")},
+        plain | {"protocol": 1 << 70},
+        plain | {"rule_id": "r"},
+    ):
+        assert canonical_field_bytes(odd) == real(odd)
+    assert len(calls) == 3
+    short = dict(plain)
+    del short["action"]
+    with pytest.raises(KeyError):
+        canonical_field_bytes(short)

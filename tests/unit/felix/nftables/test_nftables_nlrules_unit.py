@@ -236,7 +236,7 @@ def test_inline_set_found_on_a_memo_miss_after_memoised_statements(position: int
         assert body == _str_chain("c") + want
         assert [a.keys for a in asked] == [a.keys for a in want_sets]
         assert tuple(map(id, exprs)) not in nlrules._EXPRS_MEMO
-    assert not any(k[0] == repr(INLINE) for k in nlrules._MEMO)
+    assert not any(k[0] == nlrules.statement_key(INLINE) for k in nlrules._MEMO)
     with pytest.raises(Unencodable, match="inline set outside a batch"):
         rule_body("c", exprs, None)
 
@@ -310,3 +310,137 @@ def test_jump_fast_path_equals_the_memoised_encoding(
     nlrules._MEMO.clear()
     nlrules._JUMPS.clear()
     assert _encode([dict(s) for s in exprs]) == fast
+
+
+# ---- statement keys (orjson) and JSON arrays ---------------------------------------------------
+
+
+# Statements the key must keep apart from their JSON twins: every array both as a list and as a
+# tuple, ints next to bools and floats, str and int subclasses, NaN where None is valid.
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+def _tupled(value: Any) -> Any:
+    """``value`` with every list a tuple (the same JSON)."""
+    if isinstance(value, dict):
+        return {k: _tupled(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+array_statements = st.one_of(
+    st.lists(st.sampled_from(["new", "established", "related", "invalid"]), min_size=1,
+             max_size=3, unique=True).map(lambda s: x.ct_state(*s)),
+    st.integers(0, 0xFFFFFFFF).map(x.mark_set),
+    st.integers(0, 0xFFFFFFFF).map(x.mark_clear),
+    st.integers(0, 0xFFFFFFFF).map(x.mark_is_any),
+    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 0xFFFF)).map(
+        lambda r: x.match(x.payload("th", "dport"), {"range": [min(r), max(r) + 1]})
+    ),
+    st.just(x.match({"concat": [SADDR, x.payload("th", "dport")]}, "@ipport")),
+)  # fmt: skip
+
+
+def _twins(stmt: dict[str, Any]) -> list[Any]:
+    """JSON twins of ``stmt`` and near-twins orjson must not confuse with it."""
+    ((kind, body),) = stmt.items()
+    out: list[Any] = [_tupled(stmt), {kind: body}]
+    if body is None:
+        out.append({kind: float("nan")})
+    if isinstance(body, dict) and body.get("op") == "==":
+        right = body["right"]
+        if isinstance(right, int) and not isinstance(right, bool):
+            out += [{kind: body | {"right": float(right)}}, {kind: body | {"right": _Int(right)}}]
+            if right in (0, 1):
+                out.append({kind: body | {"right": bool(right)}})
+        if isinstance(right, str):
+            out.append({kind: body | {"right": _Str(right)}})
+    return out
+
+
+def _one(stmt: Any) -> Any:
+    try:
+        return nlrules._statement_memoised(stmt, (("nfproto", 2),), None)
+    except Unencodable:
+        return Unencodable
+
+
+@given(st.one_of(statements, array_statements, st.just(x.ACCEPT), st.just(x.COUNTER)))
+def test_statement_key_never_answers_for_a_different_statement(stmt: dict[str, Any]) -> None:
+    """With the statement in the memo, each twin still encodes as it does from an empty memo
+    (a tuple as its list, a float, bool, subclass or NaN as the encoder alone treats it)."""
+    for twin in _twins(stmt):
+        nlrules._MEMO.clear()
+        cold = _one(twin)
+        nlrules._MEMO.clear()
+        _one(stmt)
+        assert _one(twin) == cold, twin
+
+
+@given(st.lists(st.one_of(statements, array_statements), max_size=5))
+def test_arrays_encode_as_lists_or_tuples_alike(exprs: list[Any]) -> None:
+    """The commands' JSON writes a tuple as an array, as it does a list: the encoder reads
+    both as one (so its encoding is a function of the JSON text its memo is keyed by)."""
+    want = _encode(exprs)
+    nlrules._MEMO.clear()
+    nlrules._EXPRS_MEMO.clear()
+    assert _encode([_tupled(s) for s in exprs]) == want
+
+
+def test_statement_key_falls_back_to_repr_where_orjson_would_merge_values() -> None:
+    key = nlrules.statement_key
+    mark = b'{"meta":{"key":"mark"}}'
+    assert key(x.mark_set(5)) == b'{"mangle":{"key":%s,"value":{"|":[%s,5]}}}' % (mark, mark)
+    assert key(x.ACCEPT) == repr(x.ACCEPT)  # null: NaN is written so too
+    assert key({"counter": float("nan")}) == repr({"counter": float("nan")})
+    assert key(x.match(x.meta("l4proto"), _Int(6))) == repr(x.match(x.meta("l4proto"), _Int(6)))
+    assert key({"x": 1 << 70}) == repr({"x": 1 << 70})
+    assert key({1: "a"}) == repr({1: "a"})
+    assert key(x.match(x.meta("l4proto"), True)) != key(x.match(x.meta("l4proto"), 1))
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        x.match({"ct": {"key": "state"}}, [["new"]], "in"),
+        x.match(x.meta("nfproto"), ["ipv4"]),
+        x.match({"fib": {"result": "oif", "flags": [["saddr"]]}}, False),
+    ],
+)
+def test_unhashable_values_are_unencodable_not_a_crash(stmt: dict[str, Any]) -> None:
+    with pytest.raises(Unencodable):
+        rule_body("c", [V4, stmt], None)
+
+
+@given(st.sampled_from(["jump", "goto"]), st.text(min_size=1, max_size=300))
+def test_jump_verdict_template_equals_the_reference(kind: str, target: str) -> None:
+    try:
+        want = nlrules._verdict(kind, target)
+    except (UnicodeEncodeError, struct.error) as exc:
+        with pytest.raises(type(exc)):
+            nlrules._jump_verdict(kind, target)
+        return
+    assert nlrules._jump_verdict(kind, target) == want
+
+
+@given(st.sampled_from(sorted(nlrules.CMP_OPS)), st.binary(max_size=40))
+def test_cmp_template_equals_the_reference(op: str, raw: bytes) -> None:
+    assert nlrules._cmp(op, raw) == nlrules._cmp_reference(op, raw)
+
+
+@given(
+    st.sampled_from(sorted(nlrules.META_KEYS)),
+    st.tuples(st.integers(0, 5), st.integers(0, 64), st.integers(1, 16)),
+    st.integers(0, 12),
+)
+def test_cached_loads_equal_fresh_ones(key: str, payload: tuple[int, int, int], slot: int) -> None:
+    assert nlrules._meta_load(key, slot) == nlrules._meta_load.__wrapped__(key, slot)
+    assert nlrules._payload_load(*payload, slot) == nlrules._payload_load.__wrapped__(
+        *payload, slot
+    )
