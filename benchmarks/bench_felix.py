@@ -742,6 +742,10 @@ def stage_breakdown(
         status = after("status", apply[0])  # this workload's status files, after its apply
         if status:
             marks |= {"status_after_apply": status[0] - apply[1], "cpu_status": status[2]}
+        send = nft and after("nft_send", nft[0])
+        if send and send[1] <= nft[1]:  # the netlink batch's send (the kernel's commit in it)
+            marks |= {"nft_plan": send[0] - nft[0], "nft_send": send[1] - send[0],
+                      "cpu_nft_send": send[2]}  # fmt: skip
         if nft and routes:  # nftables mode (BPF mode stamps no route apply inside its apply)
             marks |= {
                 "cpu_nftables": nft[2],

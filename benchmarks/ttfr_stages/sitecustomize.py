@@ -38,6 +38,7 @@ STAGES = (
         "ep_render",
     ),
     ("calico.felix.nftables.table", "NftablesTable", "apply", "nft_apply"),
+    ("calico.felix.nftables.netlink", "NetlinkElements", "send", "nft_send"),
     ("calico.felix.routetable.table", "RouteTable", "apply", "route_apply"),
     ("calico.felix.dataplane.loop", "InternalDataplane", "_publish_status", "status"),
 )
