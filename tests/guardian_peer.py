@@ -145,8 +145,21 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
+        """Cancel what still runs on the loop, then stop it: a coroutine left pending would be
+        closed later by the collector, and its clean-up would then call into a dead loop
+        ("Event loop is closed", seen once as an unraisable-exception warning)."""
+        with contextlib.suppress(Exception):
+            self.call(self._cancel_all(), timeout=5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+
+    @staticmethod
+    async def _cancel_all() -> None:
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class ManagementPeer:
