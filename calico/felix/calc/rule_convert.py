@@ -140,6 +140,16 @@ def _numeric(ports: Sequence[int | str] | None) -> tuple[PortRange, ...]:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
+def _field_names(value: Any) -> tuple[str, ...] | None:
+    """The field names of a dataclass instance (kept per type), else None."""
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return None
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+    return names
+
+
 def _plain(value: Any) -> Any:
     """What ``dataclasses.asdict`` makes of a rule's field value, for JSON: nested dataclasses
     as dicts of their fields, tuples and lists as lists. ``asdict`` deep-copies everything on
@@ -147,11 +157,9 @@ def _plain(value: Any) -> Any:
     (design/performance.md "TTFR: one ack per batch, and the kernel's jump validation")."""
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
-    names = _FIELD_NAMES.get(type(value))
+    names = _field_names(value)
     if names is None:
-        if not dataclasses.is_dataclass(value) or isinstance(value, type):
-            return value
-        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+        return value
     return {name: _plain(getattr(value, name)) for name in names}
 
 
@@ -190,11 +198,9 @@ _ORJSON_OPTIONS = (
 def _dataclass_fields(value: Any) -> dict[str, Any]:
     """orjson's ``default``: a dataclass instance as ``asdict``'s top level (its nested values
     come back here in turn); anything else is refused, so the reference writes it."""
-    names = _FIELD_NAMES.get(type(value))
+    names = _field_names(value)
     if names is None:
-        if not dataclasses.is_dataclass(value) or isinstance(value, type):
-            raise TypeError(type(value).__name__)
-        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+        raise TypeError(type(value).__name__)
     return {name: getattr(value, name) for name in names}
 
 
