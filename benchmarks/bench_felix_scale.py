@@ -26,6 +26,8 @@ Metrics (each against a baseline measured in the same run):
   group in the host netns (the kernel committed it). Baseline: the calc graph's own p99 per
   change. This includes the dataplane's apply throttle (upstream's: 10 tokens, one per
   100 ms), so at 100 changes/s a change waits up to 100 ms for its apply by design.
+  Also reported: Felix's RSS now just before and after the churn (``rss_*_churn_now_mb``);
+  ``--churn N`` makes the churn N changes long (default 1,000), to see whether RSS grows.
 * ``felix_scale_apply_p99_s``: p99 duration of the applies during the churn (upstream's
   ``msecToApply`` log line). Target (issue 23's "p99 apply") <= 50 ms. Same baseline.
 
@@ -74,6 +76,7 @@ LOCAL_EPS = 200
 REMOTE_HOSTS = 1250
 CHURN_RATE = 100.0  # changes per second
 CHURN_N = 1000
+CHURN_MAX = 250 * 256  # distinct churn addresses (10.250.x.y, y in 1..250)
 STAMP = "2026-01-01T00:00:00Z"
 SAMPLE_EVERY = 5000  # every n-th generated document is also validated through the models
 
@@ -306,18 +309,20 @@ def apply_times(log_text: str) -> list[float]:
     ]
 
 
-def churn(ds: Any, host: str, remote: int, felix: Any) -> tuple[list[float], int, list[float]]:
+def churn(
+    ds: Any, host: str, remote: int, felix: Any, n: int = CHURN_N
+) -> tuple[list[float], int, list[float]]:
     members = active_members(remote)
     if not members:
         raise AssertionError("no remote endpoint is in an active IP set")
     mon = Monitor(host)
     mon.start()
     mon.ready.wait(30)
-    spy = bf.profile_felix(felix, "scale-churn", CHURN_N / CHURN_RATE + 2)
+    spy = bf.profile_felix(felix, "scale-churn", n / CHURN_RATE + 2)
     starts: dict[str, float] = {}
     log_offset = len(felix.log_path.read_text(errors="replace"))
     t_base = time.perf_counter()
-    for r in range(CHURN_N):
+    for r in range(n):
         i = members[(r * 7919) % len(members)]
         ip = f"10.250.{r // 250}.{1 + r % 250}"
         delay = t_base + r / CHURN_RATE - time.perf_counter()
@@ -386,10 +391,20 @@ def read_gc_stats(path: Path) -> Any:
 
 
 def vm_hwm_mb(pid: int) -> float:
+    """Felix's peak RSS so far (MB)."""
+    return _status_mb(pid, "VmHWM:")
+
+
+def vm_rss_mb(pid: int) -> float:
+    """Felix's RSS now (MB)."""
+    return _status_mb(pid, "VmRSS:")
+
+
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
+    raise AssertionError(f"no {field} for {pid}")
 
 
 class RssSampler(threading.Thread):
@@ -422,7 +437,16 @@ def main() -> int:
     parser.add_argument("--mem-dir", type=Path, help="tracemalloc report at in-sync (no churn)")
     parser.add_argument("--gc-stats", type=Path, help="time Felix's GC collections (a file)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the calc-only child")
+    parser.add_argument(
+        "--churn",
+        type=int,
+        default=CHURN_N,
+        help=f"changes in the churn (default {CHURN_N}; at most {CHURN_MAX}): a long one shows "
+        "whether RSS grows",
+    )
     args = parser.parse_args()
+    if not 0 < args.churn <= CHURN_MAX:
+        parser.error(f"--churn must be 1..{CHURN_MAX}")
     if os.geteuid() != 0:
         print("bench_felix_scale needs root (network namespaces, nftables)", file=sys.stderr)
         return 1
@@ -475,12 +499,15 @@ def main() -> int:
             while not (args.mem_dir / "done").exists() and time.monotonic() < deadline:
                 time.sleep(0.5)
             return 0
-        lat, missed, applies = churn(ds, host, remote, felix)
+        rss_before = vm_rss_mb(felix.proc.pid)
+        lat, missed, applies = churn(ds, host, remote, felix, args.churn)
         rss_after = vm_hwm_mb(felix.proc.pid)
+        rss_end = vm_rss_mb(felix.proc.pid)
     lat += [float("inf")] * missed
     emit(BENCH, "felix_scale_churn_p99_s", bf.pct(lat, 0.99), base["churn_p99_ms"] / 1000,
          target=0.05, p50_s=round(bf.pct(lat, 0.5), 4), changes=len(lat), missed=missed,
          rate_per_s=CHURN_RATE, rss_after_churn_mb=round(rss_after, 1),
+         rss_before_churn_now_mb=round(rss_before, 1), rss_after_churn_now_mb=round(rss_end, 1),
          baseline_is="calc graph alone: p99 per change")  # fmt: skip
     if applies:  # a Felix without the per-apply log line (older builds) reports none
         emit(BENCH, "felix_scale_apply_p99_s", bf.pct(applies, 0.99), base["churn_p99_ms"] / 1000,

@@ -43,6 +43,7 @@ from calico.felix.config import (
     resolve,
     severity_level,
 )
+from calico.felix.idle_gc import IdleCollector
 from calico.felix.malloc_arenas import cap_arenas
 from calico.felix.messages import ConfigUpdate, DatastoreNotReady, Encapsulation, ToDataplane
 from calico.gcpause import resume as resume_gc
@@ -175,6 +176,9 @@ class FelixDaemon:
         self._owned: list[tuple[str, Callable[[], Any]]] = []  # (name, stop) in start order
         self._watch: list[tuple[str, Any]] = []  # threads whose death stops Felix
         self.startup_encap = Encapsulation()  # from the IP pools, read by connect()
+        # Collections run when the dataplane is idle once start-up's objects are frozen
+        # (calico.felix.idle_gc); before that the collector is paused or automatic.
+        self.idle_gc = IdleCollector()
 
     # ---- control -----------------------------------------------------------------------------
 
@@ -308,6 +312,7 @@ class FelixDaemon:
             health=self.health,
             metrics=metrics,
             on_in_sync=self._on_dataplane_in_sync,
+            on_idle=self.idle_gc.collect_if_due,
             encap=encap,
         )
         to_dataplane = dataplane.on_messages
@@ -396,10 +401,10 @@ class FelixDaemon:
 
         return both, flows.lookups.on_endpoint
 
-    @staticmethod
-    def _on_dataplane_in_sync() -> None:
+    def _on_dataplane_in_sync(self) -> None:
         log.info("Dataplane is in sync with the datastore")
         resume_gc()  # start-up's objects are built: freeze them, collect normally from here
+        self.idle_gc.start()  # ... at the dataplane's idle points (calico.felix.idle_gc)
         flush_code_cache()  # start-up's classes exist: keep their code for the next start
 
     def _supervise(self) -> None:
@@ -407,6 +412,7 @@ class FelixDaemon:
         while not self._stop.wait(0.5):
             if gc_deadline and time.monotonic() >= gc_deadline:
                 resume_gc()  # never in sync so far: run with normal collection regardless
+                self.idle_gc.start()
                 gc_deadline = 0.0
             for name, component in self._watch:
                 if not component.is_alive():
@@ -425,6 +431,7 @@ class FelixDaemon:
             except Exception as exc:
                 log.warning("Error stopping %s: %s", name, exc)
         self._owned.clear()
+        self.idle_gc.stop()
         log.info("Felix stopped; dataplane left programmed")
 
 

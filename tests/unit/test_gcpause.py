@@ -128,7 +128,8 @@ def test_calicoctl_subcommand_modules_are_imported_under_the_start_up_pause() ->
 def _run_component_probe(name: str) -> list[str]:
     """``calico component <name>`` through the real entry point, with <name> pointed at a probe
     command that prints whether the collector runs in the command body, then runs Felix's
-    in-sync callback and prints it again."""
+    in-sync callback and prints it again, with whether the idle collector then took the
+    schedule over (calico.felix.idle_gc: the gen-0 threshold raised to the backstop)."""
     probe = (
         "import gc, sys\n"
         "import click\n"
@@ -137,8 +138,11 @@ def _run_component_probe(name: str) -> list[str]:
         "def probe():\n"
         "    print(gc.isenabled())\n"
         "    from calico.felix.daemon import FelixDaemon\n"
-        "    FelixDaemon._on_dataplane_in_sync()\n"
+        "    from calico.felix.idle_gc import BACKSTOP\n"
+        "    daemon = FelixDaemon()\n"
+        "    daemon._on_dataplane_in_sync()\n"
         "    print(gc.isenabled(), gc.get_freeze_count() > 0)\n"
+        "    print(daemon.idle_gc.active, gc.get_threshold()[0] == BACKSTOP)\n"
         f"components.COMPONENTS[{name!r}] = '__main__:probe'\n"
         "from calico.cli.main import main\n"
         f"sys.argv = ['calico', 'component', {name!r}]\n"
@@ -153,12 +157,12 @@ def _run_component_probe(name: str) -> list[str]:
 def test_felix_start_up_stays_paused_until_the_first_in_sync_apply() -> None:
     """``calico component felix``: the pause covers Felix's imports and start-up; the dataplane's
     first in-sync apply freezes and resumes, so the daemon then collects normally."""
-    assert _run_component_probe("felix") == ["False", "True", "True"]
+    assert _run_component_probe("felix") == ["False", "True", "True", "True", "True"]
 
 
 def test_other_components_collect_from_their_command_body() -> None:
     """Any other component resumes in the ``component`` group's callback, after its import."""
-    assert _run_component_probe("typha") == ["True", "True", "True"]
+    assert _run_component_probe("typha") == ["True", "True", "True", "True", "True"]
 
 
 def _wait_until(cond: Callable[[], bool], timeout: float = 20.0) -> bool:

@@ -227,6 +227,7 @@ def build_internal_dataplane(
     health: HealthAggregator | None,
     metrics: FelixMetrics | None,
     on_in_sync: Any = None,
+    on_idle: Any = None,
     encap: Encapsulation | None = None,
 ) -> InternalDataplane:
     from calico.felix.ifacemonitor import InterfaceMonitor
@@ -266,6 +267,7 @@ def build_internal_dataplane(
         health=health,
         metrics=metrics,
         on_in_sync=on_in_sync,
+        on_idle=on_idle,
         health_timeout=config.dataplane_watchdog_timeout,
         iface_monitor=monitor,
     )

@@ -18,6 +18,8 @@ Contracts (design/felix-dataplane.md, "The dataplane loop"):
   flush for moved/removed IPs); then endpoint status files, once no input is waiting (another
   workload's delta is applied first) or ``STATUS_MAX_DEFER`` after the apply at the latest.
   Routes go after policy so a new workload is never reachable before its policy exists.
+- ``on_idle`` runs at the end of an iteration that leaves nothing to do (no input waiting, no
+  apply due, so status files written): Felix collects garbage there (calico.felix.idle_gc).
 - Periodic resyncs: the table's own refresh (NftablesRefreshInterval), the route table's
   (RouteRefreshInterval), endpoint-status files every 10 s.
 - Health reporter ``InternalDataplaneMainLoop`` (live+ready; timeout max(DataplaneWatchdogTimeout,
@@ -96,6 +98,7 @@ class InternalDataplane:
         health: HealthAggregator | None = None,
         metrics: FelixMetrics | None = None,
         on_in_sync: Callable[[], None] | None = None,
+        on_idle: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         throttle: TokenBucket | None = None,
         backoff: Backoff | None = None,
@@ -108,6 +111,7 @@ class InternalDataplane:
         self._health = health
         self._metrics = metrics
         self._on_in_sync = on_in_sync
+        self._on_idle = on_idle
         self._clock = clock
         self._throttle = throttle or TokenBucket(APPLY_INTERVAL, APPLY_BURST, clock=clock)
         self._backoff = backoff or Backoff(RETRY_MIN, RETRY_MAX)
@@ -199,6 +203,10 @@ class InternalDataplane:
             self._publish_status()
         if self._clock() - self._last_health >= HEALTH_INTERVAL:
             self._report_health()
+        # Nothing to do now (status files are written whenever the queue is empty): e.g.
+        # garbage collection (calico.felix.idle_gc).
+        if self._on_idle is not None and self._queue.empty() and not self._apply_due():
+            self._on_idle()
         return applied
 
     def _drain(self, timeout: float) -> None:

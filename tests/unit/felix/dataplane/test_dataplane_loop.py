@@ -193,3 +193,37 @@ def test_status_files_wait_for_queued_input_but_not_for_ever(tmp_path: Path) -> 
         clock.now += 0.03
     assert dp.step()
     assert _status_files(tmp_path) == set(names[1:])  # written although input is waiting
+
+
+def test_on_idle_runs_only_when_nothing_is_left_to_do(tmp_path: Path) -> None:
+    """The idle hook (Felix's garbage collection, calico.felix.idle_gc) never runs while input
+    waits or an apply is due (throttled or not)."""
+    clock = Clock()
+    idle: list[float] = []
+    status = EndpointStatusFileReporter(EndpointStatusFiles(tmp_path))
+    dp, table, _ = make(
+        clock,
+        wait_for_ifaces=False,
+        status=status,
+        throttle=TokenBucket(0.1, 1, clock=clock),
+        on_idle=lambda: idle.append(clock.now),
+    )
+    dp.on_iface_state("cali0", "up", 10)
+    dp.on_messages([InSync(), _wep_update(0)])
+    assert dp.step() and idle == [clock.now]  # applied, status written, nothing queued
+
+    real_apply = table.apply
+
+    def apply_then_queue() -> object:
+        table.apply = real_apply  # type: ignore[method-assign]
+        dp.on_messages([_wep_update(1)])  # arrives while the transaction is in flight
+        return real_apply()
+
+    clock.now += 0.1
+    table.apply = apply_then_queue  # type: ignore[method-assign]
+    dp.on_messages([IPSetUpdate("s:a", (), IPSetType.NET)])
+    assert dp.step() and len(idle) == 1  # input waiting (status deferred for it too)
+    assert not dp.step() and len(idle) == 1  # drained, its apply due but throttled
+    clock.now += 0.1
+    assert dp.step() and len(idle) == 2 and table.applies == 3
+    assert not dp.step() and len(idle) == 3  # idle again on the next quiet iteration
