@@ -179,6 +179,7 @@ class FelixDaemon:
         # Collections run when the dataplane is idle once start-up's objects are frozen
         # (calico.felix.idle_gc); before that the collector is paused or automatic.
         self.idle_gc = IdleCollector()
+        self._calc: Any = None  # the AsyncCalcGraph, once the pipeline is built
 
     # ---- control -----------------------------------------------------------------------------
 
@@ -312,7 +313,7 @@ class FelixDaemon:
             health=self.health,
             metrics=metrics,
             on_in_sync=self._on_dataplane_in_sync,
-            on_idle=self.idle_gc.collect_if_due,
+            on_idle=self._on_dataplane_idle,
             encap=encap,
         )
         to_dataplane = dataplane.on_messages
@@ -342,6 +343,7 @@ class FelixDaemon:
             route_source=config.route_source if vxlan else None,
             endpoint_listener=endpoint_listener,
         )
+        self._calc = calc  # asked for policies to prepare when the dataplane is idle
         syncer = typha_source(config, calc) if config.typha_addr else felix_syncer(backend, calc)
         reporter = StatusReporter(
             backend,
@@ -400,6 +402,13 @@ class FelixDaemon:
             to_dataplane(batch)
 
         return both, flows.lookups.on_endpoint
+
+    def _on_dataplane_idle(self) -> None:
+        """The dataplane loop has nothing to do: collect garbage (calico.felix.idle_gc), then
+        let the calc graph parse the next inactive policies to prepare (PolicyPrepare)."""
+        self.idle_gc.collect_if_due()
+        if self._calc is not None:
+            self._calc.request_prepare()
 
     def _on_dataplane_in_sync(self) -> None:
         log.info("Dataplane is in sync with the datastore")

@@ -229,6 +229,18 @@ class ActivePolicyRemove:
 
 
 @dataclass(frozen=True)
+class PolicyPrepare:
+    """A policy no local endpoint uses yet, parsed while Felix is idle: the dataplane may
+    render it ahead of its activation, and programs nothing for it. Not a message of
+    upstream's protocol: an in-process cache warm-up (design/felix-calc.md "Preparing
+    inactive policies"). The ``policy`` object is the one a later ``ActivePolicyUpdate``
+    for an unchanged policy carries."""
+
+    id: PolicyID
+    policy: Policy
+
+
+@dataclass(frozen=True)
 class ActiveProfileUpdate:
     id: ProfileID
     profile: Profile
@@ -452,6 +464,7 @@ ToDataplane = (
     | IPSetRemove
     | ActivePolicyUpdate
     | ActivePolicyRemove
+    | PolicyPrepare
     | ActiveProfileUpdate
     | ActiveProfileRemove
     | WorkloadEndpointUpdate

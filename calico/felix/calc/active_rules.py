@@ -13,6 +13,11 @@ policy selectors and local endpoints into a ``SelectorIndex``, and reports:
 * to match listeners (the PolicyResolver): each (policy, endpoint) match starting / stopping.
 
 Deep-equal re-sends of a value are ignored.
+
+It also keeps the inactive policies whose current value has not been handed out for
+preparation (:meth:`ActiveRulesCalculator.take_unprepared`: parsed and rendered while Felix
+is idle, so a later activation finds them cached; design/felix-calc.md "Preparing inactive
+policies").
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ class ActiveRulesCalculator:
         self._endpoint_profiles: dict[EndpointKey, tuple[str, ...]] = {}
         self._endpoint_values: dict[EndpointKey, tuple[Mapping[str, str], tuple[str, ...]]] = {}
         self._profile_refs: dict[str, int] = {}
+        # Inactive policies whose value has not been handed out since it last changed, in the
+        # order they arrived (a dict as an ordered set).
+        self._unprepared: dict[PolicyKey, None] = {}
 
     def add_match_listener(self, listener: PolicyMatchListener) -> None:
         self._listeners.append(listener)
@@ -93,6 +101,22 @@ class ActiveRulesCalculator:
     def active_profiles(self) -> frozenset[str]:
         return frozenset(self._profile_refs)
 
+    # -- preparation -------------------------------------------------------------------------
+
+    @property
+    def has_unprepared(self) -> bool:
+        return bool(self._unprepared)
+
+    def take_unprepared(self, limit: int) -> list[tuple[PolicyKey, v1.Policy]]:
+        """Up to ``limit`` inactive policies not handed out since they last changed, oldest
+        first; each is handed out once per value."""
+        out: list[tuple[PolicyKey, v1.Policy]] = []
+        while self._unprepared and len(out) < limit:
+            key = next(iter(self._unprepared))
+            del self._unprepared[key]
+            out.append((key, self._policies[key]))
+        return out
+
     # -- fan-out handlers ------------------------------------------------------------------
 
     def on_policy(self, key: PolicyKey, value: v1.Policy | None) -> None:
@@ -103,6 +127,7 @@ class ActiveRulesCalculator:
         was_active = key in self._active_policies
         if value is None:
             del self._policies[key]
+            self._unprepared.pop(key, None)
             self._index.delete_selector(key)
             for endpoint in list(self._matches.get(key, ())):
                 self._on_match_stopped(key, endpoint)  # in case the index did not report it
@@ -118,6 +143,8 @@ class ActiveRulesCalculator:
         if old is None or old.selector != value.selector:
             self._index.update_selector(key, selector)
         self._sync_policy(key, resend=was_active)
+        if key not in self._active_policies:
+            self._unprepared[key] = None
 
     def on_profile_rules(self, name: str, value: v1.ProfileRules | None) -> None:
         """Called for every ProfileRulesKey update; re-sends the rules if the profile is active."""
@@ -186,6 +213,7 @@ class ActiveRulesCalculator:
         if want and value is not None:
             if key not in self._active_policies:
                 self._active_policies.add(key)
+                self._unprepared.pop(key, None)
                 self._scanner.on_policy_active(key, value)
             elif resend:
                 self._scanner.on_policy_active(key, value)

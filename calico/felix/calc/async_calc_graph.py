@@ -12,6 +12,10 @@ Contracts:
 - Health reporter ``CalculationGraph`` (live + ready, 30 s timeout): reported at start, on every
   status change, at least every 10 s while idle and between updates while busy. Ready only while
   the last status is in-sync. A graph stuck inside one update stops reporting and times out.
+- ``request_prepare()`` (any thread; Felix calls it at the dataplane's idle point) asks for
+  :data:`PREPARE_CHUNK` inactive policies to be parsed ahead of their activation and sent as
+  ``PolicyPrepare``: at most one request is queued, and it yields to any input or unflushed
+  change (design/felix-calc.md "Preparing inactive policies").
 - An exception in the graph (or sink) stops the loop: it is logged, reported non-live, kept in
   ``error``, re-raised by ``stop()``; later ``on_updates`` calls raise ``CalcGraphFailed``.
 """
@@ -38,6 +42,9 @@ HEALTH_TIMEOUT = 30.0
 HEALTH_INTERVAL = 10.0
 _BUSY_REPORT_GAP = 1.0  # while applying a long batch, report at most once a second
 _WAKE = object()
+_PREPARE = object()
+#: Inactive policies parsed per ``request_prepare``: ~0.5 ms, so new input waits at most that.
+PREPARE_CHUNK = 10
 
 
 class CalcGraphFailed(RuntimeError):
@@ -78,6 +85,7 @@ class AsyncCalcGraph:
         self._status = SyncStatus.WAIT_FOR_DATASTORE
         self._dirty = False
         self._last_health_report = float("-inf")
+        self._prepare_queued = False  # set by request_prepare, cleared by the loop
         if health is not None:
             health.register_reporter(HEALTH_NAME, live=True, ready=True, timeout=HEALTH_TIMEOUT)
 
@@ -89,6 +97,19 @@ class AsyncCalcGraph:
 
     def on_status_updated(self, status: SyncStatus) -> None:
         self._put(status)
+
+    def request_prepare(self) -> None:
+        """Have the loop prepare a chunk of inactive policies, if any wait and no request is
+        queued. Never blocks: a full queue means real work, which comes first anyway."""
+        if self._prepare_queued or self._error is not None or self._stopping.is_set():
+            return
+        if not self._pipeline.wants_prepare:
+            return
+        self._prepare_queued = True
+        try:
+            self._queue.put_nowait(_PREPARE)
+        except queue.Full:
+            self._prepare_queued = False
 
     def _put(self, item: object) -> None:
         while True:
@@ -136,6 +157,10 @@ class AsyncCalcGraph:
             self._apply_updates(item)
         elif isinstance(item, SyncStatus):
             self._apply_status(item)
+        elif item is _PREPARE:
+            self._prepare_queued = False
+            if not self._dirty and self._queue.empty():  # real work first
+                self._pipeline.prepare(PREPARE_CHUNK)
         if self._stopping.is_set():
             return
         self._maybe_flush()
@@ -189,6 +214,7 @@ __all__ = [
     "HEALTH_INTERVAL",
     "HEALTH_NAME",
     "HEALTH_TIMEOUT",
+    "PREPARE_CHUNK",
     "AsyncCalcGraph",
     "CalcGraphFailed",
 ]

@@ -53,7 +53,7 @@ from calico.felix.labelindex import (
     SelectorIndex,
     host_cidrs,
 )
-from calico.felix.messages import ToDataplane
+from calico.felix.messages import PolicyPrepare, ToDataplane
 from calico.model import (
     HostEndpointKey,
     NetworkSetKey,
@@ -249,6 +249,24 @@ class CalcGraph:
     def flush(self) -> None:
         """Called before the sequencer's flush: emits the batched endpoint updates."""
         self.policy_resolver.flush()
+
+    # -- preparation (design/felix-calc.md "Preparing inactive policies") --------------------
+
+    @property
+    def wants_prepare(self) -> bool:
+        """Inactive policies wait to be prepared and the RuleScanner's cache has room."""
+        return self.active_rules.has_unprepared and self.rule_scanner.prepare_room > 0
+
+    def prepare_policies(self, limit: int) -> list[ToDataplane]:
+        """Parse up to ``limit`` inactive policies into the RuleScanner's cache; the messages
+        that let the dataplane render them too. Nothing active changes."""
+        out: list[ToDataplane] = []
+        taken = self.active_rules.take_unprepared(min(limit, self.rule_scanner.prepare_room))
+        for key, value in taken:
+            prepared = self.rule_scanner.prepare(key, value)
+            if prepared is not None:
+                out.append(PolicyPrepare(*prepared))
+        return out
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -24,12 +24,16 @@ class Graph(Protocol):
     def on_update(self, update: Update) -> None: ...
     def on_status(self, status: SyncStatus) -> None: ...
     def flush(self) -> None: ...
+    @property
+    def wants_prepare(self) -> bool: ...
+    def prepare_policies(self, limit: int) -> list[ToDataplane]: ...
 
 
 class Flushable(Protocol):
     """The EventSequencer, as far as the pipeline is concerned."""
 
     def flush(self) -> object: ...
+    def pending(self) -> bool: ...
 
 
 class CalcPipeline:
@@ -55,6 +59,24 @@ class CalcPipeline:
         self.graph.on_status(status)
         if status is SyncStatus.IN_SYNC:
             self._been_in_sync = True
+
+    @property
+    def wants_prepare(self) -> bool:
+        """Inactive policies could be prepared now: only after ``InSync`` was sent (start-up
+        is not slowed for a guess)."""
+        return self._sent_in_sync and self.graph.wants_prepare
+
+    def prepare(self, limit: int) -> int:
+        """Send the dataplane up to ``limit`` prepared inactive policies (``PolicyPrepare``,
+        one batch of their own); returns how many. Nothing before ``InSync``, nor while the
+        sequencer holds unflushed output: the dataplane must have seen every activation and
+        removal the graph made first, so a policy it still has active is never prepared."""
+        if not self._sent_in_sync or self.sequencer.pending():
+            return 0
+        batch = self.graph.prepare_policies(limit)
+        if batch:
+            self._sink(batch)
+        return len(batch)
 
     def flush(self) -> None:
         """Graph first (the policy resolver's batched endpoints), then the sequencer; then

@@ -231,6 +231,26 @@ class RuleScanner:
         self._update_refs(key, sets)
         self._callbacks.on_policy_active(policy_id(key), policy)
 
+    def prepare(self, key: PolicyKey, value: v1.Policy) -> tuple[PolicyID, Policy] | None:
+        """Parse an inactive policy into the cache ahead of its activation, behind every
+        entry (the first to be dropped): no IP set is referenced and no callback made. None
+        if it is cached at this value already or the cache has no room (a guess never
+        evicts what a real activation parsed)."""
+        cached = self._parsed.get(key)
+        if cached is not None and (cached[0] is value or cached[0] == value):
+            return None
+        if cached is None and len(self._parsed) >= PARSED_POLICY_CACHE:
+            return None
+        policy, sets = parse_policy(key, value)
+        self._parsed[key] = (value, policy, sets)
+        self._parsed.move_to_end(key, last=False)
+        return policy_id(key), policy
+
+    @property
+    def prepare_room(self) -> int:
+        """How many more policies :meth:`prepare` can cache without dropping any."""
+        return max(PARSED_POLICY_CACHE - len(self._parsed), 0)
+
     def on_policy_inactive(self, key: PolicyKey) -> None:
         """Called when a policy stops being active (deleted or no longer matching)."""
         self._callbacks.on_policy_inactive(policy_id(key))

@@ -18,8 +18,10 @@ Contracts (design/felix-dataplane.md, "The dataplane loop"):
   flush for moved/removed IPs); then endpoint status files, once no input is waiting (another
   workload's delta is applied first) or ``STATUS_MAX_DEFER`` after the apply at the latest.
   Routes go after policy so a new workload is never reachable before its policy exists.
-- ``on_idle`` runs at the end of an iteration that leaves nothing to do (no input waiting, no
-  apply due, so status files written): Felix collects garbage there (calico.felix.idle_gc).
+- An iteration that leaves nothing to do (no input waiting, no apply due, so status files
+  written) renders prepared policies (``PolicyPrepare``: no apply, nothing programmed) one at a
+  time while no input arrives, then runs ``on_idle``: Felix collects garbage there
+  (calico.felix.idle_gc) and asks the calc graph for more policies to prepare.
 - Periodic resyncs: the table's own refresh (NftablesRefreshInterval), the route table's
   (RouteRefreshInterval), endpoint-status files every 10 s.
 - Health reporter ``InternalDataplaneMainLoop`` (live+ready; timeout max(DataplaneWatchdogTimeout,
@@ -44,7 +46,7 @@ from calico.felix.dataplane.managers.iface_config import WorkloadIfaceConfigurat
 from calico.felix.dataplane.managers.ipsets import IPSetsManager
 from calico.felix.dataplane.managers.policy import PolicyManager
 from calico.felix.loopthread import LoopThread
-from calico.felix.messages import InSync, ToDataplane, WorkloadEndpointID
+from calico.felix.messages import InSync, PolicyPrepare, ToDataplane, WorkloadEndpointID
 from calico.felix.nftables.table import NftablesTable
 from calico.felix.throttle import TokenBucket
 from calico.health import HealthAggregator
@@ -203,10 +205,15 @@ class InternalDataplane:
             self._publish_status()
         if self._clock() - self._last_health >= HEALTH_INTERVAL:
             self._report_health()
-        # Nothing to do now (status files are written whenever the queue is empty): e.g.
-        # garbage collection (calico.felix.idle_gc).
-        if self._on_idle is not None and self._queue.empty() and not self._apply_due():
-            self._on_idle()
+        # Nothing to do now (status files are written whenever the queue is empty): prepared
+        # policies are rendered, one at a time while no input arrives, then e.g. garbage
+        # collection (calico.felix.idle_gc) and the next policies to prepare.
+        if self._queue.empty() and not self._apply_due():
+            policies = self.parts.policies
+            while policies.preparing and self._queue.empty():
+                policies.prepare_next()
+            if self._on_idle is not None and not policies.preparing:
+                self._on_idle()
         return applied
 
     def _drain(self, timeout: float) -> None:
@@ -255,7 +262,8 @@ class InternalDataplane:
             self.datastore_in_sync = True
         for manager in self.parts.managers:
             manager.on_update(msg)
-        self._dirty = True
+        if type(msg) is not PolicyPrepare:  # programs nothing: no apply for it
+            self._dirty = True
 
     # ---- scheduling --------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from calico.felix.nftables.model import TABLE_FAMILY, TABLE_NAME, Chain, NftSet,
 from calico.felix.nftables.netlink import ElementBatch, NetlinkElements, Unencodable
 from calico.felix.nftables.nlbatch import plan_batch
 from calico.felix.nftables.nlreadback import Dumper, Undecodable, read_table
+from calico.felix.nftables.nlrules import rule_body
 from calico.felix.nftables.readback import parse_listing
 from calico.felix.nftables.state import KernelState, MapState, RenderedChain, SetState
 from calico.felix.nftables.state import render_chain as _render
@@ -65,6 +66,15 @@ class ApplyResult:
     def raise_for_error(self) -> None:
         if not self.ok:
             raise NftablesError(self.error or "nftables apply failed")
+
+
+#: Chains :meth:`NftablesTable.prepare_chain` keeps rendered (two per prepared policy).
+PREPARED_CHAINS = 4096
+
+
+def _same(then: tuple[Any, ...], now: list[Any]) -> bool:
+    """The same rule objects in the same order (a Chain's list may have been changed)."""
+    return len(then) == len(now) and all(a is b for a, b in zip(then, now, strict=True))
 
 
 class NftablesTable:
@@ -111,11 +121,36 @@ class NftablesTable:
         self._readback_pending = True  # a new instance must learn what a previous Felix left
         self._next_refresh = math.inf
         self.consecutive_failures = 0
+        # Chains rendered by prepare_chain, by name: the Chain object, its rules then, and
+        # what they rendered to.
+        self._prepared: dict[str, tuple[Chain, tuple[Any, ...], RenderedChain]] = {}
 
     # ---- desired state -------------------------------------------------------------------------
 
-    def set_chain(self, chain: Chain) -> None:
+    def prepare_chain(self, chain: Chain) -> None:
+        """Do ahead what ``set_chain`` and the next apply would do for ``chain`` (its rule
+        text, hashes and comments, and with netlink its rules' encoding) without setting it:
+        setting this Chain object later costs less. No desired state changes. Kept for at
+        most :data:`PREPARED_CHAINS` chains, oldest dropped first."""
         rendered = _render(chain)
+        self._prepared.pop(chain.name, None)
+        self._prepared[chain.name] = (chain, tuple(chain.rules), rendered)
+        if len(self._prepared) > PREPARED_CHAINS:
+            del self._prepared[next(iter(self._prepared))]
+        if self._netlink is None:
+            return
+        for exprs, comment in rendered.rules:
+            try:
+                rule_body(rendered.name, exprs, comment)  # fills the encoder's memos
+            except Unencodable:
+                return  # the apply sends this chain through libnftables
+
+    def set_chain(self, chain: Chain) -> None:
+        prepared = self._prepared.pop(chain.name, None)
+        if prepared is not None and prepared[0] is chain and _same(prepared[1], chain.rules):
+            rendered = prepared[2]  # prepare_chain's work, for the same unchanged Chain
+        else:
+            rendered = _render(chain)
         old = self._desired.chains.get(chain.name)
         if old is not None and old.state == rendered.state and old.base == rendered.base:
             return

@@ -13,6 +13,13 @@ object) reuses its Chain objects, whose rules already carry their rule text and 
 encoding (design/performance.md "TTFR at 1,000 policies: activations (session 6)"). (ID,
 Policy, the renderer's config object) decides the chains.
 
+Inactive policies the calc graph parsed while Felix was idle arrive as ``PolicyPrepare``: they
+are queued, and rendered into the same cache (behind every entry, only while it has room) with
+the table preparing their chains, one at a time from the dataplane loop's idle point
+(:meth:`PolicyManager.prepare_next`). Nothing is set on the table for them; an activation at
+the same revision then finds everything done (design/felix-calc.md "Preparing inactive
+policies").
+
 The manager also answers the endpoint manager's policy grouping question
 (:meth:`PolicyManager.group_key`: calico.felix.rules.groups) from the active policies, and
 reports the policies whose key changed, so endpoints jumping to them are regrouped.
@@ -30,6 +37,7 @@ from calico.felix.messages import (
     ActiveProfileUpdate,
     Policy,
     PolicyID,
+    PolicyPrepare,
     Profile,
     ToDataplane,
 )
@@ -52,6 +60,7 @@ class PolicyManager:
         self._stubs_dirty = False
         self._group_keys: dict[PolicyID, tuple[str, str]] = {}
         self._regrouped: set[PolicyID] = set()
+        self._to_prepare: OrderedDict[PolicyID, Policy] = OrderedDict()
 
     @property
     def num_policies(self) -> int:
@@ -61,8 +70,18 @@ class PolicyManager:
     def num_profiles(self) -> int:
         return len(self._active_profiles)
 
+    @property
+    def preparing(self) -> bool:
+        """Prepared policies wait to be rendered (:meth:`prepare_next`)."""
+        return bool(self._to_prepare)
+
     def on_update(self, msg: ToDataplane) -> None:
+        if isinstance(msg, PolicyPrepare):
+            if msg.id not in self._policy_chains:
+                self._to_prepare[msg.id] = msg.policy
+            return
         if isinstance(msg, ActivePolicyUpdate):
+            self._to_prepare.pop(msg.id, None)
             chains = self._render_policy(msg.id, msg.policy)
             self._policy_chains[msg.id] = self._replace(self._policy_chains.get(msg.id), chains)
             key = (msg.policy.namespace, msg.policy.original_selector)
@@ -132,6 +151,25 @@ class PolicyManager:
         if len(self._rendered) > RENDERED_POLICY_CACHE:
             self._rendered.popitem(last=False)
         return chains
+
+    def prepare_next(self) -> None:
+        """Render the oldest queued prepared policy into the cache, behind every entry, and
+        have the table prepare its chains; sets nothing. Skipped if it is cached already or
+        the cache is full (a guess never evicts a real rendering). An activation takes the
+        policy out of the queue, so it is inactive here."""
+        policy_id, policy = self._to_prepare.popitem(last=False)
+        config = self._renderer.config
+        cached = self._rendered.get(policy_id)
+        same = cached is not None and (cached[1] is policy or cached[1] == policy)
+        if cached is not None and cached[0] is config and same:
+            return
+        if cached is None and len(self._rendered) >= RENDERED_POLICY_CACHE:
+            return
+        chains = self._renderer.policy_chains(policy_id, policy)
+        self._rendered[policy_id] = (config, policy, chains)
+        self._rendered.move_to_end(policy_id, last=False)
+        for chain in chains:
+            self._table.prepare_chain(chain)
 
     def _replace(self, old: list[str] | None, chains: list[Chain]) -> list[str]:
         names = [c.name for c in chains]

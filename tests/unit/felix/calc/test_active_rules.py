@@ -118,3 +118,38 @@ def test_profiles_are_reference_counted_and_missing_ones_sent_as_none(arc) -> No
     calc.on_endpoint(EP2, ep({}, []))
     assert scanner.take() == [("on_profile_inactive", "a")]
     assert calc.active_profiles == frozenset()
+
+
+def test_inactive_policies_are_handed_out_for_preparation_once_per_value(arc) -> None:
+    """take_unprepared (design/felix-calc.md "Preparing inactive policies"): inactive policies
+    oldest first, each once per value; an activation or a deletion withdraws one."""
+    calc, scanner, _ = arc
+    p2, p3 = (PolicyKey("GlobalNetworkPolicy", "", n) for n in ("p2", "p3"))
+    web = pol({"selector": "app == 'web'", "inbound_rules": []})
+    db = pol({"selector": "app == 'db'", "inbound_rules": []})
+    assert not calc.has_unprepared
+    calc.on_policy(P1, web)
+    calc.on_policy(p2, db)
+    calc.on_policy(p3, db)
+    assert calc.has_unprepared
+    assert calc.take_unprepared(2) == [(P1, web), (p2, db)]  # oldest first, at most the limit
+    assert calc.take_unprepared(5) == [(p3, db)]
+    assert calc.take_unprepared(5) == [] and not calc.has_unprepared
+    calc.on_policy(p2, db)  # an equal re-send is not a change
+    assert calc.take_unprepared(5) == []
+    db2 = pol({"selector": "app == 'db'", "inbound_rules": [{"action": "allow"}]})
+    calc.on_policy(p2, db2)  # a new value is handed out again
+    assert calc.take_unprepared(5) == [(p2, db2)]
+
+    calc.on_policy(p3, web)
+    calc.on_endpoint(EP1, ep({"app": "web"}))  # activates P1 and p3: p3 withdrawn
+    assert [c[0] for c in scanner.take()] == ["on_policy_active", "on_policy_active"]
+    assert calc.take_unprepared(5) == []
+    calc.on_policy(p3, pol({"selector": "app == 'web'", "inbound_rules": [{"action": "deny"}]}))
+    assert calc.take_unprepared(5) == []  # active: the RuleScanner parses it anyway
+    calc.on_endpoint(EP1, None)  # deactivated: parsed while active, not handed out
+    assert calc.take_unprepared(5) == []
+
+    calc.on_policy(p2, db)
+    calc.on_policy(p2, None)  # deleted before it was handed out
+    assert calc.take_unprepared(5) == [] and not calc.has_unprepared

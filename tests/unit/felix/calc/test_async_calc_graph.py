@@ -16,6 +16,7 @@ import pytest
 from calico.felix.calc.async_calc_graph import (
     HEALTH_NAME,
     HEALTH_TIMEOUT,
+    PREPARE_CHUNK,
     AsyncCalcGraph,
     CalcGraphFailed,
 )
@@ -50,6 +51,7 @@ class Recorder:
         self.blocked = threading.Event()
         self.release = threading.Event()
         self.fail_key: str | None = None
+        self.to_prepare = 0  # inactive policies the fake graph could prepare
 
     # graph
     def on_update(self, update: Update) -> None:
@@ -66,6 +68,16 @@ class Recorder:
 
     def flush(self) -> None:
         self.events.append(("graph-flush",))
+
+    @property
+    def wants_prepare(self) -> bool:
+        return self.to_prepare > 0
+
+    def prepare_policies(self, limit: int) -> list[Any]:
+        n = min(limit, self.to_prepare)
+        self.to_prepare -= n
+        self.events.append(("prepare", limit))
+        return [f"prepared-{i}" for i in range(n)]
 
     # sink
     def sink(self, msgs: list[ToDataplane]) -> None:
@@ -85,6 +97,9 @@ class FakeSequencer:
     def flush(self) -> int:
         self._rec.events.append(("seq-flush",))
         return 0
+
+    def pending(self) -> bool:
+        return False
 
 
 def upd(name: str) -> Update:
@@ -330,3 +345,45 @@ def test_start_twice_is_an_error(make: Callable[..., AsyncCalcGraph]) -> None:
     acg = make()
     with pytest.raises(RuntimeError):
         acg.start()
+
+
+def test_prepare_requests_after_in_sync_one_at_a_time(
+    make: Callable[..., AsyncCalcGraph], rec: Recorder, clock: FakeClock
+) -> None:
+    """request_prepare (design/felix-calc.md "Preparing inactive policies"): nothing before
+    InSync was sent; then one chunk per request, never two requests queued, and a request
+    yields to unflushed changes."""
+    rec.to_prepare = PREPARE_CHUNK + 3
+    acg = make(burst=1)
+    acg.request_prepare()
+    time.sleep(0.02)
+    assert rec.count("prepare") == 0  # not in sync: start-up is not slowed for a guess
+    acg.on_status_updated(SyncStatus.IN_SYNC)
+    wait_for(lambda: ("sink", InSync()) in rec.events)
+
+    rec.block_key = "block"
+    acg.on_updates([upd("block")])
+    assert rec.blocked.wait(2)
+    for _ in range(3):
+        acg.request_prepare()  # queued once, behind the blocked update
+    clock.advance(0.02)  # a token for the blocked update's flush
+    rec.release.set()
+    wait_for(lambda: rec.count("prepare") == 1)
+    time.sleep(0.02)
+    assert rec.count("prepare") == 1
+    sunk = [e for e in rec.events if e[0] == "sink" and str(e[1]).startswith("prepared")]
+    assert sunk == [("sink", *[f"prepared-{i}" for i in range(PREPARE_CHUNK)])]
+
+    acg.on_updates([upd("x")])  # applied, but no token to flush it: dirty
+    wait_for(lambda: ("update", "x") in rec.events)
+    acg.request_prepare()
+    time.sleep(0.02)
+    assert rec.count("prepare") == 1  # the unflushed change comes first
+    clock.advance(0.02)
+    wait_for(lambda: rec.count("seq-flush") >= 3)
+    acg.request_prepare()
+    wait_for(lambda: rec.count("prepare") == 2)
+    assert rec.to_prepare == 0
+    acg.request_prepare()  # nothing left: nothing queued
+    time.sleep(0.02)
+    assert rec.count("prepare") == 2

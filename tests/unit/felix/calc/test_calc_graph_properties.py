@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from oracle import ENDPOINT_MESSAGES, DataplaneState, desired_state
 
 from calico.felix.calc.calc_graph import build_felix_calc_pipeline
+from calico.felix.calc.rule_scanner import parse_policy
+from calico.felix.messages import PolicyPrepare
 from calico.model import (
     HostEndpointKey,
     NetworkSetKey,
@@ -229,19 +231,34 @@ class Recorder:
         self.messages: list[Any] = []
 
     def __call__(self, batch: list[Any]) -> None:
+        if any(isinstance(msg, PolicyPrepare) for msg in batch):
+            assert all(isinstance(msg, PolicyPrepare) for msg in batch), batch  # a batch alone
+            assert self.state.in_sync, "PolicyPrepare before InSync"
         for msg in batch:
             if isinstance(msg, ENDPOINT_MESSAGES):
                 assert self.status_in_sync, f"endpoint message before InSync: {msg}"
+            if isinstance(msg, PolicyPrepare):
+                assert msg.id not in self.state.policies, f"{msg.id} is active"
             self.state.apply(msg)
             self.messages.append(msg)
 
 
-def run(ops: list[tuple[str, Any, Any]], index: str) -> tuple[Recorder, dict[Any, Any]]:
+def run(
+    ops: list[tuple[str, Any, Any]], index: str, prepare_at: dict[int, int] | None = None
+) -> tuple[Recorder, dict[Any, Any]]:
+    """The ops through a synchronous pipeline; ``prepare_at``: after op i, ask it to prepare
+    that many inactive policies (each checked against a parse of the policy's value then)."""
     rec = Recorder()
     pipeline = build_felix_calc_pipeline(HOST, rec, index=index, synchronous=True)
     snapshot: dict[Any, Any] = {}
     pipeline.on_status_updated(SyncStatus.RESYNC_IN_PROGRESS)
-    for kind, key, value in [*ops, ("in_sync", None, None)]:
+    for i, (kind, key, value) in enumerate([*ops, ("in_sync", None, None)]):
+        if prepare_at and i in prepare_at:
+            before = len(rec.messages)
+            assert pipeline.prepare(prepare_at[i]) == len(rec.messages) - before
+            for msg in rec.messages[before:]:
+                pkey = PolicyKey(msg.id.kind, msg.id.namespace, msg.id.name)
+                assert msg.policy == parse_policy(pkey, snapshot[pkey])[0]
         if kind == "flush":
             pipeline.flush()
         elif kind == "in_sync":
@@ -279,3 +296,23 @@ def test_indexed_and_linear_emit_the_same_final_state(ops: list[tuple[str, Any, 
     indexed, _ = run(ops, "indexed")
     linear, _ = run(ops, "linear")
     assert indexed.state.comparable() == linear.state.comparable()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=scenario(max_mutations=20),
+    synced_at=st.integers(0, 40),
+    prepare_at=st.dictionaries(st.integers(0, 35), st.integers(1, 4), max_size=12),
+)
+def test_preparing_inactive_policies_changes_no_other_message(
+    ops: list[tuple[str, Any, Any]], synced_at: int, prepare_at: dict[int, int]
+) -> None:
+    """Preparation (design/felix-calc.md "Preparing inactive policies") sends only
+    ``PolicyPrepare`` batches, after InSync, for policies not active then, each its value's
+    parse (checked in ``run``/``Recorder``); every other message is the same, in the same
+    order, as without it. In sync part way, so the later mutations meet prepared policies."""
+    ops = [*ops[:synced_at], ("in_sync", None, None), ("flush", None, None), *ops[synced_at:]]
+    plain, _ = run(ops, "indexed")
+    prepared, _ = run(ops, "indexed", prepare_at)
+    others = [m for m in prepared.messages if not isinstance(m, PolicyPrepare)]
+    assert others == plain.messages

@@ -23,6 +23,7 @@ from calico.felix.messages import (
     IPSetType,
     IPSetUpdate,
     PolicyID,
+    PolicyPrepare,
     ProfileID,
     TierInfo,
     WorkloadEndpointID,
@@ -440,3 +441,38 @@ def test_async_pipeline_end_to_end() -> None:
     finally:
         calc.stop()
     assert any(type(m).__name__ == "WorkloadEndpointUpdate" for m in got)
+
+
+def test_an_inactive_policy_is_prepared_after_in_sync_and_its_activation_reuses_it() -> None:
+    """design/felix-calc.md "Preparing inactive policies": nothing before InSync or while
+    output is unflushed; then a PolicyPrepare batch alone, and the activation carries the
+    very Policy object prepared."""
+    h = Harness()
+    h.apply(
+        """
+apiVersion: projectcalico.org/v3
+kind: NetworkPolicy
+metadata: {name: p1, namespace: ns1}
+spec: {selector: app == 'web', ingress: [{action: Allow, source: {selector: role == 'db'}}]}
+---
+apiVersion: projectcalico.org/v3
+kind: NetworkPolicy
+metadata: {name: p2, namespace: ns1}
+spec: {selector: app == 'db', ingress: [{action: Allow}]}
+"""
+    )
+    assert not h.pipeline.wants_prepare and h.pipeline.prepare(10) == 0  # not in sync
+    h.sync()
+    assert h.pipeline.wants_prepare
+    h.apply(wep("pod2", "{app: db}"))  # activates p2: output the dataplane has not seen
+    assert h.pipeline.prepare(10) == 0
+    h.flush()
+    before = len(h.batches)
+    assert h.pipeline.prepare(10) == 1
+    (prepared,) = h.batches[before]
+    assert isinstance(prepared, PolicyPrepare) and prepared.id.name == "p1"
+    assert not h.pipeline.wants_prepare and h.pipeline.prepare(10) == 0  # once per value
+    h.apply(wep("pod1", "{app: web}"))
+    (update,) = [m for m in h.flush() if isinstance(m, ActivePolicyUpdate)]
+    assert update.id == prepared.id and update.policy is prepared.policy
+    h.check_oracle()

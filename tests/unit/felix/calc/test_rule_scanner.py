@@ -286,3 +286,41 @@ def test_cached_scanner_equals_uncached(ops: list[Any], size: int) -> None:
             rule_scanner.PARSED_POLICY_CACHE = old
         recs.append(rec.calls)
     assert recs[0] == recs[1]
+
+
+def test_prepare_parses_into_the_cache_without_references_or_callbacks(monkeypatch: Any) -> None:
+    calls = _counting_parse(monkeypatch)
+    rec = Recorder()
+    scanner = RuleScanner(rec, rec)
+    room = scanner.prepare_room
+    prepared = scanner.prepare(_K1, _policy())
+    assert prepared is not None and prepared[0] == rule_scanner.policy_id(_K1)
+    assert prepared[1] == rule_scanner.parse_policy(_K1, _policy())[0]
+    del calls[1:]  # that comparison's own parse
+    assert rec.calls == [] and scanner.active_ip_sets == {}  # nothing referenced, no callback
+    assert scanner.prepare_room == room - 1
+    assert scanner.prepare(_K1, _policy()) is None  # cached at this value already
+    scanner.on_policy_active(_K1, _policy())  # the activation parses nothing
+    assert calls == [_K1]
+    assert rec.calls[-1][2] is prepared[1]  # and hands the prepared object on
+    assert [c[0] for c in rec.calls] == ["on_ipset_added", "update_ip_set", "on_policy_active"]
+    again = scanner.prepare(_K1, _policy(port=81))  # changed (here while active: still safe)
+    assert again is not None and again[1] != prepared[1] and calls == [_K1, _K1]
+
+
+def test_prepare_never_evicts_and_its_entries_go_first(monkeypatch: Any) -> None:
+    monkeypatch.setattr(rule_scanner, "PARSED_POLICY_CACHE", 2)
+    calls = _counting_parse(monkeypatch)
+    rec = Recorder()
+    scanner = RuleScanner(rec, rec)
+    k3 = PolicyKey("NetworkPolicy", "ns", "p3")
+    assert scanner.prepare(_K1, _policy()) is not None
+    scanner.on_policy_active(_K2, _policy())
+    assert scanner.prepare_room == 0
+    assert scanner.prepare(k3, _policy()) is None  # full: a guess evicts nothing
+    assert scanner.prepare(_K1, _policy(port=99)) is not None  # a cached key may be replaced
+    scanner.on_policy_active(k3, _policy())  # a real parse evicts the prepared entry first
+    calls.clear()
+    scanner.on_policy_active(_K2, _policy(src="has(a)"))  # equal value: still cached
+    scanner.on_policy_active(_K1, _policy(port=99))  # the prepared one was dropped
+    assert calls == [_K1]

@@ -19,6 +19,10 @@ class FakeTable:
         self.fail_next = 0
         self.applies = 0
         self.next_refresh = float("inf")
+        self.prepared: list[str] = []  # prepare_chain calls, by chain name
+
+    def prepare_chain(self, chain: Chain) -> None:
+        self.prepared.append(chain.name)
 
     def set_chain(self, chain: Chain) -> None:
         self.chains[chain.name] = chain

@@ -13,7 +13,7 @@ from calico.datastore.config import DatastoreConfig
 from calico.datastore.factory import open_backend
 from calico.felix.config import resolve
 from calico.felix.config.sources import Source
-from calico.felix.daemon import ConfigConnector
+from calico.felix.daemon import ConfigConnector, FelixDaemon
 from calico.felix.dataplane.metrics import FelixMetrics
 from calico.felix.messages import ConfigUpdate, DatastoreNotReady, InSync
 from calico.felix.startup_config import load_datastore_config
@@ -42,6 +42,27 @@ def test_changed_config_or_not_ready_requests_one_restart_and_stops_forwarding()
     conn2, _, restarts2 = _connector()
     conn2([DatastoreNotReady()])
     assert restarts2 and "not ready" in restarts2[0]
+
+
+def test_the_dataplanes_idle_point_collects_then_asks_for_policies_to_prepare() -> None:
+    """The dataplane's on_idle: garbage collection (calico.felix.idle_gc), then a request
+    for inactive policies to prepare once the calc graph exists (PolicyPrepare)."""
+    order: list[str] = []
+
+    class Collector:
+        def collect_if_due(self) -> None:
+            order.append("collect")
+
+    class Calc:
+        def request_prepare(self) -> None:
+            order.append("prepare")
+
+    daemon = FelixDaemon()
+    daemon.idle_gc = Collector()  # type: ignore[assignment]
+    daemon._on_dataplane_idle()  # no pipeline yet
+    daemon._calc = Calc()
+    daemon._on_dataplane_idle()
+    assert order == ["collect", "collect", "prepare"]
 
 
 def test_startup_config_matches_what_the_calc_graph_sends(tmp_path: Path) -> None:
